@@ -1,0 +1,6 @@
+//! How TLB flushes are done: the per-CPU hardware TLB, and each architecture's flush paths.
+
+mod tlb;
+pub mod x86;
+
+pub use tlb::{Tlb, TlbEntry};

@@ -1,0 +1,128 @@
+//! x86: TLB flushes by IPI (arch/x86/mm/tlb.c). Per-CPU `cpu_tlbstate`, the per-CPU
+//! `flush_tlb_info`, and the policies that changed between kernel eras.
+
+mod tlb;
+
+pub use tlb::{
+    enter_lazy_tlb, flush_tlb_func, flush_tlb_mm_range, flush_tlb_multi, jiffies, should_flush_tlb,
+    switch_mm_irqs_off,
+};
+
+use crate::arch::tlb::NR_ASID_SLOTS;
+
+/// The mm id meaning "flush everything": `flush_tlb_info.end == TLB_FLUSH_ALL`.
+pub const TLB_FLUSH_ALL: u64 = u64::MAX;
+
+/// init_mm's context id; real mms count up from 2 (last_mm_ctx_id starts at 1).
+pub const INIT_MM_CTX_ID: u64 = 1;
+
+/// When a CPU leaves an mm's `mm_cpumask`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MmCpumask {
+    /// switch_mm_irqs_off clears the CPU's bit in the previous mm (up to 6.12).
+    ClearOnSwitch,
+    /// Bits stay set; flush_tlb_func clears a CPU found on another mm, and flush_tlb_mm_range
+    /// asks those CPUs at most once per second (209954cbc7d0 + 6db2526c1d69, 6.13).
+    LazyTrim,
+}
+
+impl MmCpumask {
+    pub const NAMES: &'static [&'static str] = &["clear_on_switch", "lazy_trim"];
+    pub fn from_name(n: &str) -> MmCpumask {
+        match n {
+            "clear_on_switch" => MmCpumask::ClearOnSwitch,
+            _ => MmCpumask::LazyTrim,
+        }
+    }
+}
+
+/// How flushes treat CPUs in lazy TLB mode (idle or a kernel thread, with the old mm loaded).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LazyTlb {
+    /// Lazy CPUs get the IPI and leave the mm (leave_mm / switch to init_mm): up to 4.18.
+    LeaveMmOnIpi,
+    /// should_flush_tlb skips lazy CPUs unless page tables were freed (4.19).
+    SkipLazyCpus,
+}
+
+impl LazyTlb {
+    pub const NAMES: &'static [&'static str] = &["leave_mm_on_ipi", "skip_lazy_cpus"];
+    pub fn from_name(n: &str) -> LazyTlb {
+        match n {
+            "leave_mm_on_ipi" => LazyTlb::LeaveMmOnIpi,
+            _ => LazyTlb::SkipLazyCpus,
+        }
+    }
+}
+
+/// One of a CPU's dynamic ASID slots: which mm it holds and how fresh its TLB is for it.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AsidCtx {
+    pub ctx_id: u64,
+    pub tlb_gen: u64,
+}
+
+/// `cpu_tlbstate` plus `cpu_tlbstate_shared.is_lazy`.
+#[derive(Debug, Clone)]
+pub struct TlbState {
+    /// None is init_mm.
+    pub loaded_mm: Option<usize>,
+    pub loaded_asid: u8,
+    pub next_asid: u8,
+    pub is_lazy: bool,
+    pub ctxs: [AsidCtx; NR_ASID_SLOTS],
+}
+
+impl Default for TlbState {
+    fn default() -> Self {
+        // At boot every CPU runs init_mm in ASID slot 0.
+        let mut ctxs = [AsidCtx::default(); NR_ASID_SLOTS];
+        ctxs[0].ctx_id = INIT_MM_CTX_ID;
+        TlbState {
+            loaded_mm: None,
+            loaded_asid: 0,
+            next_asid: 1,
+            is_lazy: false,
+            ctxs,
+        }
+    }
+}
+
+/// `struct flush_tlb_info`: what a flush asks of each CPU. Kept per initiating CPU, as the kernel
+/// keeps it in a per-CPU variable while the initiator waits.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FlushInfo {
+    /// None: flush whatever mm is loaded (batched reclaim flush).
+    pub mm: Option<usize>,
+    pub start: u64,
+    pub end: u64,
+    pub stride_shift: u8,
+    pub new_tlb_gen: u64,
+    pub freed_tables: bool,
+    pub trim_cpumask: bool,
+    pub initiating_cpu: usize,
+}
+
+/// The arguments of flush_tlb_mm_range (addresses as page numbers).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FlushRange {
+    pub mm: u32,
+    pub start: u64,
+    pub end: u64,
+    pub stride_shift: u8,
+    pub freed_tables: bool,
+}
+
+pub struct X86 {
+    pub cpu: Vec<TlbState>,
+    pub info: Vec<FlushInfo>,
+}
+
+impl X86 {
+    pub fn new(n: usize) -> X86 {
+        X86 {
+            cpu: vec![TlbState::default(); n],
+            info: vec![FlushInfo::default(); n],
+        }
+    }
+}

@@ -1,0 +1,293 @@
+//! arch/x86/mm/tlb.c: switching mms, lazy TLB mode, and TLB shootdowns by IPI.
+//! Modelled on Linux 6.18; the `MmCpumask`, `LazyTlb` and `pcid` policies give the older eras.
+
+use super::{FlushInfo, FlushRange, LazyTlb, MmCpumask, INIT_MM_CTX_ID, TLB_FLUSH_ALL};
+use crate::arch::tlb::NR_ASID_SLOTS;
+use crate::engine::{Time, PS_PER_S};
+use crate::machine::Cost;
+use crate::observe::{Func, Irq, Trace, Vm};
+use crate::sched::{self, Outcome, Step};
+use crate::sim::{CpuId, Sim, TaskId};
+use crate::smp::{self, CallFunc, Cond};
+
+/// tlb_flush reasons (include/linux/mm_types.h: enum tlb_flush_reason).
+const TLB_FLUSH_ON_TASK_SWITCH: u8 = 0;
+const TLB_REMOTE_SHOOTDOWN: u8 = 1;
+const TLB_LOCAL_SHOOTDOWN: u8 = 2;
+const TLB_LOCAL_MM_SHOOTDOWN: u8 = 3;
+const TLB_REMOTE_SEND_IPI: u8 = 4;
+const TLB_REMOTE_WRONG_CPU: u8 = 5;
+
+pub fn jiffies(s: &Sim) -> u64 {
+    s.now() / (PS_PER_S / s.k.hz)
+}
+
+fn ctx_id(s: &Sim, mm: Option<usize>) -> u64 {
+    mm.map_or(INIT_MM_CTX_ID, |m| s.mem.mms[m].ctx_id)
+}
+
+fn tlb_gen(s: &Sim, mm: Option<usize>) -> u64 {
+    mm.map_or(0, |m| s.mem.mms[m].tlb_gen)
+}
+
+/// choose_new_asid(): reuse the slot that holds `next` (flushing it if stale) or take the next
+/// slot round-robin and flush it. Without PCID there is one address space and every switch flushes.
+fn choose_new_asid(s: &mut Sim, cpu: CpuId, next: Option<usize>, next_tlb_gen: u64) -> (u8, bool) {
+    if !s.k.pcid {
+        return (0, true);
+    }
+    let id = ctx_id(s, next);
+    let st = &mut s.x86.cpu[cpu];
+    if let Some(a) = st.ctxs.iter().position(|c| c.ctx_id == id) {
+        return (a as u8, st.ctxs[a].tlb_gen < next_tlb_gen);
+    }
+    let mut asid = st.next_asid;
+    st.next_asid += 1;
+    if asid as usize >= NR_ASID_SLOTS {
+        asid = 0;
+        st.next_asid = 1;
+    }
+    (asid, true)
+}
+
+/// switch_mm_irqs_off(): load `next` (None = init_mm) on `cpu`. Returns the time it takes.
+pub fn switch_mm_irqs_off(s: &mut Sim, cpu: CpuId, next: Option<usize>) -> Time {
+    let prev = s.x86.cpu[cpu].loaded_mm;
+    let was_lazy = s.x86.cpu[cpu].is_lazy;
+    s.x86.cpu[cpu].is_lazy = false;
+    let (asid, need_flush, next_tlb_gen);
+    if prev == next {
+        // Not switching mms: only a CPU coming back from lazy mode may have missed flushes.
+        if !was_lazy || !s.k.pcid {
+            return 0;
+        }
+        next_tlb_gen = tlb_gen(s, next);
+        let a = s.x86.cpu[cpu].loaded_asid;
+        if s.x86.cpu[cpu].ctxs[a as usize].tlb_gen == next_tlb_gen {
+            return 0;
+        }
+        asid = a;
+        need_flush = true;
+    } else {
+        if let (Some(p), MmCpumask::ClearOnSwitch) = (prev, s.k.mm_cpumask) {
+            s.mem.mms[p].cpumask.clear(cpu);
+        }
+        // Start receiving flush IPIs, then read tlb_gen.
+        if let Some(n) = next {
+            s.mem.mms[n].cpumask.set(cpu);
+        }
+        next_tlb_gen = tlb_gen(s, next);
+        (asid, need_flush) = choose_new_asid(s, cpu, next, next_tlb_gen);
+    }
+    let id = ctx_id(s, next);
+    let st = &mut s.x86.cpu[cpu];
+    if need_flush {
+        st.ctxs[asid as usize] = super::AsidCtx {
+            ctx_id: id,
+            tlb_gen: next_tlb_gen,
+        };
+        s.tlb[cpu].flush_asid(asid);
+        s.stats.trace(Trace::tlb_flush(TLB_FLUSH_ON_TASK_SWITCH));
+    } else {
+        s.stats.trace(Trace::tlb_flush(TLB_FLUSH_ON_TASK_SWITCH));
+    }
+    st.loaded_mm = next;
+    st.loaded_asid = asid;
+    // Every CR3 write costs about the same; a flushing one also empties the ASID.
+    s.m.cost[Cost::Cr3Flush]
+}
+
+/// enter_lazy_tlb(): the idle task keeps the old mm loaded, marked lazy.
+pub fn enter_lazy_tlb(s: &mut Sim, cpu: CpuId) {
+    if s.x86.cpu[cpu].loaded_mm.is_some() {
+        s.x86.cpu[cpu].is_lazy = true;
+    }
+}
+
+/// should_trim_cpumask(): at most once per second (per mm), ask CPUs on other mms to leave.
+fn should_trim_cpumask(s: &mut Sim, mm: usize) -> bool {
+    if s.k.mm_cpumask != MmCpumask::LazyTrim {
+        return false;
+    }
+    let j = jiffies(s);
+    if j > s.mem.mms[mm].next_trim_cpumask {
+        s.mem.mms[mm].next_trim_cpumask = j + s.k.hz;
+        true
+    } else {
+        false
+    }
+}
+
+/// flush_tlb_mm_range(mm, start, end, stride_shift, freed_tables).
+pub fn flush_tlb_mm_range(s: &mut Sim, cpu: CpuId, task: TaskId, r: FlushRange) -> Outcome {
+    let mm = r.mm as usize;
+    // inc_mm_tlb_gen(): also a full barrier against switch_mm.
+    let new_tlb_gen = if s.k.pcid {
+        s.mem.mms[mm].tlb_gen += 1;
+        s.mem.mms[mm].tlb_gen
+    } else {
+        0
+    };
+    // get_flush_tlb_info(): more than the ceiling of strides becomes a full flush.
+    let (mut start, mut end) = (r.start, r.end);
+    if end != TLB_FLUSH_ALL
+        && ((end - start) >> (r.stride_shift - 12)) > s.k.tlb_single_page_flush_ceiling
+    {
+        start = 0;
+        end = TLB_FLUSH_ALL;
+    }
+    s.x86.info[cpu] = FlushInfo {
+        mm: Some(mm),
+        start,
+        end,
+        stride_shift: r.stride_shift,
+        new_tlb_gen,
+        freed_tables: r.freed_tables,
+        trim_cpumask: false,
+        initiating_cpu: cpu,
+    };
+    let others = s.mem.mms[mm].cpumask.any_but(cpu);
+    let loaded_here = s.x86.cpu[cpu].loaded_mm == Some(mm);
+    if s.k.concurrent_local_flush {
+        if others {
+            s.x86.info[cpu].trim_cpumask = should_trim_cpumask(s, mm);
+            return flush_tlb_multi(s, cpu, task, true);
+        }
+    } else if others {
+        // Before 5.13 the local flush ran first, then flush_tlb_others() to the rest.
+        s.tasks[task].steps.push(Step::FlushTlbOthers);
+    }
+    if loaded_here {
+        return smp::run_local(s, cpu, task, CallFunc::FlushTlbFunc);
+    }
+    Outcome::Next
+}
+
+/// native_flush_tlb_multi() (flush_tlb_others() before 5.13): IPI the CPUs of the mm's cpumask
+/// that need it, with the initiator's flush_tlb_info, and wait for all of them.
+pub fn flush_tlb_multi(s: &mut Sim, cpu: CpuId, task: TaskId, run_local: bool) -> Outcome {
+    let info = s.x86.info[cpu];
+    let mm = info.mm.expect("flush_tlb_multi without an mm");
+    s.stats.vm(Vm::TlbRemoteFlush, 1);
+    s.stats.trace(Trace::tlb_flush(TLB_REMOTE_SEND_IPI));
+    // Lazy CPUs may skip the IPI unless page tables are being freed: a lazy CPU must not walk
+    // them speculatively (4.19). Before that every CPU in the mask got it.
+    let cond = match s.k.lazy_tlb {
+        LazyTlb::LeaveMmOnIpi => Cond::Always,
+        LazyTlb::SkipLazyCpus if info.freed_tables => Cond::Always,
+        LazyTlb::SkipLazyCpus => Cond::ShouldFlushTlb,
+    };
+    let mask = s.mem.mms[mm].cpumask;
+    smp::smp_call_function_many_cond(
+        s,
+        cpu,
+        task,
+        &mask,
+        CallFunc::FlushTlbFunc,
+        cond,
+        true,
+        run_local,
+    )
+}
+
+/// should_flush_tlb(): does `cpu` need the flush that `sender` is sending?
+pub fn should_flush_tlb(s: &Sim, cpu: CpuId, sender: CpuId) -> bool {
+    let info = &s.x86.info[sender];
+    let st = &s.x86.cpu[cpu];
+    if st.is_lazy {
+        // Lazy TLB will get flushed at the next context switch.
+        return false;
+    }
+    match info.mm {
+        None => true,
+        Some(mm) => st.loaded_mm == Some(mm) || info.trim_cpumask,
+    }
+}
+
+/// flush_tlb_func(): run `sender`'s flush_tlb_info on `cpu`. Returns the time taken.
+pub fn flush_tlb_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId) -> Time {
+    let f = s.x86.info[sender];
+    let local = cpu == f.initiating_cpu;
+    let mut cost = s.m.cost[Cost::FlushTlbFunc];
+    sched::charge(s, task, Func::FlushTlbFunc, cost);
+    if !local {
+        s.stats.irq(Irq::Tlb, cpu);
+        if s.k.pcid {
+            s.stats.vm(Vm::TlbRemoteFlushReceived, 1);
+        }
+    }
+    let loaded = s.x86.cpu[cpu].loaded_mm;
+    if f.mm.is_some() && f.mm != loaded {
+        // The CPU was left in the mm_cpumask of the target mm: clear it (6.13+).
+        if s.k.mm_cpumask == MmCpumask::LazyTrim {
+            s.mem.mms[f.mm.unwrap()].cpumask.clear(cpu);
+            s.stats.trace(Trace::tlb_flush(TLB_REMOTE_WRONG_CPU));
+        }
+        return cost;
+    }
+    if !local && !s.k.pcid {
+        // 4.3 counted a received flush only once the mm matched.
+        s.stats.vm(Vm::TlbRemoteFlushReceived, 1);
+    }
+    let Some(mm) = loaded else { return cost };
+    if s.x86.cpu[cpu].is_lazy {
+        // Lazy: leave the mm rather than flush it (switch_mm_irqs_off(NULL, &init_mm); leave_mm).
+        let t = switch_mm_irqs_off(s, cpu, None);
+        sched::charge(s, task, Func::SwitchMm, t);
+        return cost + t;
+    }
+    let asid = s.x86.cpu[cpu].loaded_asid;
+    let mut partial = f.end != TLB_FLUSH_ALL;
+    if s.k.pcid {
+        let local_gen = s.x86.cpu[cpu].ctxs[asid as usize].tlb_gen;
+        if f.new_tlb_gen != 0 && f.new_tlb_gen <= local_gen {
+            // Already caught up with this flush.
+            return cost;
+        }
+        let mm_gen = s.mem.mms[mm].tlb_gen;
+        if local_gen == mm_gen {
+            // A concurrent flush caught us all the way up.
+            trace_flush_done(s, local, f.mm.is_none());
+            return cost;
+        }
+        // Partial only if it brings this CPU exactly up to date.
+        partial = partial && f.new_tlb_gen == local_gen + 1 && f.new_tlb_gen == mm_gen;
+        s.x86.cpu[cpu].ctxs[asid as usize].tlb_gen = mm_gen;
+    }
+    if partial {
+        let step = 1u64 << (f.stride_shift - 12);
+        let n = (f.end - f.start).div_ceil(step);
+        let mut vpn = f.start;
+        while vpn < f.end {
+            s.tlb[cpu].flush_one(asid, vpn);
+            vpn += step;
+        }
+        let t = n * s.m.cost[Cost::Invlpg];
+        sched::charge(s, task, Func::NativeFlushTlbOneUser, t);
+        cost += t;
+        if local {
+            s.stats.vm(Vm::TlbLocalFlushOne, n);
+        }
+    } else {
+        s.tlb[cpu].flush_asid(asid);
+        let t = s.m.cost[Cost::Cr3Flush];
+        sched::charge(s, task, Func::NativeFlushTlbLocal, t);
+        cost += t;
+        if local {
+            s.stats.vm(Vm::TlbLocalFlushAll, 1);
+        }
+    }
+    trace_flush_done(s, local, f.mm.is_none());
+    cost
+}
+
+fn trace_flush_done(s: &mut Sim, local: bool, no_mm: bool) {
+    let reason = if !local {
+        TLB_REMOTE_SHOOTDOWN
+    } else if no_mm {
+        TLB_LOCAL_SHOOTDOWN
+    } else {
+        TLB_LOCAL_MM_SHOOTDOWN
+    };
+    s.stats.trace(Trace::tlb_flush(reason));
+}

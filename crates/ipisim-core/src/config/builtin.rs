@@ -1,0 +1,40 @@
+//! Built-in machine profiles and kernel presets, compiled into the binary so they ship with the
+//! package and need no file lookup.
+
+const MACHINES: &[(&str, &str)] = &[
+    (
+        "host-2cpu",
+        include_str!("../../data/machines/host-2cpu.toml"),
+    ),
+    (
+        "xeon-4n-48c-64g",
+        include_str!("../../data/machines/xeon-4n-48c-64g.toml"),
+    ),
+];
+
+const KERNELS: &[(&str, &str)] = &[
+    (
+        "linux-4.3",
+        include_str!("../../data/kernels/linux-4.3.toml"),
+    ),
+    (
+        "linux-6.18",
+        include_str!("../../data/kernels/linux-6.18.toml"),
+    ),
+];
+
+pub fn builtin_machine(name: &str) -> Option<&'static str> {
+    MACHINES.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
+
+pub fn builtin_kernel(name: &str) -> Option<&'static str> {
+    KERNELS.iter().find(|(n, _)| *n == name).map(|(_, t)| *t)
+}
+
+pub fn machine_names() -> Vec<&'static str> {
+    MACHINES.iter().map(|(n, _)| *n).collect()
+}
+
+pub fn kernel_names() -> Vec<&'static str> {
+    KERNELS.iter().map(|(n, _)| *n).collect()
+}

@@ -1,0 +1,143 @@
+//! `ipisim list` and `ipisim describe`: generated from the same declarations that validate input.
+
+use super::builtin::{builtin_kernel, builtin_machine, kernel_names, machine_names};
+use super::resolve::{resolve, RunRequest};
+use super::{ConfigError, Kind, Param};
+use crate::machine::COSTS;
+use crate::workload::SCENARIOS;
+use serde_json::{json, Value};
+
+fn description_of(text: &str, section: &str) -> String {
+    text.parse::<toml::Table>()
+        .ok()
+        .and_then(|t| {
+            t.get(section)?
+                .get("description")?
+                .as_str()
+                .map(str::to_string)
+        })
+        .unwrap_or_default()
+}
+
+/// Built-in scenarios, machines and kernel presets with one line each.
+pub fn list() -> Value {
+    let scenarios: Vec<Value> = SCENARIOS
+        .iter()
+        .map(|s| json!({"name": s.name, "description": s.description}))
+        .collect();
+    let machines: Vec<Value> = machine_names()
+        .into_iter()
+        .map(|n| json!({"name": n, "description": description_of(builtin_machine(n).unwrap(), "machine")}))
+        .collect();
+    let kernels: Vec<Value> = kernel_names()
+        .into_iter()
+        .map(|n| json!({"name": n, "description": description_of(builtin_kernel(n).unwrap(), "kernel")}))
+        .collect();
+    json!({"scenarios": scenarios, "machines": machines, "kernels": kernels})
+}
+
+fn kind_text(p: &Param) -> String {
+    match p.kind {
+        Kind::Int { min, max } => format!("int [{min}, {max}]"),
+        Kind::Size => "size".into(),
+        Kind::Duration => "duration".into(),
+        Kind::Float => "number".into(),
+        Kind::Bool => "bool".into(),
+        Kind::Choice(names) => names.join(" | "),
+        Kind::Str => "string".into(),
+    }
+}
+
+fn param_json(p: &Param, value: Option<String>) -> Value {
+    json!({
+        "key": p.key,
+        "type": kind_text(p),
+        "unit": p.unit,
+        "default": p.default,
+        "value": value.unwrap_or_else(|| p.default.to_string()),
+        "description": p.doc,
+    })
+}
+
+/// Every parameter of a scenario, a machine profile or a kernel preset, with its value there.
+/// `thing` is a scenario name, a machine or kernel name (built-in or a .toml path), or one of the
+/// words `machine` / `kernel` for the declarations alone.
+pub fn describe(thing: &str) -> Result<Value, ConfigError> {
+    if let Some(s) = SCENARIOS.iter().find(|s| s.name == thing) {
+        let params: Vec<Value> = s.params.iter().map(|p| param_json(p, None)).collect();
+        return Ok(
+            json!({"kind": "scenario", "name": s.name, "description": s.description, "params": params,
+            "note": "machine.* and kernel.* keys apply too: see `ipisim describe machine` and `ipisim describe kernel`"}),
+        );
+    }
+    let is_machine = thing == "machine"
+        || builtin_machine(thing).is_some()
+        || (thing.ends_with(".toml") && looks_like(thing, "machine"));
+    let is_kernel = thing == "kernel"
+        || builtin_kernel(thing).is_some()
+        || (thing.ends_with(".toml") && looks_like(thing, "kernel"));
+    if !is_machine && !is_kernel {
+        let names: Vec<&str> = SCENARIOS
+            .iter()
+            .map(|s| s.name)
+            .chain(machine_names())
+            .chain(kernel_names())
+            .collect();
+        return Err(ConfigError::new(
+            "describe",
+            "",
+            format!(
+                "unknown thing {thing:?} (one of: machine, kernel, {})",
+                names.join(", ")
+            ),
+        ));
+    }
+    let mut req = RunRequest {
+        scenario: "shootdown".into(),
+        ..Default::default()
+    };
+    if is_machine && thing != "machine" {
+        req.machine = Some(thing.into());
+    }
+    if is_kernel && thing != "kernel" {
+        req.kernel = Some(thing.into());
+    }
+    let r = resolve(&req)?;
+    let value = |p: &Param| {
+        Some(
+            r.values()
+                .find(|(k, _)| *k == p.key)
+                .map(|(_, v)| v.to_string())
+                .unwrap_or_default(),
+        )
+    };
+    if is_machine {
+        let params: Vec<Value> = crate::machine::PARAMS
+            .iter()
+            .map(|p| param_json(p, value(p)))
+            .collect();
+        let costs: Vec<Value> = COSTS
+            .iter()
+            .zip(&r.costs)
+            .map(|((_, name, doc), e)| json!({"key": format!("machine.cost.{name}"), "unit": "cycles", "value": e.cycles, "source": e.source, "description": doc}))
+            .collect();
+        Ok(
+            json!({"kind": "machine", "name": r.str("machine.name"), "description": r.str("machine.description"), "params": params, "costs": costs}),
+        )
+    } else {
+        let params: Vec<Value> = crate::kernel::PARAMS
+            .iter()
+            .map(|p| param_json(p, value(p)))
+            .collect();
+        Ok(
+            json!({"kind": "kernel", "name": r.str("kernel.name"), "description": r.str("kernel.description"), "params": params}),
+        )
+    }
+}
+
+fn looks_like(path: &str, section: &str) -> bool {
+    std::fs::read_to_string(path)
+        .ok()
+        .and_then(|t| t.parse::<toml::Table>().ok())
+        .is_some_and(|t| t.contains_key(section))
+}

@@ -1,0 +1,46 @@
+//! Configuration: every parameter is declared once (key, kind, unit, default, description), so
+//! `ipisim describe`, validation and the docs all come from the same table. A run is
+//! `machine profile + kernel preset + scenario + --set overrides`, resolved here into typed structs.
+
+mod builtin;
+mod describe;
+mod param;
+mod resolve;
+
+pub use builtin::{builtin_kernel, builtin_machine, kernel_names, machine_names};
+pub use describe::{describe, list};
+pub use param::{parse_size, Kind, Param, Value};
+pub use resolve::{resolve, Resolved, RunRequest};
+
+use std::fmt;
+
+/// A user mistake: which file (or `--set`), which key, and why. Printed as one line.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigError {
+    pub file: String,
+    pub key: String,
+    pub reason: String,
+}
+
+impl ConfigError {
+    pub fn new(file: impl Into<String>, key: impl Into<String>, reason: impl Into<String>) -> Self {
+        ConfigError {
+            file: file.into(),
+            key: key.into(),
+            reason: reason.into(),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (self.file.is_empty(), self.key.is_empty()) {
+            (false, false) => write!(f, "{}: {}: {}", self.file, self.key, self.reason),
+            (false, true) => write!(f, "{}: {}", self.file, self.reason),
+            (true, false) => write!(f, "{}: {}", self.key, self.reason),
+            (true, true) => write!(f, "{}", self.reason),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}

@@ -1,0 +1,340 @@
+//! Resolution: declared defaults, then the machine profile, the kernel preset, the scenario's
+//! defaults and finally `--set` overrides. Every error names the file (or `--set`), key and reason.
+
+use super::builtin::{builtin_kernel, builtin_machine, kernel_names, machine_names};
+use super::{ConfigError, Param, Value};
+use crate::machine::{CostEntry, COSTS};
+use crate::workload::{self, ScenarioDecl};
+use std::collections::BTreeMap;
+
+/// What the user asked for. `machine` and `kernel` are built-in names or paths to TOML files.
+#[derive(Debug, Clone, Default)]
+pub struct RunRequest {
+    pub scenario: String,
+    pub machine: Option<String>,
+    pub kernel: Option<String>,
+    pub sets: Vec<(String, String)>,
+    pub seed: u64,
+}
+
+pub const DEFAULT_MACHINE: &str = "host-2cpu";
+pub const DEFAULT_KERNEL: &str = "linux-6.18";
+
+/// A fully resolved configuration: every declared key has a value.
+#[derive(Debug, Clone)]
+pub struct Resolved {
+    pub scenario: &'static ScenarioDecl,
+    pub seed: u64,
+    values: BTreeMap<&'static str, Value>,
+    /// Cost entries in [`COSTS`] order.
+    pub costs: Vec<CostEntry>,
+    /// Where the value being checked came from, for error messages.
+    origin: BTreeMap<&'static str, String>,
+}
+
+impl Resolved {
+    fn get(&self, key: &str) -> &Value {
+        self.values
+            .get(key)
+            .unwrap_or_else(|| panic!("undeclared parameter {key}"))
+    }
+    pub fn int(&self, key: &str) -> i64 {
+        match self.get(key) {
+            Value::Int(v) => *v,
+            v => panic!("{key} is not an integer: {v:?}"),
+        }
+    }
+    pub fn uint(&self, key: &str) -> u64 {
+        match self.get(key) {
+            Value::UInt(v) => *v,
+            v => panic!("{key} is not a size or duration: {v:?}"),
+        }
+    }
+    pub fn float(&self, key: &str) -> f64 {
+        match self.get(key) {
+            Value::Float(v) => *v,
+            v => panic!("{key} is not a number: {v:?}"),
+        }
+    }
+    pub fn bool(&self, key: &str) -> bool {
+        match self.get(key) {
+            Value::Bool(v) => *v,
+            v => panic!("{key} is not a bool: {v:?}"),
+        }
+    }
+    pub fn str(&self, key: &str) -> &str {
+        match self.get(key) {
+            Value::Str(v) => v,
+            v => panic!("{key} is not a string: {v:?}"),
+        }
+    }
+
+    /// An error about `key`, naming where its value came from.
+    pub fn error(&self, key: &str, reason: impl Into<String>) -> ConfigError {
+        let file = self.origin.get(key).cloned().unwrap_or_default();
+        ConfigError::new(file, key, reason)
+    }
+
+    /// The whole resolved configuration as JSON, so a result can be reproduced from itself.
+    pub fn to_json(&self) -> serde_json::Value {
+        let mut m = serde_json::Map::new();
+        m.insert("scenario".into(), self.scenario.name.into());
+        m.insert("seed".into(), self.seed.into());
+        for (k, v) in &self.values {
+            m.insert((*k).into(), v.to_json());
+        }
+        for ((_, name, _), e) in COSTS.iter().zip(&self.costs) {
+            m.insert(
+                format!("machine.cost.{name}"),
+                serde_json::json!({"cycles": e.cycles, "source": e.source}),
+            );
+        }
+        serde_json::Value::Object(m)
+    }
+
+    /// `key=value` pairs that rebuild this configuration with `--set`.
+    pub fn values(&self) -> impl Iterator<Item = (&'static str, &Value)> {
+        self.values.iter().map(|(k, v)| (*k, v))
+    }
+}
+
+/// All parameters a run of `scenario` accepts, in `describe` order.
+pub fn all_params(scenario: &ScenarioDecl) -> Vec<&'static Param> {
+    crate::machine::PARAMS
+        .iter()
+        .chain(crate::kernel::PARAMS.iter())
+        .chain(scenario.params.iter())
+        .collect()
+}
+
+fn find<'a>(params: &[&'a Param], key: &str) -> Option<&'a Param> {
+    params.iter().copied().find(|p| p.key == key)
+}
+
+/// Read a built-in profile by name, or a TOML file by path.
+fn load(kind: &str, what: &str) -> Result<(String, toml::Table), ConfigError> {
+    let builtin = if kind == "machine" {
+        builtin_machine(what)
+    } else {
+        builtin_kernel(what)
+    };
+    let (label, text) = match builtin {
+        Some(text) => (format!("{kind}s/{what}.toml"), text.to_string()),
+        None if what.ends_with(".toml") || what.contains('/') => {
+            let text = std::fs::read_to_string(what)
+                .map_err(|e| ConfigError::new(what, "", format!("cannot read: {e}")))?;
+            (what.to_string(), text)
+        }
+        None => {
+            let names = if kind == "machine" {
+                machine_names()
+            } else {
+                kernel_names()
+            };
+            let hint = if kind == "machine" {
+                "--machine"
+            } else {
+                "--kernel"
+            };
+            return Err(ConfigError::new(
+                hint,
+                "",
+                format!(
+                    "unknown {kind} {what:?} (built-in: {}; or a path to a .toml file)",
+                    names.join(", ")
+                ),
+            ));
+        }
+    };
+    let table: toml::Table = text.parse().map_err(|e: toml::de::Error| {
+        let msg = e.message().trim().replace('\n', " ");
+        let at = e
+            .span()
+            .map(|s| format!(" (line {})", text[..s.start].matches('\n').count() + 1))
+            .unwrap_or_default();
+        ConfigError::new(&label, "", format!("malformed TOML{at}: {msg}"))
+    })?;
+    Ok((label, table))
+}
+
+pub fn resolve(req: &RunRequest) -> Result<Resolved, ConfigError> {
+    let scenario = workload::find(&req.scenario).ok_or_else(|| {
+        let names: Vec<&str> = workload::SCENARIOS.iter().map(|s| s.name).collect();
+        ConfigError::new(
+            "",
+            "scenario",
+            format!(
+                "unknown scenario {:?} (one of: {})",
+                req.scenario,
+                names.join(", ")
+            ),
+        )
+    })?;
+    let params = all_params(scenario);
+    let mut r = Resolved {
+        scenario,
+        seed: req.seed,
+        values: params.iter().map(|p| (p.key, p.default_value())).collect(),
+        costs: Vec::new(),
+        origin: BTreeMap::new(),
+    };
+
+    // The machine profile: [machine] keys and a [cost] table giving every cost with its source.
+    let (mfile, mtable) = load("machine", req.machine.as_deref().unwrap_or(DEFAULT_MACHINE))?;
+    apply_section(
+        &mut r,
+        &params,
+        &mfile,
+        &mtable,
+        "machine",
+        &["machine", "cost"],
+    )?;
+    r.costs = parse_costs(&mfile, &mtable)?;
+
+    let (kfile, ktable) = load("kernel", req.kernel.as_deref().unwrap_or(DEFAULT_KERNEL))?;
+    apply_section(&mut r, &params, &kfile, &ktable, "kernel", &["kernel"])?;
+
+    for (key, text) in &req.sets {
+        if let Some(name) = key.strip_prefix("machine.cost.") {
+            let idx = COSTS
+                .iter()
+                .position(|(_, n, _)| *n == name)
+                .ok_or_else(|| {
+                    ConfigError::new("--set", key, "unknown cost (see `ipisim describe machine`)")
+                })?;
+            let cycles: f64 = text
+                .trim()
+                .parse()
+                .ok()
+                .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+                .ok_or_else(|| {
+                    ConfigError::new(
+                        "--set",
+                        key,
+                        format!("expected a non-negative number of cycles, got {text:?}"),
+                    )
+                })?;
+            r.costs[idx] = CostEntry {
+                cycles,
+                source: "--set on the command line".into(),
+            };
+            continue;
+        }
+        let p = find(&params, key).ok_or_else(|| {
+            ConfigError::new(
+                "--set",
+                key,
+                format!(
+                    "unknown key for scenario {} (see `ipisim describe {}`)",
+                    scenario.name, scenario.name
+                ),
+            )
+        })?;
+        let v = p
+            .parse_text(text)
+            .map_err(|e| ConfigError::new("--set", key, e))?;
+        r.values.insert(p.key, v);
+        r.origin.insert(p.key, "--set".into());
+    }
+    Ok(r)
+}
+
+fn apply_section(
+    r: &mut Resolved,
+    params: &[&'static Param],
+    file: &str,
+    table: &toml::Table,
+    prefix: &str,
+    allowed: &[&str],
+) -> Result<(), ConfigError> {
+    for (section, body) in table {
+        if !allowed.contains(&section.as_str()) {
+            return Err(ConfigError::new(
+                file,
+                section,
+                format!("unknown section (expected [{}])", allowed.join("], [")),
+            ));
+        }
+        if section == "cost" {
+            continue;
+        }
+        let body = body
+            .as_table()
+            .ok_or_else(|| ConfigError::new(file, section, "expected a table"))?;
+        for (k, v) in body {
+            let key = format!("{prefix}.{k}");
+            let p =
+                find(params, &key).ok_or_else(|| ConfigError::new(file, &key, "unknown key"))?;
+            let val = p
+                .parse_toml(v)
+                .map_err(|e| ConfigError::new(file, &key, e))?;
+            r.values.insert(p.key, val);
+            r.origin.insert(p.key, file.to_string());
+        }
+    }
+    Ok(())
+}
+
+fn parse_costs(file: &str, table: &toml::Table) -> Result<Vec<CostEntry>, ConfigError> {
+    let empty = toml::Table::new();
+    let cost = match table.get("cost") {
+        Some(toml::Value::Table(t)) => t,
+        Some(_) => return Err(ConfigError::new(file, "cost", "expected a table")),
+        None => &empty,
+    };
+    for k in cost.keys() {
+        if !COSTS.iter().any(|(_, n, _)| n == k) {
+            return Err(ConfigError::new(
+                file,
+                format!("cost.{k}"),
+                "unknown cost (see `ipisim describe machine`)",
+            ));
+        }
+    }
+    COSTS
+        .iter()
+        .map(|(_, name, _)| {
+            let key = format!("cost.{name}");
+            let e = cost.get(*name).ok_or_else(|| {
+                ConfigError::new(
+                    file,
+                    &key,
+                    "missing (every cost needs { cycles = N, source = \"...\" })",
+                )
+            })?;
+            let t = e.as_table().ok_or_else(|| {
+                ConfigError::new(file, &key, "expected { cycles = N, source = \"...\" }")
+            })?;
+            let cycles = match t.get("cycles") {
+                Some(toml::Value::Integer(i)) if *i >= 0 => *i as f64,
+                Some(toml::Value::Float(x)) if *x >= 0.0 && x.is_finite() => *x,
+                Some(_) => {
+                    return Err(ConfigError::new(
+                        file,
+                        &key,
+                        "cycles must be a non-negative number",
+                    ))
+                }
+                None => return Err(ConfigError::new(file, &key, "missing cycles")),
+            };
+            let source = match t.get("source") {
+                Some(toml::Value::String(s)) if !s.trim().is_empty() => s.clone(),
+                _ => {
+                    return Err(ConfigError::new(
+                        file,
+                        &key,
+                        "missing source (where the figure comes from)",
+                    ))
+                }
+            };
+            if let Some(extra) = t.keys().find(|k| *k != "cycles" && *k != "source") {
+                return Err(ConfigError::new(
+                    file,
+                    &key,
+                    format!("unknown field {extra:?}"),
+                ));
+            }
+            Ok(CostEntry { cycles, source })
+        })
+        .collect()
+}

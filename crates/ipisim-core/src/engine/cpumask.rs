@@ -1,0 +1,144 @@
+//! A fixed-width CPU bitset (like the kernel's `struct cpumask`), up to 1024 CPUs, with no allocation.
+
+pub const MAX_CPUS: usize = 1024;
+const WORDS: usize = MAX_CPUS / 64;
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct CpuMask {
+    w: [u64; WORDS],
+}
+
+impl Default for CpuMask {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl std::fmt::Debug for CpuMask {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.to_cpulist())
+    }
+}
+
+impl CpuMask {
+    pub const fn new() -> Self {
+        CpuMask { w: [0; WORDS] }
+    }
+
+    pub fn first_n(n: usize) -> Self {
+        let mut m = Self::new();
+        for c in 0..n {
+            m.set(c);
+        }
+        m
+    }
+
+    pub fn set(&mut self, cpu: usize) {
+        self.w[cpu / 64] |= 1 << (cpu % 64);
+    }
+
+    pub fn clear(&mut self, cpu: usize) {
+        self.w[cpu / 64] &= !(1 << (cpu % 64));
+    }
+
+    pub fn test(&self, cpu: usize) -> bool {
+        self.w[cpu / 64] & (1 << (cpu % 64)) != 0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.w.iter().all(|&w| w == 0)
+    }
+
+    pub fn weight(&self) -> usize {
+        self.w.iter().map(|w| w.count_ones() as usize).sum()
+    }
+
+    pub fn or(&mut self, o: &CpuMask) {
+        for (a, b) in self.w.iter_mut().zip(o.w.iter()) {
+            *a |= *b;
+        }
+    }
+
+    pub fn clear_all(&mut self) {
+        self.w = [0; WORDS];
+    }
+
+    /// `cpumask_any_but(mask, cpu) < nr_cpu_ids`: is any CPU other than `cpu` set?
+    pub fn any_but(&self, cpu: usize) -> bool {
+        self.w.iter().enumerate().any(|(i, &w)| {
+            let w = if i == cpu / 64 {
+                w & !(1 << (cpu % 64))
+            } else {
+                w
+            };
+            w != 0
+        })
+    }
+
+    /// Set CPUs in ascending order, the order `for_each_cpu` visits them.
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        self.w.iter().enumerate().flat_map(|(i, &w)| {
+            let mut w = w;
+            std::iter::from_fn(move || {
+                if w == 0 {
+                    return None;
+                }
+                let b = w.trailing_zeros() as usize;
+                w &= w - 1;
+                Some(i * 64 + b)
+            })
+        })
+    }
+
+    /// The kernel's `%*pbl` rendering, e.g. "0-3,8".
+    pub fn to_cpulist(&self) -> String {
+        let mut out = String::new();
+        let mut run: Option<(usize, usize)> = None;
+        let flush = |out: &mut String, r: (usize, usize)| {
+            if !out.is_empty() {
+                out.push(',');
+            }
+            if r.0 == r.1 {
+                out.push_str(&r.0.to_string());
+            } else {
+                out.push_str(&format!("{}-{}", r.0, r.1));
+            }
+        };
+        for c in self.iter() {
+            run = match run {
+                Some((a, b)) if b + 1 == c => Some((a, c)),
+                Some(r) => {
+                    flush(&mut out, r);
+                    Some((c, c))
+                }
+                None => Some((c, c)),
+            };
+        }
+        if let Some(r) = run {
+            flush(&mut out, r);
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bits_and_lists() {
+        let mut m = CpuMask::new();
+        for c in [0, 1, 2, 3, 8, 64, 1023] {
+            m.set(c);
+        }
+        assert_eq!(m.weight(), 7);
+        assert_eq!(m.to_cpulist(), "0-3,8,64,1023");
+        assert!(m.any_but(0));
+        m.clear(1023);
+        assert_eq!(m.iter().collect::<Vec<_>>(), vec![0, 1, 2, 3, 8, 64]);
+        let mut one = CpuMask::new();
+        one.set(5);
+        assert!(!one.any_but(5));
+        assert!(one.any_but(4));
+    }
+}

@@ -1,0 +1,25 @@
+//! Simulated time, the event queue and the seeded RNG. Nothing here knows about kernels.
+
+mod cpumask;
+mod queue;
+mod rng;
+
+pub use cpumask::{CpuMask, MAX_CPUS};
+pub use queue::EventQueue;
+pub use rng::Rng;
+
+/// Simulated time in picoseconds: fine enough that cycle costs at any clock rate round by < 1 ps.
+pub type Time = u64;
+
+pub const PS_PER_NS: Time = 1_000;
+pub const PS_PER_US: Time = 1_000_000;
+pub const PS_PER_MS: Time = 1_000_000_000;
+pub const PS_PER_S: Time = 1_000_000_000_000;
+
+/// A time that never comes (an open-ended spin, an unbounded run).
+pub const NEVER: Time = Time::MAX;
+
+/// Seconds as f64, for results only (never fed back into the simulation).
+pub fn secs(t: Time) -> f64 {
+    t as f64 / PS_PER_S as f64
+}

@@ -1,0 +1,58 @@
+//! A kernel preset: one choice per mechanism. The declared defaults are the current kernel
+//! (linux-6.18); older presets state only what differs.
+
+use crate::arch::x86::{LazyTlb, MmCpumask};
+use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::smp::CallFunction;
+
+pub const PARAMS: &[Param] = &[
+    Param { key: "kernel.name", kind: Kind::Str, unit: "", default: "linux-6.18", doc: "preset name, shown in results" },
+    Param { key: "kernel.description", kind: Kind::Str, unit: "", default: "", doc: "one line about the kernel this preset models" },
+    Param { key: "kernel.hz", kind: Kind::Int { min: 100, max: 1000 }, unit: "Hz", default: "250", doc: "CONFIG_HZ: the jiffy that times the mm_cpumask trim" },
+    Param { key: "kernel.tlb_single_page_flush_ceiling", kind: Kind::Int { min: 0, max: 1 << 20 }, unit: "pages", default: "33", doc: "flush_tlb_mm_range flushes page by page up to this many pages, else the whole TLB (a5102476a2, 3.15)" },
+    Param { key: "kernel.mm_cpumask", kind: Kind::Choice(MmCpumask::NAMES), unit: "", default: "lazy_trim", doc: "clear_on_switch: switch_mm clears the old mm's bit (to 6.12); lazy_trim: bits stay until a flush IPI finds the CPU on another mm, trimmed at most once per second (209954cbc7d0, 6.13)" },
+    Param { key: "kernel.lazy_tlb", kind: Kind::Choice(LazyTlb::NAMES), unit: "", default: "skip_lazy_cpus", doc: "leave_mm_on_ipi: lazy CPUs get flush IPIs and leave the mm (to 4.18); skip_lazy_cpus: no IPI to lazy CPUs unless page tables were freed (4.19)" },
+    Param { key: "kernel.pcid", kind: Kind::Bool, unit: "", default: "true", doc: "PCID with 6 dynamic ASIDs and per-mm tlb_gen (4.14); false: every mm switch flushes the TLB" },
+    Param { key: "kernel.concurrent_local_flush", kind: Kind::Bool, unit: "", default: "true", doc: "flush the local TLB after sending the IPIs, overlapping them (4ce94eabac16, 5.13); false: local flush first" },
+    Param { key: "kernel.call_function", kind: Kind::Choice(CallFunction::NAMES), unit: "", default: "percpu_csd", doc: "smp_call_function_many: per-CPU queues and per-(sender, target) csd (9a46ad6d6df3, 3.9)" },
+    Param { key: "kernel.skip_ipi_if_queued", kind: Kind::Bool, unit: "", default: "true", doc: "smp_call_function_many sends no IPI to a CPU whose call queue already holds work (3fc5b3b6a80b, 4.13)" },
+    Param { key: "kernel.ipi_poll_elision", kind: Kind::Bool, unit: "", default: "true", doc: "a single-target call IPI to an idle CPU that is polling sets NEED_RESCHED instead (call_function_single_prep_ipi)" },
+    Param { key: "kernel.pt_reclaim", kind: Kind::Bool, unit: "", default: "true", doc: "CONFIG_PT_RECLAIM: MADV_DONTNEED over a whole PMD frees the empty PTE table (6.14)" },
+    Param { key: "kernel.cal_counts_tlb", kind: Kind::Bool, unit: "", default: "true", doc: "/proc/interrupts CAL includes TLB shootdowns (since 4.8); false: CAL = calls - TLB, as before" },
+];
+
+/// The resolved kernel preset.
+#[derive(Debug, Clone)]
+pub struct KernelConfig {
+    pub name: String,
+    pub hz: u64,
+    pub tlb_single_page_flush_ceiling: u64,
+    pub mm_cpumask: MmCpumask,
+    pub lazy_tlb: LazyTlb,
+    pub pcid: bool,
+    pub concurrent_local_flush: bool,
+    pub call_function: CallFunction,
+    pub skip_ipi_if_queued: bool,
+    pub ipi_poll_elision: bool,
+    pub pt_reclaim: bool,
+    pub cal_counts_tlb: bool,
+}
+
+impl KernelConfig {
+    pub fn from_resolved(r: &Resolved) -> Result<KernelConfig, ConfigError> {
+        Ok(KernelConfig {
+            name: r.str("kernel.name").to_string(),
+            hz: r.int("kernel.hz") as u64,
+            tlb_single_page_flush_ceiling: r.int("kernel.tlb_single_page_flush_ceiling") as u64,
+            mm_cpumask: MmCpumask::from_name(r.str("kernel.mm_cpumask")),
+            lazy_tlb: LazyTlb::from_name(r.str("kernel.lazy_tlb")),
+            pcid: r.bool("kernel.pcid"),
+            concurrent_local_flush: r.bool("kernel.concurrent_local_flush"),
+            call_function: CallFunction::from_name(r.str("kernel.call_function")),
+            skip_ipi_if_queued: r.bool("kernel.skip_ipi_if_queued"),
+            ipi_poll_elision: r.bool("kernel.ipi_poll_elision"),
+            pt_reclaim: r.bool("kernel.pt_reclaim"),
+            cal_counts_tlb: r.bool("kernel.cal_counts_tlb"),
+        })
+    }
+}

@@ -1,0 +1,73 @@
+//! The cost table: one entry per physical operation, in cycles, each with the source it came from.
+//! Profiles must give every entry (value and source); nothing has a silent default.
+
+use crate::engine::Time;
+
+macro_rules! cost_table {
+    ($($variant:ident = $name:literal : $doc:literal,)*) => {
+        /// A physical operation with a cost. Index [`Costs`] with it.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum Cost { $($variant,)* }
+
+        /// Declaration order = the order of [`Costs`]: (operation, name in `[cost]`, what it is).
+        pub const COSTS: &[(Cost, &str, &str)] = &[$((Cost::$variant, $name, $doc),)*];
+    };
+}
+
+cost_table! {
+    Syscall = "syscall": "syscall entry plus exit, user to kernel and back, with the machine's mitigations",
+    ContextSwitch = "context_switch": "scheduler switch between two tasks, not counting switch_mm's TLB work",
+    ThreadCreate = "thread_create": "creating a thread or process (clone) until it runs on its CPU",
+    IrqEntryExit = "irq_entry_exit": "taking an interrupt and returning from it: entry, APIC EOI, exit",
+    IpiSend = "ipi_send": "sending one IPI: one ICR write (x2APIC WRMSR; a VM exit in a guest)",
+    IpiWireNode = "ipi_wire_node": "from the ICR write to the target entering its handler, same node",
+    IpiWireRemote = "ipi_wire_remote": "the same, target on another node",
+    IdleWakeup = "idle_wakeup": "extra delay before a halted (HLT) idle CPU runs an interrupt",
+    LineSmt = "line_smt": "one cache-line transfer between SMT siblings",
+    LineNode = "line_node": "one cache-line transfer between cores of one node",
+    LineRemote = "line_remote": "one cache-line transfer between nodes",
+    Invlpg = "invlpg": "one INVLPG, a single-page TLB flush",
+    Cr3Flush = "cr3_flush": "a full TLB flush by CR3 write (direct cost, refills not included)",
+    TlbMiss = "tlb_miss": "a TLB miss whose page walk hits in the caches",
+    FlushTlbFunc = "flush_tlb_func": "flush_tlb_func's own work on one CPU besides INVLPGs or the CR3 write",
+    CsdQueue = "csd_queue": "queueing one csd for one target: csd_lock and llist_add, on the sender",
+    PteZap = "pte_zap": "zapping one present PTE and freeing its anonymous page (zap_pte_range)",
+    PteProtect = "pte_protect": "changing one PTE's protection (change_pte_range)",
+    VmaOp = "vma_op": "VMA lookup, split or merge and mmap_lock, once per madvise/munmap/mprotect call",
+    PgtableFree = "pgtable_free": "freeing one page-table page",
+    FaultAnon = "fault_anon": "an anonymous page fault, not counting clearing the page",
+    FaultFile = "fault_file": "a page fault that maps a page already in the page cache",
+    PageClear = "page_clear": "clearing one 4 KiB page",
+    PageCopy = "page_copy": "copying one 4 KiB page",
+    UserTouch = "user_touch": "a user store to one page plus loop overhead, TLB hit",
+}
+
+/// One entry of a profile's `[cost]` table, as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CostEntry {
+    pub cycles: f64,
+    pub source: String,
+}
+
+/// The costs in picoseconds at the machine's clock rate; what the hot path reads.
+#[derive(Debug, Clone)]
+pub struct Costs([Time; COSTS.len()]);
+
+impl Costs {
+    /// `entries` in [`COSTS`] order.
+    pub fn new(entries: &[CostEntry], ghz: f64) -> Costs {
+        assert_eq!(entries.len(), COSTS.len());
+        let mut ps = [0; COSTS.len()];
+        for (slot, e) in ps.iter_mut().zip(entries) {
+            *slot = (e.cycles * 1000.0 / ghz).round() as Time;
+        }
+        Costs(ps)
+    }
+}
+
+impl std::ops::Index<Cost> for Costs {
+    type Output = Time;
+    fn index(&self, c: Cost) -> &Time {
+        &self.0[c as usize]
+    }
+}

@@ -1,0 +1,129 @@
+//! User accesses: a TLB lookup per page, a page walk on a miss, and a page fault when the PTE is
+//! missing (do_anonymous_page, do_shared_fault, do_cow_fault, do_read_fault).
+
+use super::{Backing, Pte, Vma, NONE, PTRS_PER_PTE};
+use crate::engine::Time;
+use crate::machine::Cost;
+use crate::observe::{Func, Vm};
+use crate::sched::{self, Outcome, Step};
+use crate::sim::{CpuId, Sim, TaskId};
+
+/// Pages handled per step, so other CPUs' events interleave with a long touch loop.
+const TOUCH_CHUNK: u32 = 64;
+
+pub fn touch(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) -> Outcome {
+    let chunk = n.min(TOUCH_CHUNK);
+    if n > chunk {
+        s.tasks[t].steps.push(Step::Touch {
+            vpn: vpn + chunk as u64,
+            n: n - chunk,
+            write,
+        });
+    }
+    let mm = s.tasks[t].mm;
+    let asid = s.x86.cpu[cpu].loaded_asid;
+    let (touch_cost, walk_cost) = (s.m.cost[Cost::UserTouch], s.m.cost[Cost::TlbMiss]);
+    let (mut user, mut fault): (Time, Time) = (chunk as Time * touch_cost, 0);
+    let mut vma: Option<Vma> = None;
+    let mut table: Option<(u64, usize)> = None;
+    for v in vpn..vpn + chunk as u64 {
+        let (hit, slot) = s.tlb[cpu].access(asid, v);
+        if hit.is_some_and(|e| !write || e.dirty) {
+            continue;
+        }
+        // A miss, or a write through a clean entry: the CPU walks the page table.
+        user += walk_cost;
+        let tab = match table {
+            Some((pmd, tab)) if pmd == v / PTRS_PER_PTE => tab,
+            _ => {
+                let tab = s.mem.table_alloc(mm, v) as usize;
+                table = Some((v / PTRS_PER_PTE, tab));
+                tab
+            }
+        };
+        let idx = (v % PTRS_PER_PTE) as usize;
+        let mut pte = s.mem.tables[tab].pte[idx];
+        if !pte.present() || (write && !pte.write()) {
+            if !vma.is_some_and(|x| x.start <= v && v < x.end) {
+                vma = Some(
+                    *s.mem
+                        .vma_at(mm, v)
+                        .unwrap_or_else(|| panic!("workload touched unmapped page {v:#x}")),
+                );
+            }
+            let (new, cost) = handle_mm_fault(s, t, vma.unwrap(), v, write);
+            fault += cost;
+            if !pte.present() {
+                s.mem.tables[tab].present += 1;
+            }
+            pte = new;
+        } else if write && !pte.dirty() {
+            pte = pte.mkdirty();
+        }
+        s.mem.tables[tab].pte[idx] = pte;
+        s.tlb[cpu].fill_at(slot, asid, v, pte.pfn(), pte.write(), pte.dirty());
+    }
+    sched::charge(s, Some(t), Func::User, user);
+    Outcome::Busy {
+        ps: user + fault,
+        irqs_off: false,
+    }
+}
+
+/// handle_mm_fault(): the PTE to install for `v`, and the kernel time spent.
+fn handle_mm_fault(s: &mut Sim, t: TaskId, vma: Vma, v: u64, write: bool) -> (Pte, Time) {
+    assert!(
+        !write || vma.write,
+        "workload wrote to read-only page {v:#x}"
+    );
+    s.stats.vm(Vm::PgFault, 1);
+    let c = &s.m.cost;
+    let (pte, cost, extra, extra_func) = match vma.backing {
+        Backing::Anon => {
+            // do_anonymous_page(): a zeroed page.
+            let pfn = s.mem.frames.alloc();
+            (
+                Pte::new(pfn, vma.write, write),
+                c[Cost::FaultAnon],
+                c[Cost::PageClear],
+                Func::ClearPage,
+            )
+        }
+        Backing::File {
+            file,
+            pgoff,
+            shared,
+        } => {
+            let idx = (pgoff + v - vma.start) as usize;
+            let mut page = s.mem.files[file as usize].pages[idx];
+            let mut extra = 0;
+            if page == NONE {
+                // A hole of a sparse file: a zeroed page-cache page, no I/O.
+                page = s.mem.frames.alloc();
+                s.mem.files[file as usize].pages[idx] = page;
+                extra = c[Cost::PageClear];
+            }
+            if shared || !write {
+                // do_shared_fault() / do_read_fault(): map the page-cache page.
+                (
+                    Pte::new(page, vma.write && shared, write),
+                    c[Cost::FaultFile],
+                    extra,
+                    Func::ClearPage,
+                )
+            } else {
+                // do_cow_fault(): copy the page-cache page into a private anonymous one.
+                let pfn = s.mem.frames.alloc();
+                (
+                    Pte::new(pfn, true, true),
+                    c[Cost::FaultAnon],
+                    extra + c[Cost::PageCopy],
+                    Func::CopyPage,
+                )
+            }
+        }
+    };
+    sched::charge(s, Some(t), Func::HandleMmFault, cost);
+    sched::charge(s, Some(t), extra_func, extra);
+    (pte, cost + extra)
+}

@@ -1,0 +1,93 @@
+//! The mmu_gather (mm/mmu_gather.c, include/asm-generic/tlb.h): collects the range of PTEs cleared
+//! and the pages to free, flushes the TLB once for all of them, and only then frees the pages.
+
+use crate::arch::x86::FlushRange;
+use crate::sched::{Outcome, Step};
+use crate::sim::{Sim, TaskId};
+
+/// Pages one gather holds before zap_pte_range must flush: MMU_GATHER_BUNDLE (8) plus
+/// MAX_GATHER_BATCH_COUNT (10000 / 510 = 19) batches of MAX_GATHER_BATCH (510) pointers.
+pub const MAX_GATHER_PAGES: usize = 8 + 19 * 510;
+
+#[derive(Debug, Default)]
+pub struct MmuGather {
+    pub mm: usize,
+    /// The range to flush, in pages; empty when start >= end.
+    pub start: u64,
+    pub end: u64,
+    pub freed_tables: bool,
+    pub cleared_ptes: bool,
+    pub cleared_pmds: bool,
+    /// Frames unmapped and waiting for the flush before they may be freed.
+    pub pages: Vec<u32>,
+}
+
+impl MmuGather {
+    /// tlb_gather_mmu().
+    pub fn init(&mut self, mm: usize) {
+        self.mm = mm;
+        self.reset_range();
+        self.pages.clear();
+    }
+
+    /// __tlb_reset_range().
+    fn reset_range(&mut self) {
+        self.start = u64::MAX;
+        self.end = 0;
+        self.freed_tables = false;
+        self.cleared_ptes = false;
+        self.cleared_pmds = false;
+    }
+
+    /// __tlb_adjust_range().
+    pub fn adjust_range(&mut self, start: u64, end: u64) {
+        self.start = self.start.min(start);
+        self.end = self.end.max(end);
+    }
+
+    /// __tlb_remove_page(): true when the batch is full and the caller must flush.
+    pub fn remove_page(&mut self, pfn: u32) -> bool {
+        self.pages.push(pfn);
+        self.pages.len() >= MAX_GATHER_PAGES
+    }
+
+    /// tlb_get_unmap_shift().
+    fn stride_shift(&self) -> u8 {
+        if self.cleared_ptes || !self.cleared_pmds {
+            12
+        } else {
+            21
+        }
+    }
+}
+
+/// tlb_flush_mmu() (also the flush of tlb_finish_mmu()): flush the gathered range if any PTE or
+/// table was cleared, then free the gathered pages.
+pub fn tlb_flush_mmu(s: &mut Sim, t: TaskId) -> Outcome {
+    let g = &mut s.tasks[t].gather;
+    let flush = (g.start < g.end).then(|| FlushRange {
+        mm: g.mm as u32,
+        start: g.start,
+        end: g.end,
+        stride_shift: g.stride_shift(),
+        freed_tables: g.freed_tables,
+    });
+    g.reset_range();
+    let steps = &mut s.tasks[t].steps;
+    steps.push(Step::TlbBatchPagesFlush);
+    if let Some(r) = flush {
+        steps.push(Step::FlushTlbMmRange(r));
+    }
+    Outcome::Next
+}
+
+/// tlb_batch_pages_flush(): the TLB is clean, the gathered pages can go back to the allocator.
+pub fn tlb_batch_pages_flush(s: &mut Sim, t: TaskId) -> Outcome {
+    let mut pages = std::mem::take(&mut s.tasks[t].gather.pages);
+    for &pfn in &pages {
+        s.mem.frames.free(pfn);
+    }
+    pages.clear();
+    s.tasks[t].gather.pages = pages;
+    Outcome::Next
+}

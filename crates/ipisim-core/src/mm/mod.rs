@@ -1,0 +1,286 @@
+//! Memory management: address spaces (VMAs, 4 KiB page tables), physical frames, a page cache,
+//! page faults, and the syscalls that change mappings (madvise, munmap, mprotect).
+//! Addresses are page numbers (vpn); a PTE table covers 512 of them (one PMD, 2 MiB).
+
+mod fault;
+mod mmu_gather;
+mod pagetable;
+mod syscall;
+
+pub use fault::touch;
+pub use mmu_gather::{tlb_batch_pages_flush, tlb_flush_mmu, MmuGather};
+pub use pagetable::{Pte, PteTable};
+pub use syscall::{free_pgtables, protect_step, syscall, zap_step, Syscall};
+
+use crate::engine::CpuMask;
+
+pub const PAGE_SHIFT: u32 = 12;
+pub const PTRS_PER_PTE: u64 = 512;
+/// Where mmap starts placing mappings: 4 GiB, a PMD-aligned address in the user half.
+pub const MMAP_BASE_VPN: u64 = 1 << 20;
+pub const NONE: u32 = u32::MAX;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backing {
+    Anon,
+    /// A file mapping: which file, the page offset of `start`, and MAP_SHARED or MAP_PRIVATE.
+    File {
+        file: u32,
+        pgoff: u64,
+        shared: bool,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Vma {
+    pub start: u64,
+    pub end: u64,
+    pub write: bool,
+    pub backing: Backing,
+}
+
+impl Vma {
+    /// Can `self` (below) and `next` (directly above) be one VMA (vma_merge)?
+    fn mergeable(&self, next: &Vma) -> bool {
+        self.end == next.start
+            && self.write == next.write
+            && match (self.backing, next.backing) {
+                (Backing::Anon, Backing::Anon) => true,
+                (
+                    Backing::File {
+                        file: a,
+                        pgoff: pa,
+                        shared: sa,
+                    },
+                    Backing::File {
+                        file: b,
+                        pgoff: pb,
+                        shared: sb,
+                    },
+                ) => a == b && sa == sb && pa + (self.end - self.start) == pb,
+                _ => false,
+            }
+    }
+}
+
+/// An address space (`struct mm_struct`) with the x86 context fields flushes need.
+#[derive(Debug)]
+pub struct Mm {
+    /// Sorted, non-overlapping.
+    pub vmas: Vec<Vma>,
+    /// The PTE table of each PMD from MMAP_BASE_VPN up, or NONE.
+    pub pmds: Vec<u32>,
+    /// mm_cpumask(mm): CPUs that may hold TLB entries for this mm.
+    pub cpumask: CpuMask,
+    pub ctx_id: u64,
+    pub tlb_gen: u64,
+    /// In jiffies.
+    pub next_trim_cpumask: u64,
+    /// Next free page for mmap (bottom-up placement).
+    next_vpn: u64,
+}
+
+pub struct File {
+    /// The page cache: the frame holding each page of the file, or NONE.
+    pub pages: Vec<u32>,
+}
+
+/// Physical memory: frames handed out from a free list, the rest never touched.
+pub struct Frames {
+    free: Vec<u32>,
+    next: u32,
+    total: u32,
+    pub used: u64,
+}
+
+impl Frames {
+    pub fn alloc(&mut self) -> u32 {
+        self.used += 1;
+        if let Some(f) = self.free.pop() {
+            return f;
+        }
+        assert!(self.next < self.total, "out of memory: the workload needs more than the machine has (reclaim is not modelled yet)");
+        self.next += 1;
+        self.next - 1
+    }
+
+    pub fn free(&mut self, pfn: u32) {
+        self.used -= 1;
+        self.free.push(pfn);
+    }
+
+    pub fn total(&self) -> u64 {
+        self.total as u64
+    }
+}
+
+pub struct Memory {
+    pub mms: Vec<Mm>,
+    pub tables: Vec<PteTable>,
+    free_tables: Vec<u32>,
+    pub frames: Frames,
+    pub files: Vec<File>,
+    next_ctx_id: u64,
+}
+
+impl Memory {
+    pub fn new(bytes: u64) -> Memory {
+        let total = (bytes >> PAGE_SHIFT).min(u32::MAX as u64 - 1) as u32;
+        Memory {
+            mms: Vec::new(),
+            tables: Vec::new(),
+            free_tables: Vec::new(),
+            frames: Frames {
+                free: Vec::new(),
+                next: 0,
+                total,
+                used: 0,
+            },
+            files: Vec::new(),
+            next_ctx_id: crate::arch::x86::INIT_MM_CTX_ID + 1,
+        }
+    }
+
+    /// mm_alloc() + init_new_context() at time `jiffies`.
+    pub fn new_mm(&mut self, jiffies: u64, hz: u64) -> usize {
+        let ctx_id = self.next_ctx_id;
+        self.next_ctx_id += 1;
+        self.mms.push(Mm {
+            vmas: Vec::new(),
+            pmds: Vec::new(),
+            cpumask: CpuMask::new(),
+            ctx_id,
+            tlb_gen: 0,
+            next_trim_cpumask: jiffies + hz,
+            next_vpn: MMAP_BASE_VPN,
+        });
+        self.mms.len() - 1
+    }
+
+    /// A file of `pages` pages whose contents are all in the page cache (written at setup).
+    pub fn new_file(&mut self, pages: u64, cached: bool) -> u32 {
+        let mut f = File {
+            pages: vec![NONE; pages as usize],
+        };
+        if cached {
+            for p in f.pages.iter_mut() {
+                *p = self.frames.alloc();
+            }
+        }
+        self.files.push(f);
+        (self.files.len() - 1) as u32
+    }
+
+    /// mmap(): place `pages` pages bottom-up; lengths that are whole PMDs get PMD alignment, as
+    /// anonymous mappings do since 6.7 (thp_get_unmapped_area). Adjacent compatible VMAs merge.
+    pub fn mmap(
+        &mut self,
+        mm: usize,
+        pages: u64,
+        write: bool,
+        backing: Backing,
+        misalign: bool,
+    ) -> u64 {
+        let m = &mut self.mms[mm];
+        let mut start = m.next_vpn;
+        if pages % PTRS_PER_PTE == 0 {
+            start = start.next_multiple_of(PTRS_PER_PTE);
+        }
+        if misalign {
+            start = start.next_multiple_of(PTRS_PER_PTE) + 1;
+        }
+        m.next_vpn = start + pages;
+        let vma = Vma {
+            start,
+            end: start + pages,
+            write,
+            backing,
+        };
+        let i = m.vmas.partition_point(|v| v.start < start);
+        m.vmas.insert(i, vma);
+        merge_vmas(m);
+        start
+    }
+
+    pub fn alloc_table(&mut self) -> u32 {
+        if let Some(t) = self.free_tables.pop() {
+            return t;
+        }
+        self.tables.push(PteTable::default());
+        (self.tables.len() - 1) as u32
+    }
+
+    pub fn free_table(&mut self, t: u32) {
+        debug_assert_eq!(self.tables[t as usize].present, 0);
+        self.free_tables.push(t);
+    }
+
+    /// The PTE table covering `vpn`, if any.
+    pub fn table_of(&self, mm: usize, vpn: u64) -> Option<u32> {
+        let i = (vpn / PTRS_PER_PTE).checked_sub(MMAP_BASE_VPN / PTRS_PER_PTE)? as usize;
+        self.mms[mm].pmds.get(i).copied().filter(|&t| t != NONE)
+    }
+
+    pub fn pte(&self, mm: usize, vpn: u64) -> Pte {
+        match self.table_of(mm, vpn) {
+            Some(t) => self.tables[t as usize].pte[(vpn % PTRS_PER_PTE) as usize],
+            None => Pte::NONE,
+        }
+    }
+
+    /// __pte_alloc(): the PTE table for `vpn`, allocated if missing.
+    pub fn table_alloc(&mut self, mm: usize, vpn: u64) -> u32 {
+        let i = (vpn / PTRS_PER_PTE - MMAP_BASE_VPN / PTRS_PER_PTE) as usize;
+        if self.mms[mm].pmds.len() <= i {
+            self.mms[mm].pmds.resize(i + 1, NONE);
+        }
+        if self.mms[mm].pmds[i] == NONE {
+            let t = self.alloc_table();
+            self.mms[mm].pmds[i] = t;
+        }
+        self.mms[mm].pmds[i]
+    }
+
+    pub fn vma_at(&self, mm: usize, vpn: u64) -> Option<&Vma> {
+        let v = &self.mms[mm].vmas;
+        let i = v.partition_point(|x| x.end <= vpn);
+        v.get(i).filter(|x| x.start <= vpn)
+    }
+}
+
+/// Split VMAs so that `at` is a boundary (__split_vma).
+fn split_at(m: &mut Mm, at: u64) {
+    let i = m.vmas.partition_point(|v| v.end <= at);
+    if let Some(v) = m.vmas.get(i).copied() {
+        if v.start < at && at < v.end {
+            let mut hi = v;
+            hi.start = at;
+            if let Backing::File {
+                file,
+                pgoff,
+                shared,
+            } = v.backing
+            {
+                hi.backing = Backing::File {
+                    file,
+                    pgoff: pgoff + (at - v.start),
+                    shared,
+                };
+            }
+            m.vmas[i].end = at;
+            m.vmas.insert(i + 1, hi);
+        }
+    }
+}
+
+fn merge_vmas(m: &mut Mm) {
+    let mut i = 0;
+    while i + 1 < m.vmas.len() {
+        if m.vmas[i].mergeable(&m.vmas[i + 1]) {
+            m.vmas[i].end = m.vmas[i + 1].end;
+            m.vmas.remove(i + 1);
+        } else {
+            i += 1;
+        }
+    }
+}

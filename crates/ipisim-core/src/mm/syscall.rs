@@ -1,0 +1,259 @@
+//! madvise(MADV_DONTNEED), munmap and mprotect: the VMA work, then the page-table walk into an
+//! mmu_gather, then one flush per gather (more if the gather fills).
+
+use super::{merge_vmas, split_at, Backing, NONE, PTRS_PER_PTE};
+use crate::machine::Cost;
+use crate::observe::Func;
+use crate::sched::{self, Outcome, Step};
+use crate::sim::{CpuId, Sim, TaskId};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Syscall {
+    /// madvise(addr, len, MADV_DONTNEED)
+    MadviseDontneed { vpn: u64, n: u64 },
+    /// munmap(addr, len)
+    Munmap { vpn: u64, n: u64 },
+    /// mprotect(addr, len, PROT_READ)
+    MprotectRead { vpn: u64, n: u64 },
+}
+
+pub fn syscall(s: &mut Sim, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
+    let mm = s.tasks[t].mm;
+    // Every scenario's ranges lie in one kind of mapping; the zap frees anonymous pages only.
+    let file = |s: &Sim, vpn: u64| {
+        s.mem
+            .vma_at(mm, vpn)
+            .is_some_and(|v| v.backing != Backing::Anon)
+    };
+    let entry = s.m.cost[Cost::Syscall] + s.m.cost[Cost::VmaOp];
+    sched::charge(s, Some(t), Func::Syscall, s.m.cost[Cost::Syscall]);
+    sched::charge(s, Some(t), Func::VmaOps, s.m.cost[Cost::VmaOp]);
+    s.tasks[t].gather.init(mm);
+    match sc {
+        Syscall::MadviseDontneed { vpn, n } => {
+            // madvise_dontneed_free() -> zap_page_range_single_batched(); with CONFIG_PT_RECLAIM
+            // the zap may free PTE tables it empties completely.
+            let file = file(s, vpn);
+            let steps = &mut s.tasks[t].steps;
+            steps.push(Step::TlbFlushMmu);
+            steps.push(Step::Zap {
+                from: vpn,
+                end: vpn + n,
+                reclaim_pt: s.k.pt_reclaim,
+                file,
+            });
+        }
+        Syscall::Munmap { vpn, n } => {
+            // do_vmi_munmap(): split, detach, then unmap_region(): unmap_vmas + free_pgtables
+            // between the neighbouring VMAs, all under one mmu_gather.
+            let file = file(s, vpn);
+            let m = &mut s.mem.mms[mm];
+            split_at(m, vpn);
+            split_at(m, vpn + n);
+            let i = m.vmas.partition_point(|v| v.end <= vpn);
+            let j = m.vmas.partition_point(|v| v.start < vpn + n);
+            let floor = if i > 0 { m.vmas[i - 1].end } else { 0 };
+            let ceiling = m.vmas.get(j).map_or(0, |v| v.start);
+            m.vmas.drain(i..j);
+            let steps = &mut s.tasks[t].steps;
+            steps.push(Step::TlbFlushMmu);
+            steps.push(Step::FreePgtables {
+                start: vpn,
+                end: vpn + n,
+                floor,
+                ceiling,
+            });
+            steps.push(Step::Zap {
+                from: vpn,
+                end: vpn + n,
+                reclaim_pt: false,
+                file,
+            });
+        }
+        Syscall::MprotectRead { vpn, n } => {
+            // mprotect_fixup(): split, change the VMA's protection, merge; change_protection()
+            // under one mmu_gather.
+            let m = &mut s.mem.mms[mm];
+            split_at(m, vpn);
+            split_at(m, vpn + n);
+            for v in m
+                .vmas
+                .iter_mut()
+                .filter(|v| v.start >= vpn && v.end <= vpn + n)
+            {
+                v.write = false;
+            }
+            merge_vmas(m);
+            let steps = &mut s.tasks[t].steps;
+            steps.push(Step::TlbFlushMmu);
+            steps.push(Step::Protect {
+                from: vpn,
+                end: vpn + n,
+            });
+        }
+    }
+    Outcome::Busy {
+        ps: entry,
+        irqs_off: false,
+    }
+}
+
+/// zap_pmd_range() / zap_pte_range() over [from, end): clear present PTEs into the gather. If the
+/// gather fills, flush and come back for the rest (force_flush).
+pub fn zap_step(
+    s: &mut Sim,
+    t: TaskId,
+    from: u64,
+    end: u64,
+    reclaim_pt: bool,
+    file: bool,
+) -> Outcome {
+    let mm = s.tasks[t].mm;
+    let mut zapped: u64 = 0;
+    let mut freed_tables: u64 = 0;
+    let mut vpn = from;
+    while vpn < end {
+        let pmd_start = vpn - vpn % PTRS_PER_PTE;
+        let pmd_end = (pmd_start + PTRS_PER_PTE).min(end);
+        let Some(tab) = s.mem.table_of(mm, vpn) else {
+            vpn = pmd_start + PTRS_PER_PTE;
+            continue;
+        };
+        let tab = tab as usize;
+        let mut force_flush = false;
+        let (mut lo, mut hi) = (u64::MAX, 0);
+        let mut v = vpn;
+        while v < pmd_end {
+            let idx = (v % PTRS_PER_PTE) as usize;
+            let pte = s.mem.tables[tab].pte[idx];
+            v += 1;
+            if !pte.present() {
+                continue;
+            }
+            s.mem.tables[tab].pte[idx] = super::Pte::NONE;
+            s.mem.tables[tab].present -= 1;
+            zapped += 1;
+            (lo, hi) = (lo.min(v - 1), v);
+            // Anonymous pages are freed after the flush; file pages stay in the page cache.
+            if !file && s.tasks[t].gather.remove_page(pte.pfn()) {
+                force_flush = true;
+                break;
+            }
+        }
+        if hi > 0 {
+            let g = &mut s.tasks[t].gather;
+            g.adjust_range(lo, hi);
+            g.cleared_ptes = true;
+        }
+        // CONFIG_PT_RECLAIM: a zap that covered this whole PTE table and left it empty frees it
+        // (reclaim_pt_is_enabled() wants end - start >= PMD_SIZE).
+        let whole = vpn == pmd_start && pmd_end - pmd_start == PTRS_PER_PTE;
+        if reclaim_pt && whole && !force_flush && s.mem.tables[tab].present == 0 {
+            free_pte_table(s, t, mm, pmd_start);
+            freed_tables += 1;
+        }
+        if force_flush {
+            let steps = &mut s.tasks[t].steps;
+            steps.push(Step::Zap {
+                from: v,
+                end,
+                reclaim_pt,
+                file,
+            });
+            steps.push(Step::TlbFlushMmu);
+            break;
+        }
+        vpn = pmd_end;
+    }
+    let ps = zapped * s.m.cost[Cost::PteZap];
+    sched::charge(s, Some(t), Func::ZapPteRange, ps);
+    let pt = freed_tables * s.m.cost[Cost::PgtableFree];
+    sched::charge(s, Some(t), Func::FreePgtables, pt);
+    Outcome::Busy {
+        ps: ps + pt,
+        irqs_off: false,
+    }
+}
+
+/// pte_free_tlb(): unhook the PTE table at `pmd_start` and tell the gather a table was freed.
+fn free_pte_table(s: &mut Sim, t: TaskId, mm: usize, pmd_start: u64) {
+    let i = (pmd_start / PTRS_PER_PTE - super::MMAP_BASE_VPN / PTRS_PER_PTE) as usize;
+    let tab = s.mem.mms[mm].pmds[i];
+    s.mem.mms[mm].pmds[i] = NONE;
+    s.mem.free_table(tab);
+    let g = &mut s.tasks[t].gather;
+    g.freed_tables = true;
+    g.cleared_pmds = true;
+    g.adjust_range(pmd_start, pmd_start + 1);
+}
+
+/// free_pgtables() -> free_pgd_range(): free the PTE tables of whole PMDs in [start, end) that no
+/// VMA between `floor` and `ceiling` still needs. Page numbers; `ceiling == 0` means no limit.
+pub fn free_pgtables(
+    s: &mut Sim,
+    t: TaskId,
+    start: u64,
+    end: u64,
+    floor: u64,
+    ceiling: u64,
+) -> Outcome {
+    let mm = s.tasks[t].mm;
+    // The kernel's arithmetic, in pages: round to PMDs inside the floor and ceiling.
+    let mut addr = start - start % PTRS_PER_PTE;
+    if addr < floor {
+        addr += PTRS_PER_PTE;
+    }
+    let mut end = end;
+    if ceiling != 0 {
+        let c = ceiling - ceiling % PTRS_PER_PTE;
+        if c == 0 {
+            return Outcome::Next;
+        }
+        if end.wrapping_sub(1) > c.wrapping_sub(1) {
+            end = end.saturating_sub(PTRS_PER_PTE);
+        }
+    }
+    let mut freed: u64 = 0;
+    while end > 0 && addr <= end - 1 {
+        if s.mem.table_of(mm, addr).is_some() {
+            free_pte_table(s, t, mm, addr);
+            freed += 1;
+        }
+        addr += PTRS_PER_PTE;
+    }
+    if freed == 0 {
+        return Outcome::Next;
+    }
+    let ps = freed * s.m.cost[Cost::PgtableFree];
+    sched::charge(s, Some(t), Func::FreePgtables, ps);
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}
+
+/// change_pte_range(): write-protect present PTEs in [from, end), gathering the range to flush.
+pub fn protect_step(s: &mut Sim, t: TaskId, from: u64, end: u64) -> Outcome {
+    let mm = s.tasks[t].mm;
+    let mut changed: u64 = 0;
+    for v in from..end {
+        let Some(tab) = s.mem.table_of(mm, v) else {
+            continue;
+        };
+        let idx = (v % PTRS_PER_PTE) as usize;
+        let pte = s.mem.tables[tab as usize].pte[idx];
+        if pte.present() && pte.write() {
+            s.mem.tables[tab as usize].pte[idx] = pte.wrprotect();
+            changed += 1;
+            let g = &mut s.tasks[t].gather;
+            g.adjust_range(v, v + 1);
+            g.cleared_ptes = true;
+        }
+    }
+    let ps = changed * s.m.cost[Cost::PteProtect];
+    sched::charge(s, Some(t), Func::ChangePteRange, ps);
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}

@@ -1,0 +1,121 @@
+//! What a run reports: /proc/interrupts rows, /proc/vmstat counters, tracepoint counts, CPU time by
+//! kernel function (the profile), and per-task user/system time. Flat arrays indexed by small enums.
+
+mod func;
+mod result;
+
+pub use func::Func;
+pub use result::{to_json, RunOutput};
+
+use crate::engine::Time;
+
+macro_rules! named_enum {
+    ($(#[$m:meta])* $name:ident { $($variant:ident = $text:literal,)* }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+        pub enum $name { $($variant,)* }
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant,)*];
+            pub fn name(self) -> &'static str {
+                match self { $($name::$variant => $text,)* }
+            }
+        }
+    };
+}
+pub(crate) use named_enum;
+
+named_enum! {
+    /// /proc/vmstat counters (the TLB ones exist only with CONFIG_DEBUG_TLBFLUSH).
+    Vm {
+        TlbRemoteFlush = "nr_tlb_remote_flush",
+        TlbRemoteFlushReceived = "nr_tlb_remote_flush_received",
+        TlbLocalFlushAll = "nr_tlb_local_flush_all",
+        TlbLocalFlushOne = "nr_tlb_local_flush_one",
+        PgFault = "pgfault",
+        PgFree = "pgfree",
+    }
+}
+
+named_enum! {
+    /// x86 /proc/interrupts rows we model (arch_show_interrupts).
+    Irq {
+        Cal = "CAL",
+        Tlb = "TLB",
+    }
+}
+
+named_enum! {
+    /// Tracepoints we count.
+    Trace {
+        TlbFlushTaskSwitch = "tlb:tlb_flush reason=flush on task switch (0)",
+        TlbFlushRemoteShootdown = "tlb:tlb_flush reason=remote shootdown (1)",
+        TlbFlushLocalShootdown = "tlb:tlb_flush reason=local shootdown (2)",
+        TlbFlushLocalMmShootdown = "tlb:tlb_flush reason=local mm shootdown (3)",
+        TlbFlushRemoteSendIpi = "tlb:tlb_flush reason=remote ipi send (4)",
+        TlbFlushRemoteWrongCpu = "tlb:tlb_flush reason=remote wrong CPU (5)",
+        IpiSendCpu = "ipi:ipi_send_cpu",
+        IpiSendCpumask = "ipi:ipi_send_cpumask",
+        CsdQueueCpu = "csd:csd_queue_cpu",
+        WakeIdleWithoutIpi = "sched:sched_wake_idle_without_ipi",
+    }
+}
+
+impl Trace {
+    /// The `tlb:tlb_flush` tracepoint for a reason number (TLB_FLUSH_ON_TASK_SWITCH = 0 ...).
+    pub fn tlb_flush(reason: u8) -> Trace {
+        Trace::ALL[reason as usize]
+    }
+}
+
+/// Per-task accounting, as `/usr/bin/time` and `getrusage` report it.
+#[derive(Debug, Clone, Default)]
+pub struct TaskTimes {
+    pub user: Time,
+    pub system: Time,
+}
+
+#[derive(Debug, Clone)]
+pub struct Stats {
+    pub vm: [u64; Vm::ALL.len()],
+    /// interrupts[row][cpu]
+    pub irqs: [Vec<u64>; Irq::ALL.len()],
+    pub trace: [u64; Trace::ALL.len()],
+    /// Simulated CPU time by kernel function, over all CPUs.
+    pub profile: [Time; Func::ALL.len()],
+    /// Idle time per CPU.
+    pub idle: Vec<Time>,
+    /// Simulated IPIs actually sent (APIC writes), all vectors.
+    pub ipis_sent: u64,
+    /// Call-function interrupts taken.
+    pub ipis_received: u64,
+}
+
+impl Stats {
+    pub fn new(ncpus: usize) -> Stats {
+        Stats {
+            vm: [0; Vm::ALL.len()],
+            irqs: std::array::from_fn(|_| vec![0; ncpus]),
+            trace: [0; Trace::ALL.len()],
+            profile: [0; Func::ALL.len()],
+            idle: vec![0; ncpus],
+            ipis_sent: 0,
+            ipis_received: 0,
+        }
+    }
+
+    pub fn vm(&mut self, c: Vm, n: u64) {
+        self.vm[c as usize] += n;
+    }
+
+    pub fn irq(&mut self, row: Irq, cpu: usize) {
+        self.irqs[row as usize][cpu] += 1;
+    }
+
+    pub fn trace(&mut self, t: Trace) {
+        self.trace[t as usize] += 1;
+    }
+
+    pub fn charge(&mut self, f: Func, t: Time) {
+        self.profile[f as usize] += t;
+    }
+}

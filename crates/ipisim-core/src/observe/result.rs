@@ -1,0 +1,76 @@
+//! The result of a run as JSON: every counter, the times, the profile and the resolved config.
+
+use super::{Func, Irq, Trace, Vm};
+use crate::config::Resolved;
+use crate::engine::secs;
+use crate::sim::Sim;
+use serde_json::{json, Map, Value};
+
+pub struct RunOutput {
+    pub json: Value,
+    /// Events the engine handled (for the benchmark).
+    pub events: u64,
+}
+
+pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
+    let end = s.end.unwrap_or(s.now());
+    let st = &s.stats;
+    let (user, system) = s
+        .tasks
+        .iter()
+        .fold((0, 0), |(u, y), t| (u + t.times.user, y + t.times.system));
+
+    let mut interrupts = Map::new();
+    for &row in Irq::ALL {
+        let mut v = st.irqs[row as usize].clone();
+        if row == Irq::Cal && !s.k.cal_counts_tlb {
+            // Before 4.8 CAL was printed as irq_call_count - irq_tlb_count.
+            for (c, t) in v.iter_mut().zip(&st.irqs[Irq::Tlb as usize]) {
+                *c -= t;
+            }
+        }
+        interrupts.insert(row.name().into(), json!(v));
+    }
+    let vmstat: Map<String, Value> = Vm::ALL
+        .iter()
+        .map(|&c| (c.name().into(), st.vm[c as usize].into()))
+        .collect();
+    let tracepoints: Map<String, Value> = Trace::ALL
+        .iter()
+        .map(|&t| (t.name().into(), st.trace[t as usize].into()))
+        .collect();
+
+    let busy: u64 = st.profile.iter().sum();
+    let mut prof: Vec<(Func, u64)> = Func::ALL
+        .iter()
+        .map(|&f| (f, st.profile[f as usize]))
+        .filter(|p| p.1 > 0)
+        .collect();
+    prof.sort_by(|a, b| b.1.cmp(&a.1).then((a.0 as usize).cmp(&(b.0 as usize))));
+    let profile: Vec<Value> = prof
+        .iter()
+        .map(|(f, t)| json!({"function": f.name(), "seconds": secs(*t), "percent": 100.0 * *t as f64 / busy.max(1) as f64}))
+        .collect();
+
+    let json = json!({
+        "scenario": r.scenario.name,
+        "machine": s.m.name,
+        "kernel": s.k.name,
+        "elapsed_s": secs(end),
+        "user_s": secs(user),
+        "system_s": secs(system),
+        "interrupts": interrupts,
+        "vmstat": vmstat,
+        "tracepoints": tracepoints,
+        "ops": crate::workload::ops(s),
+        "profile": profile,
+        "idle_s": st.idle.iter().map(|&t| secs(t)).collect::<Vec<_>>(),
+        "ipis_sent": st.ipis_sent,
+        "events": s.q.popped(),
+        "config": r.to_json(),
+    });
+    RunOutput {
+        json,
+        events: s.q.popped(),
+    }
+}

@@ -1,0 +1,427 @@
+//! A small scheduler and the CPU execution model.
+//!
+//! Each CPU runs at most one task at a time; a task executes a stack of [`Step`]s (its kernel and
+//! user work as explicit continuations). A step does its logic when it starts and then keeps the
+//! CPU busy for its cost. An IPI interrupts a busy or spinning CPU at once unless IRQs are off, and
+//! the interrupted work is delayed by the handler; a halted idle CPU also pays its wakeup latency.
+
+mod step;
+
+pub use step::{exec, Outcome, SpinOn, Step};
+
+use crate::engine::{Time, NEVER};
+use crate::machine::{Cost, Idle};
+use crate::observe::{Func, Irq, TaskTimes};
+use crate::sim::{CpuId, Event, Sim, TaskId};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// No task: the idle loop (lazy TLB).
+    #[default]
+    Idle,
+    /// Running a step until `until`.
+    Busy { until: Time },
+    /// Spinning with IRQs on until a condition holds.
+    Spin(SpinOn),
+}
+
+#[derive(Debug, Default)]
+pub struct Cpu {
+    pub task: Option<TaskId>,
+    /// Runnable tasks waiting for this CPU, in wakeup order.
+    pub runq: Vec<TaskId>,
+    pub mode: Mode,
+    /// Bumped whenever a scheduled Resume must be ignored.
+    pub gen: u32,
+    pub in_irq: bool,
+    /// The local APIC holds an undelivered call-function IPI.
+    pub irq_pending: bool,
+    /// The current busy step runs with IRQs off.
+    pub irqs_off: bool,
+    /// What was left of the busy step when an interrupt arrived.
+    busy_left: Time,
+    /// Start of the current spin or idle period (for accounting).
+    since: Time,
+    /// The idle loop polls (TIF_POLLING_NRFLAG set) until this time, then halts.
+    poll_until: Time,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TaskState {
+    Running,
+    Sleeping,
+    Exited,
+}
+
+#[derive(Debug)]
+pub struct Task {
+    pub mm: usize,
+    /// The CPU the task is pinned to.
+    pub cpu: CpuId,
+    pub state: TaskState,
+    pub steps: Vec<Step>,
+    pub times: TaskTimes,
+    /// The task's mmu_gather (the kernel keeps it on the stack of the syscall).
+    pub gather: crate::mm::MmuGather,
+}
+
+/// Create a task of `mm` pinned to `cpu`; it becomes runnable at once.
+pub fn spawn(s: &mut Sim, mm: usize, cpu: CpuId) -> TaskId {
+    let t = spawn_at(s, mm, cpu, NEVER);
+    wake(s, t);
+    t
+}
+
+/// Create a task of `mm` pinned to `cpu` that starts running at `at`.
+pub fn spawn_at(s: &mut Sim, mm: usize, cpu: CpuId, at: Time) -> TaskId {
+    let t = s.tasks.len();
+    s.tasks.push(Task {
+        mm,
+        cpu,
+        state: TaskState::Sleeping,
+        steps: Vec::with_capacity(16),
+        times: TaskTimes::default(),
+        gather: crate::mm::MmuGather::default(),
+    });
+    if at != NEVER {
+        s.q.schedule(at, Event::Wake { task: t as u32 });
+    }
+    t
+}
+
+/// Time charged to a task (user or system) and to a function in the profile.
+pub fn charge(s: &mut Sim, task: Option<TaskId>, f: Func, ps: Time) {
+    s.stats.charge(f, ps);
+    if let Some(t) = task {
+        if f == Func::User {
+            s.tasks[t].times.user += ps;
+        } else {
+            s.tasks[t].times.system += ps;
+        }
+    }
+}
+
+/// When the spin's condition comes true, if that is already known (None: it waits for events).
+fn spin_until(s: &Sim, cpu: CpuId, on: SpinOn) -> Option<Time> {
+    match on {
+        SpinOn::CsdLockWait => (s.smp.waiting[cpu] == 0).then(|| s.smp.done_at[cpu]),
+        SpinOn::UserForever => None,
+    }
+}
+
+/// Spin (or keep spinning) on `on`; if its end is known, schedule the resume. True if it is over.
+fn spin(s: &mut Sim, cpu: CpuId, on: SpinOn) -> bool {
+    let now = s.now();
+    let until = spin_until(s, cpu, on);
+    if until.is_some_and(|t| t <= now) {
+        return true;
+    }
+    let c = &mut s.cpus[cpu];
+    if c.mode != Mode::Spin(on) {
+        c.mode = Mode::Spin(on);
+        c.since = now;
+    }
+    c.irqs_off = false;
+    c.gen = c.gen.wrapping_add(1);
+    if let Some(t) = until {
+        let gen = c.gen;
+        s.q.schedule(
+            t,
+            Event::Resume {
+                cpu: cpu as u32,
+                gen,
+            },
+        );
+    }
+    false
+}
+
+fn spin_func(on: SpinOn) -> Func {
+    match on {
+        SpinOn::CsdLockWait => Func::CsdLockWait,
+        SpinOn::UserForever => Func::User,
+    }
+}
+
+/// Leave the current spin or idle period, charging its time.
+fn close_period(s: &mut Sim, cpu: CpuId) {
+    let now = s.now();
+    let dt = now - s.cpus[cpu].since;
+    s.cpus[cpu].since = now;
+    match s.cpus[cpu].mode {
+        Mode::Spin(on) => charge(s, s.cpus[cpu].task, spin_func(on), dt),
+        Mode::Idle => s.stats.idle[cpu] += dt,
+        Mode::Busy { .. } => {}
+    }
+}
+
+/// Run the current task's steps until it is busy, spins, sleeps or exits.
+pub fn run(s: &mut Sim, cpu: CpuId) {
+    for _ in 0..1_000_000 {
+        // IRQs are on between steps: a pending IPI is taken first.
+        if s.cpus[cpu].irq_pending {
+            irq_enter(s, cpu, false);
+            return;
+        }
+        let t = s.cpus[cpu].task.expect("run() on a CPU without a task");
+        let step = s.tasks[t].steps.pop().unwrap_or(Step::User);
+        match exec(s, cpu, t, step) {
+            Outcome::Next => continue,
+            Outcome::Busy { ps, irqs_off } => {
+                let c = &mut s.cpus[cpu];
+                let until = s.q.now() + ps;
+                c.mode = Mode::Busy { until };
+                c.irqs_off = irqs_off;
+                c.gen = c.gen.wrapping_add(1);
+                let gen = c.gen;
+                s.q.schedule(
+                    until,
+                    Event::Resume {
+                        cpu: cpu as u32,
+                        gen,
+                    },
+                );
+                return;
+            }
+            Outcome::Spin(on) => {
+                if spin(s, cpu, on) {
+                    continue;
+                }
+                return;
+            }
+            Outcome::Sleep(until) => {
+                s.tasks[t].state = TaskState::Sleeping;
+                if until != NEVER {
+                    s.q.schedule(until, Event::Wake { task: t as u32 });
+                }
+                charge(s, Some(t), Func::Schedule, s.m.cost[Cost::ContextSwitch]);
+                switch_out(s, cpu);
+                return;
+            }
+            Outcome::Exit => {
+                s.tasks[t].state = TaskState::Exited;
+                switch_out(s, cpu);
+                crate::workload::task_exited(s, t);
+                return;
+            }
+        }
+    }
+    panic!("CPU {cpu} ran a million zero-time steps: a workload loops without spending time");
+}
+
+/// The current task left the CPU: run the next runnable task, or go idle.
+fn switch_out(s: &mut Sim, cpu: CpuId) {
+    s.cpus[cpu].task = None;
+    if !s.cpus[cpu].runq.is_empty() {
+        switch_in(s, cpu);
+    } else {
+        go_idle(s, cpu);
+    }
+}
+
+fn go_idle(s: &mut Sim, cpu: CpuId) {
+    crate::arch::x86::enter_lazy_tlb(s, cpu);
+    let now = s.now();
+    let poll = match s.m.idle {
+        Idle::Hlt => 0,
+        Idle::Poll => NEVER,
+        Idle::HaltPoll => s.m.idle_poll,
+    };
+    let c = &mut s.cpus[cpu];
+    c.mode = Mode::Idle;
+    c.irqs_off = false;
+    c.since = now;
+    c.poll_until = now.saturating_add(poll);
+}
+
+/// Is this idle CPU polling (so a single-target call IPI can be replaced by setting NEED_RESCHED)?
+pub fn idle_polling(s: &Sim, cpu: CpuId) -> bool {
+    let c = &s.cpus[cpu];
+    c.mode == Mode::Idle && !c.in_irq && s.now() < c.poll_until
+}
+
+/// Switch an idle CPU to its first runnable task: context switch plus switch_mm.
+fn switch_in(s: &mut Sim, cpu: CpuId) {
+    let t = s.cpus[cpu].runq.remove(0);
+    if s.cpus[cpu].mode == Mode::Idle {
+        close_period(s, cpu);
+    }
+    s.cpus[cpu].task = Some(t);
+    s.tasks[t].state = TaskState::Running;
+    let mm = s.tasks[t].mm;
+    let switch_mm = crate::arch::x86::switch_mm_irqs_off(s, cpu, Some(mm));
+    let cs = s.m.cost[Cost::ContextSwitch];
+    charge(s, Some(t), Func::Schedule, cs);
+    charge(s, Some(t), Func::SwitchMm, switch_mm);
+    let c = &mut s.cpus[cpu];
+    let until = s.q.now() + cs + switch_mm;
+    c.mode = Mode::Busy { until };
+    c.irqs_off = true;
+    c.gen = c.gen.wrapping_add(1);
+    let gen = c.gen;
+    s.q.schedule(
+        until,
+        Event::Resume {
+            cpu: cpu as u32,
+            gen,
+        },
+    );
+}
+
+pub fn wake(s: &mut Sim, t: TaskId) {
+    if s.tasks[t].state != TaskState::Sleeping {
+        return;
+    }
+    s.tasks[t].state = TaskState::Running;
+    let cpu = s.tasks[t].cpu;
+    s.cpus[cpu].runq.push(t);
+    if s.cpus[cpu].task.is_none() && s.cpus[cpu].mode == Mode::Idle && !s.cpus[cpu].in_irq {
+        switch_in(s, cpu);
+    }
+}
+
+pub fn resume(s: &mut Sim, cpu: CpuId, gen: u32) {
+    let c = &s.cpus[cpu];
+    if c.gen != gen || c.in_irq {
+        return;
+    }
+    match c.mode {
+        Mode::Busy { .. } => run(s, cpu),
+        Mode::Spin(on) => {
+            if spin(s, cpu, on) {
+                close_period(s, cpu);
+                s.cpus[cpu].mode = Mode::Busy { until: s.q.now() };
+                run(s, cpu);
+            }
+        }
+        Mode::Idle => {}
+    }
+}
+
+/// The condition a CPU spins on may have come true: re-arm its spin (unless in a handler, whose
+/// exit re-checks).
+pub fn kick_spinner(s: &mut Sim, cpu: CpuId) {
+    if let Mode::Spin(on) = s.cpus[cpu].mode {
+        if !s.cpus[cpu].in_irq && spin(s, cpu, on) {
+            close_period(s, cpu);
+            s.cpus[cpu].mode = Mode::Busy { until: s.q.now() };
+            run(s, cpu);
+        }
+    }
+}
+
+pub fn ipi_arrive(s: &mut Sim, cpu: CpuId) {
+    let c = &mut s.cpus[cpu];
+    let masked = c.in_irq || (c.irqs_off && matches!(c.mode, Mode::Busy { .. }));
+    if masked {
+        c.irq_pending = true;
+    } else {
+        irq_enter(s, cpu, false);
+    }
+}
+
+pub fn poll_kick(s: &mut Sim, cpu: CpuId) {
+    if s.cpus[cpu].mode == Mode::Idle && !s.cpus[cpu].in_irq {
+        irq_enter(s, cpu, true);
+    } else {
+        // The CPU left the idle loop meanwhile: the queued work needs a real interrupt.
+        ipi_arrive(s, cpu);
+    }
+}
+
+/// Take an interrupt (or, `from_idle_poll`, let the polling idle loop run the call queue).
+fn irq_enter(s: &mut Sim, cpu: CpuId, from_idle_poll: bool) {
+    let now = s.now();
+    let mut entry = 0;
+    let mut exit = 0;
+    match s.cpus[cpu].mode {
+        Mode::Busy { until } => {
+            let c = &mut s.cpus[cpu];
+            c.busy_left = until.saturating_sub(now);
+            c.gen = c.gen.wrapping_add(1);
+        }
+        Mode::Spin(_) => close_period(s, cpu),
+        Mode::Idle => {
+            if !from_idle_poll && now >= s.cpus[cpu].poll_until {
+                entry += s.m.cost[Cost::IdleWakeup];
+            }
+            close_period(s, cpu);
+        }
+    }
+    if !from_idle_poll {
+        // sysvec_call_function(_single): inc_irq_stat(irq_call_count)
+        s.stats.irq(Irq::Cal, cpu);
+        s.stats.ipis_received += 1;
+        let half = s.m.cost[Cost::IrqEntryExit] / 2;
+        entry += half;
+        exit += s.m.cost[Cost::IrqEntryExit] - half;
+    }
+    let c = &mut s.cpus[cpu];
+    c.in_irq = true;
+    c.irq_pending = false;
+    let task = if c.mode == Mode::Idle { None } else { c.task };
+    let handler = crate::smp::flush_smp_call_function_queue(s, cpu, task, now + entry);
+    charge(s, task, Func::CallFunctionInterrupt, entry + exit);
+    let end = now + entry + handler + exit;
+    if task.is_none() {
+        // Interrupt time on an idle CPU belongs to no task; keep the idle clock honest.
+        s.cpus[cpu].since = end;
+    }
+    s.q.schedule(end, Event::IrqExit { cpu: cpu as u32 });
+}
+
+pub fn irq_exit(s: &mut Sim, cpu: CpuId) {
+    s.cpus[cpu].in_irq = false;
+    if s.cpus[cpu].irq_pending {
+        // The IRR bit was set while the handler ran: the interrupt is taken again after iret.
+        irq_enter(s, cpu, false);
+        return;
+    }
+    let now = s.now();
+    match s.cpus[cpu].mode {
+        Mode::Busy { .. } => {
+            let c = &mut s.cpus[cpu];
+            let until = now + c.busy_left;
+            c.mode = Mode::Busy { until };
+            c.gen = c.gen.wrapping_add(1);
+            let gen = c.gen;
+            s.q.schedule(
+                until,
+                Event::Resume {
+                    cpu: cpu as u32,
+                    gen,
+                },
+            );
+        }
+        Mode::Spin(on) => {
+            s.cpus[cpu].since = now;
+            if spin(s, cpu, on) {
+                s.cpus[cpu].mode = Mode::Busy { until: now };
+                run(s, cpu);
+            }
+        }
+        Mode::Idle => {
+            if !s.cpus[cpu].runq.is_empty() {
+                switch_in(s, cpu);
+            } else {
+                // Back to the top of the idle loop: poll again before halting.
+                go_idle(s, cpu);
+            }
+        }
+    }
+}
+
+/// Charge the periods still open when the run ends.
+pub fn finish_accounting(s: &mut Sim, end: Time) {
+    for cpu in 0..s.cpus.len() {
+        if matches!(s.cpus[cpu].mode, Mode::Spin(_) | Mode::Idle) && !s.cpus[cpu].in_irq {
+            let since = s.cpus[cpu].since.min(end);
+            let dt = end - since;
+            s.cpus[cpu].since = end;
+            match s.cpus[cpu].mode {
+                Mode::Spin(on) => charge(s, s.cpus[cpu].task, spin_func(on), dt),
+                _ => s.stats.idle[cpu] += dt,
+            }
+        }
+    }
+}

@@ -1,0 +1,108 @@
+//! Steps: the explicit continuations a task executes. Each kernel path that can block (wait for
+//! other CPUs) is split into steps at its blocking points; the rest is plain function calls.
+
+use crate::arch::x86::{self, FlushRange};
+use crate::engine::Time;
+use crate::mm::{self, Syscall};
+use crate::observe::Func;
+use crate::sim::{CpuId, Sim, TaskId};
+use crate::smp::{self, CallFunc};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SpinOn {
+    /// csd_lock_wait(): until every csd this CPU queued has been run and unlocked.
+    CsdLockWait,
+    /// A user thread spinning on a flag forever (the "busy" remote thread).
+    UserForever,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Step {
+    /// Ask the task's user program for its next operation.
+    User,
+    /// Time already decided: charge it to `func` and keep the CPU busy.
+    Work {
+        func: Func,
+        ps: Time,
+        irqs_off: bool,
+    },
+    /// The body of a system call.
+    Syscall(Syscall),
+    /// User stores (or loads) to `n` pages from `vpn`, faulting them in as needed.
+    Touch { vpn: u64, n: u32, write: bool },
+    /// zap_page_range: zap PTEs in [from, end) into the task's mmu_gather. `file`: the pages
+    /// belong to a file mapping and stay in the page cache.
+    Zap {
+        from: u64,
+        end: u64,
+        reclaim_pt: bool,
+        file: bool,
+    },
+    /// change_protection: write-protect PTEs in [from, end).
+    Protect { from: u64, end: u64 },
+    /// free_pgtables: free PTE tables wholly inside [start, end) and [floor, ceiling).
+    FreePgtables {
+        start: u64,
+        end: u64,
+        floor: u64,
+        ceiling: u64,
+    },
+    /// tlb_flush_mmu / tlb_finish_mmu: flush the TLB for what the task's mmu_gather collected.
+    TlbFlushMmu,
+    /// tlb_batch_pages_flush: free the gathered pages once the TLB is clean.
+    TlbBatchPagesFlush,
+    /// flush_tlb_mm_range(mm, start, end, stride_shift, freed_tables).
+    FlushTlbMmRange(FlushRange),
+    /// flush_tlb_others(): the remote half of a flush whose local half ran first (before 5.13).
+    FlushTlbOthers,
+    /// The local part of on_each_cpu_cond_mask: run `func` here with IRQs off.
+    LocalCall(CallFunc),
+    /// csd_lock_wait on every csd this CPU queued.
+    CsdLockWait,
+}
+
+/// What a step asks of the CPU.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Go straight on to the next step.
+    Next,
+    /// Busy for `ps` (already charged), then the next step.
+    Busy { ps: Time, irqs_off: bool },
+    /// Spin, IRQs on, until the condition holds.
+    Spin(SpinOn),
+    /// The task sleeps until the given time (`NEVER`: until woken).
+    Sleep(Time),
+    /// The task exits.
+    Exit,
+}
+
+pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
+    match step {
+        Step::User => crate::workload::next_op(s, cpu, t),
+        Step::Work { func, ps, irqs_off } => {
+            super::charge(s, Some(t), func, ps);
+            Outcome::Busy { ps, irqs_off }
+        }
+        Step::Syscall(sc) => mm::syscall(s, cpu, t, sc),
+        Step::Touch { vpn, n, write } => mm::touch(s, cpu, t, vpn, n, write),
+        Step::Zap {
+            from,
+            end,
+            reclaim_pt,
+            file,
+        } => mm::zap_step(s, t, from, end, reclaim_pt, file),
+        Step::Protect { from, end } => mm::protect_step(s, t, from, end),
+        Step::FreePgtables {
+            start,
+            end,
+            floor,
+            ceiling,
+        } => mm::free_pgtables(s, t, start, end, floor, ceiling),
+        Step::TlbFlushMmu => mm::tlb_flush_mmu(s, t),
+        Step::TlbBatchPagesFlush => mm::tlb_batch_pages_flush(s, t),
+        Step::FlushTlbMmRange(r) => x86::flush_tlb_mm_range(s, cpu, t, r),
+        Step::FlushTlbOthers => x86::flush_tlb_multi(s, cpu, t, false),
+        Step::LocalCall(f) => smp::run_local(s, cpu, t, f),
+        Step::CsdLockWait => Outcome::Spin(SpinOn::CsdLockWait),
+    }
+}

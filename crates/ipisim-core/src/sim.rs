@@ -1,0 +1,108 @@
+//! The simulator: all state of one run, and the event loop that drives it.
+
+use crate::arch::x86::X86;
+use crate::arch::Tlb;
+use crate::config::{ConfigError, Resolved};
+use crate::engine::{EventQueue, Rng, Time, NEVER};
+use crate::kernel::KernelConfig;
+use crate::machine::Machine;
+use crate::mm::Memory;
+use crate::observe::Stats;
+use crate::sched::{self, Cpu, Task};
+use crate::smp::Smp;
+use crate::workload::Workload;
+
+pub type CpuId = usize;
+pub type TaskId = usize;
+
+/// Everything that happens at a point in simulated time.
+#[derive(Debug, Clone, Copy)]
+pub enum Event {
+    /// A CPU's current step ended, or the condition it spun on came true. Stale if `gen` moved on.
+    Resume { cpu: u32, gen: u32 },
+    /// An IPI reaches a CPU's local APIC.
+    IpiArrive { cpu: u32 },
+    /// A polling idle CPU notices work queued for it without an IPI (set_nr_if_polling).
+    PollKick { cpu: u32 },
+    /// A CPU returns from its interrupt handler.
+    IrqExit { cpu: u32 },
+    /// A sleeping task's timer fires.
+    Wake { task: u32 },
+    /// The run's time limit.
+    Stop,
+}
+
+pub struct Sim {
+    pub m: Machine,
+    pub k: KernelConfig,
+    pub q: EventQueue<Event>,
+    pub rng: Rng,
+    pub cpus: Vec<Cpu>,
+    pub tasks: Vec<Task>,
+    pub smp: Smp,
+    pub x86: X86,
+    /// Each CPU's hardware TLB.
+    pub tlb: Vec<Tlb>,
+    pub mem: Memory,
+    pub stats: Stats,
+    pub work: Workload,
+    /// Set when the workload says it is finished, or at the time limit.
+    pub end: Option<Time>,
+}
+
+impl Sim {
+    pub fn new(r: &Resolved) -> Result<Sim, ConfigError> {
+        let m = Machine::from_resolved(r)?;
+        let k = KernelConfig::from_resolved(r)?;
+        let n = m.ncpus();
+        let work = Workload::from_resolved(r, &m)?;
+        let mut s = Sim {
+            q: EventQueue::new(),
+            rng: Rng::new(r.seed),
+            cpus: (0..n).map(|_| Cpu::default()).collect(),
+            tasks: Vec::new(),
+            smp: Smp::new(n),
+            x86: X86::new(n),
+            tlb: (0..n)
+                .map(|_| Tlb::new(m.tlb_entries, m.tlb_ways))
+                .collect(),
+            mem: Memory::new(m.mem_per_node * m.nodes as u64),
+            stats: Stats::new(n),
+            work,
+            end: None,
+            m,
+            k,
+        };
+        crate::workload::start(&mut s)?;
+        Ok(s)
+    }
+
+    pub fn now(&self) -> Time {
+        self.q.now()
+    }
+
+    /// Run until the workload finishes or `limit` passes.
+    pub fn run(&mut self, limit: Time) {
+        if limit != NEVER {
+            self.q.schedule(limit, Event::Stop);
+        }
+        while self.end.is_none() {
+            let Some((_, ev)) = self.q.pop() else { break };
+            self.dispatch(ev);
+        }
+        let end = self.end.unwrap_or(self.now());
+        self.end = Some(end);
+        sched::finish_accounting(self, end);
+    }
+
+    fn dispatch(&mut self, ev: Event) {
+        match ev {
+            Event::Resume { cpu, gen } => sched::resume(self, cpu as usize, gen),
+            Event::IpiArrive { cpu } => sched::ipi_arrive(self, cpu as usize),
+            Event::PollKick { cpu } => sched::poll_kick(self, cpu as usize),
+            Event::IrqExit { cpu } => sched::irq_exit(self, cpu as usize),
+            Event::Wake { task } => sched::wake(self, task as usize),
+            Event::Stop => self.end = Some(self.now()),
+        }
+    }
+}

@@ -1,0 +1,85 @@
+//! Scenarios: what user space does. Each scenario declares its parameters and drives its tasks'
+//! user programs (touch pages, make syscalls, spin, sleep, exit).
+
+mod shootdown;
+mod will_it_scale;
+
+use crate::config::{ConfigError, Param, Resolved};
+use crate::engine::Time;
+use crate::machine::Machine;
+use crate::sched::Outcome;
+use crate::sim::{CpuId, Sim, TaskId};
+
+/// A scenario as `ipisim list` and `describe` show it.
+#[derive(Debug)]
+pub struct ScenarioDecl {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub params: &'static [Param],
+}
+
+pub const SCENARIOS: &[ScenarioDecl] = &[
+    shootdown::DECL,
+    will_it_scale::TLB_FLUSH1,
+    will_it_scale::TLB_FLUSH2,
+    will_it_scale::TLB_FLUSH3,
+];
+
+pub fn find(name: &str) -> Option<&'static ScenarioDecl> {
+    SCENARIOS.iter().find(|s| s.name == name)
+}
+
+pub enum Workload {
+    Shootdown(shootdown::Shootdown),
+    WillItScale(will_it_scale::WillItScale),
+}
+
+impl Workload {
+    pub fn from_resolved(r: &Resolved, m: &Machine) -> Result<Workload, ConfigError> {
+        match r.scenario.name {
+            "shootdown" => shootdown::Shootdown::new(r, m).map(Workload::Shootdown),
+            _ => will_it_scale::WillItScale::new(r, m).map(Workload::WillItScale),
+        }
+    }
+
+    /// When the run stops if the workload does not finish by itself.
+    pub fn time_limit(&self) -> Time {
+        match self {
+            Workload::Shootdown(_) => crate::engine::NEVER,
+            Workload::WillItScale(w) => w.duration,
+        }
+    }
+}
+
+/// Create the processes and threads at time 0.
+pub fn start(s: &mut Sim) -> Result<(), ConfigError> {
+    match s.work {
+        Workload::Shootdown(_) => shootdown::start(s),
+        Workload::WillItScale(_) => will_it_scale::start(s),
+    }
+    Ok(())
+}
+
+/// The next operation of task `t`'s user program.
+pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    match s.work {
+        Workload::Shootdown(_) => shootdown::next_op(s, cpu, t),
+        Workload::WillItScale(_) => will_it_scale::next_op(s, cpu, t),
+    }
+}
+
+pub fn task_exited(s: &mut Sim, t: TaskId) {
+    if let Workload::Shootdown(w) = &s.work {
+        if t == w.main {
+            s.end = Some(s.now());
+        }
+    }
+}
+
+/// Workload metrics for the result's `ops`.
+pub fn ops(s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+    match &s.work {
+        Workload::Shootdown(w) => w.ops(s),
+        Workload::WillItScale(w) => w.ops(s),
+    }
+}

@@ -1,0 +1,193 @@
+//! `shootdown`: one thread on CPU 0 touches `pages` pages of a private anonymous mapping, then
+//! applies `op` over them in calls of `batch` pages, while `remote_threads` threads of the same
+//! process sit on CPUs 1.. spinning in user space (`busy`), blocked (`sleeping`) or absent.
+//! The same program runs for real in python/ipisim/native/shootdown.c.
+
+use super::ScenarioDecl;
+use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::engine::{Time, NEVER};
+use crate::machine::Machine;
+use crate::mm::{Backing, Syscall};
+use crate::observe::Irq;
+use crate::sched::{self, Outcome, SpinOn, Step};
+use crate::sim::{CpuId, Sim, TaskId};
+
+const OPS: &[&str] = &["madvise", "munmap", "mprotect"];
+const REMOTE: &[&str] = &["busy", "sleeping", "none"];
+
+pub const DECL: ScenarioDecl = ScenarioDecl {
+    name: "shootdown",
+    description: "microbenchmark: one thread unmaps or protects pages while other threads of its process spin, sleep or are absent",
+    params: &[
+        Param { key: "pages", kind: Kind::Int { min: 1, max: 1 << 26 }, unit: "pages", default: "512", doc: "4 KiB pages touched, then operated on" },
+        Param { key: "op", kind: Kind::Choice(OPS), unit: "", default: "madvise", doc: "madvise(MADV_DONTNEED), munmap or mprotect(PROT_READ)" },
+        Param { key: "batch", kind: Kind::Int { min: 1, max: 1 << 26 }, unit: "pages", default: "1", doc: "pages per call; the last call may be shorter" },
+        Param { key: "remote", kind: Kind::Choice(REMOTE), unit: "", default: "busy", doc: "the other threads: spinning in user space, blocked, or not created" },
+        Param { key: "remote_threads", kind: Kind::Int { min: 0, max: 1023 }, unit: "threads", default: "1", doc: "threads on CPUs 1..N (ignored with remote=none)" },
+        Param { key: "misalign", kind: Kind::Bool, unit: "", default: "false", doc: "start the region one page past a 2 MiB boundary (default: aligned)" },
+        Param { key: "settle", kind: Kind::Duration, unit: "s", default: "50ms", doc: "remote=sleeping: the main thread sleeps this long first, so the remote CPUs are idle" },
+    ],
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Touch,
+    Settle,
+    Ops { next: u64 },
+}
+
+pub struct Shootdown {
+    pages: u64,
+    op: &'static str,
+    batch: u64,
+    remote: &'static str,
+    remote_threads: usize,
+    misalign: bool,
+    settle: Time,
+    pub main: TaskId,
+    region: u64,
+    phase: Phase,
+    calls: u64,
+    op_start: Time,
+    op_end: Time,
+    irqs_at_start: [Vec<u64>; 2],
+}
+
+fn pick(names: &'static [&'static str], v: &str) -> &'static str {
+    names.iter().find(|n| **n == v).expect("validated choice")
+}
+
+impl Shootdown {
+    pub fn new(r: &Resolved, m: &Machine) -> Result<Shootdown, ConfigError> {
+        let remote = pick(REMOTE, r.str("remote"));
+        let remote_threads = if remote == "none" {
+            0
+        } else {
+            r.int("remote_threads") as usize
+        };
+        if remote_threads + 1 > m.ncpus() {
+            return Err(r.error(
+                "remote_threads",
+                format!(
+                    "{remote_threads} remote threads need {} CPUs; the machine has {}",
+                    remote_threads + 1,
+                    m.ncpus()
+                ),
+            ));
+        }
+        let pages = r.int("pages") as u64;
+        if pages * 4096 > m.mem_per_node * m.nodes as u64 / 2 {
+            return Err(r.error("pages", "more than half the machine's memory"));
+        }
+        Ok(Shootdown {
+            pages,
+            op: pick(OPS, r.str("op")),
+            batch: r.int("batch") as u64,
+            remote,
+            remote_threads,
+            misalign: r.bool("misalign"),
+            settle: r.uint("settle"),
+            main: 0,
+            region: 0,
+            phase: Phase::Touch,
+            calls: 0,
+            op_start: 0,
+            op_end: 0,
+            irqs_at_start: [Vec::new(), Vec::new()],
+        })
+    }
+
+    pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+        let delta = |row: Irq| -> u64 {
+            let now: u64 = s.stats.irqs[row as usize].iter().sum();
+            now - self.irqs_at_start[row as usize].iter().sum::<u64>()
+        };
+        let op_time = self.op_end.saturating_sub(self.op_start);
+        let mut m = serde_json::Map::new();
+        m.insert("syscalls".into(), self.calls.into());
+        m.insert("op_time_s".into(), crate::engine::secs(op_time).into());
+        m.insert(
+            "ns_per_syscall".into(),
+            (op_time as f64 / 1000.0 / self.calls.max(1) as f64).into(),
+        );
+        m.insert("tlb_shootdowns".into(), delta(Irq::Tlb).into());
+        m.insert("call_function_interrupts".into(), delta(Irq::Cal).into());
+        m
+    }
+}
+
+fn state(s: &mut Sim) -> &mut Shootdown {
+    match &mut s.work {
+        super::Workload::Shootdown(w) => w,
+        _ => unreachable!(),
+    }
+}
+
+pub fn start(s: &mut Sim) {
+    let j = crate::arch::x86::jiffies(s);
+    let mm = s.mem.new_mm(j, s.k.hz);
+    let w = state(s);
+    let (pages, misalign, threads) = (w.pages, w.misalign, w.remote_threads);
+    let region = s.mem.mmap(mm, pages, true, Backing::Anon, misalign);
+    let main = sched::spawn(s, mm, 0);
+    for i in 0..threads {
+        sched::spawn(s, mm, 1 + i);
+    }
+    let w = state(s);
+    w.region = region;
+    w.main = main;
+}
+
+pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
+    let now = s.now();
+    let w = state(s);
+    if t != w.main {
+        return match w.remote {
+            "busy" => Outcome::Spin(SpinOn::UserForever),
+            _ => Outcome::Sleep(NEVER),
+        };
+    }
+    match w.phase {
+        Phase::Touch => {
+            w.phase = Phase::Settle;
+            let step = Step::Touch {
+                vpn: w.region,
+                n: w.pages as u32,
+                write: true,
+            };
+            s.tasks[t].steps.push(step);
+            Outcome::Next
+        }
+        Phase::Settle => {
+            w.phase = Phase::Ops { next: 0 };
+            if w.remote == "sleeping" && w.settle > 0 {
+                Outcome::Sleep(now + w.settle)
+            } else {
+                Outcome::Next
+            }
+        }
+        Phase::Ops { next } => {
+            if next == 0 {
+                w.op_start = now;
+                let irqs = s.stats.irqs.clone();
+                state(s).irqs_at_start = irqs;
+            }
+            let w = state(s);
+            if next >= w.pages {
+                w.op_end = now;
+                return Outcome::Exit;
+            }
+            let n = w.batch.min(w.pages - next);
+            let vpn = w.region + next;
+            let sc = match w.op {
+                "madvise" => Syscall::MadviseDontneed { vpn, n },
+                "munmap" => Syscall::Munmap { vpn, n },
+                _ => Syscall::MprotectRead { vpn, n },
+            };
+            w.phase = Phase::Ops { next: next + n };
+            w.calls += 1;
+            s.tasks[t].steps.push(Step::Syscall(sc));
+            Outcome::Next
+        }
+    }
+}

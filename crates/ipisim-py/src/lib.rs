@@ -1,0 +1,63 @@
+//! The Python binding: conversions only. Results cross as JSON text; user mistakes become
+//! `ipisim.ConfigError` (a ValueError) carrying the one-line "file: key: reason" message.
+
+use ipisim_core::{config, RunRequest};
+use pyo3::create_exception;
+use pyo3::prelude::*;
+
+create_exception!(
+    _native,
+    ConfigError,
+    pyo3::exceptions::PyValueError,
+    "A user mistake in a config file, preset, scenario or --set value."
+);
+
+fn to_py(e: ipisim_core::ConfigError) -> PyErr {
+    ConfigError::new_err(e.to_string())
+}
+
+/// Run one simulation; returns (result JSON, events handled).
+#[pyfunction]
+#[pyo3(signature = (scenario, machine=None, kernel=None, sets=Vec::new(), seed=1))]
+fn run(
+    py: Python<'_>,
+    scenario: String,
+    machine: Option<String>,
+    kernel: Option<String>,
+    sets: Vec<(String, String)>,
+    seed: u64,
+) -> PyResult<(String, u64)> {
+    let req = RunRequest {
+        scenario,
+        machine,
+        kernel,
+        sets,
+        seed,
+    };
+    let out = py.detach(|| ipisim_core::run(&req)).map_err(to_py)?;
+    Ok((out.json.to_string(), out.events))
+}
+
+/// Built-in scenarios, machines and kernels, as JSON.
+#[pyfunction]
+fn list() -> String {
+    config::list().to_string()
+}
+
+/// Every parameter of a scenario, machine or kernel preset, as JSON.
+#[pyfunction]
+fn describe(thing: &str) -> PyResult<String> {
+    config::describe(thing)
+        .map(|v| v.to_string())
+        .map_err(to_py)
+}
+
+#[pymodule(gil_used = false)]
+fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("ConfigError", m.py().get_type::<ConfigError>())?;
+    m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(list, m)?)?;
+    m.add_function(wrap_pyfunction!(describe, m)?)?;
+    Ok(())
+}

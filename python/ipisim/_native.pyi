@@ -1,0 +1,16 @@
+"""The compiled core (crates/ipisim-py). Results cross as JSON text."""
+
+__version__: str
+
+class ConfigError(ValueError):
+    """A user mistake in a config file, preset, scenario or --set value."""
+
+def run(
+    scenario: str,
+    machine: str | None = None,
+    kernel: str | None = None,
+    sets: list[tuple[str, str]] = ...,
+    seed: int = 1,
+) -> tuple[str, int]: ...
+def list() -> str: ...
+def describe(thing: str) -> str: ...

@@ -1,0 +1,175 @@
+"""ipisim: simulate SMP memory management and IPIs. User mistakes exit with code 2 and one line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import NoReturn
+
+import ipisim
+from ipisim.procfs import format_interrupts, format_vmstat
+
+
+class UsageError(Exception):
+    """Bad command-line usage; printed as one line."""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message}")
+
+
+def _parse_sets(items: Sequence[str]) -> list[tuple[str, str]]:
+    pairs = []
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--set: expected key=value, got {item!r}")
+        pairs.append((key.strip(), value.strip()))
+    return pairs
+
+
+def _write(path: str, text: str) -> None:
+    try:
+        Path(path).write_text(text)
+    except OSError as e:
+        raise UsageError(f"{path}: cannot write: {e.strerror}") from e
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--machine", help="built-in machine profile or a .toml file (default host-2cpu)")
+    p.add_argument("--kernel", help="built-in kernel preset or a .toml file (default linux-6.18)")
+    p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a parameter")
+    p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+
+
+def _summary(r: ipisim.RunResult) -> str:
+    d = r.data
+    ops = "  ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.ops.items())
+    return (
+        f"{d['scenario']} on {d['machine']} with {d['kernel']} (seed {d['config']['seed']})\n"
+        f"simulated: elapsed {r.elapsed_s:.6f} s  user {r.user_s:.6f} s  system {r.system_s:.6f} s\n"
+        f"ops: {ops}\n\n"
+        f"{format_interrupts(r.interrupts)}\n"
+        f"{format_vmstat(r.vmstat)}"
+    )
+
+
+def _profile(r: ipisim.RunResult, top: int = 20) -> str:
+    lines = ["# Overhead  Symbol  (simulated CPU time, all CPUs)"]
+    for row in r.data["profile"][:top]:
+        kind = "" if row["function"].startswith("[") else "[k] "
+        lines.append(f"{row['percent']:9.2f}%  {kind}{row['function']}")
+    return "\n".join(lines) + "\n"
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    r = ipisim.run(
+        args.scenario, machine=args.machine, kernel=args.kernel, sets=_parse_sets(args.set), seed=args.seed
+    )
+    print(_summary(r), end="")
+    if args.profile:
+        print("\n" + _profile(r), end="")
+    if args.json:
+        _write(args.json, r.to_json())
+    return 0
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    builtins = ipisim.list_builtins()
+    for group in ("scenarios", "machines", "kernels"):
+        print(f"{group}:")
+        width = max(len(x["name"]) for x in builtins[group])
+        for x in builtins[group]:
+            print(f"  {x['name']:<{width}}  {x['description']}")
+    return 0
+
+
+def cmd_describe(args: argparse.Namespace) -> int:
+    d = ipisim.describe(args.thing)
+    print(f"{d['kind']} {d['name']}: {d['description']}")
+    rows = [(p["key"], p["value"], p["unit"], p["type"], p["description"]) for p in d["params"]]
+    width = max(len(r[0]) for r in rows)
+    for key, value, unit, typ, desc in rows:
+        print(f"  {key:<{width}}  = {value} {unit}".rstrip() + f"    [{typ}] {desc}")
+    for c in d.get("costs", []):
+        print(f"  {c['key']:<{width}}  = {c['value']:g} cycles    {c['description']}; source: {c['source']}")
+    if "note" in d:
+        print(d["note"])
+    return 0
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    sets = [("mode", "thread"), ("tasks", str(args.tasks)), ("duration", args.duration)]
+    sets += _parse_sets(args.set)
+    best = float("inf")
+    r = None
+    for i in range(args.repeat):
+        t0 = time.perf_counter()
+        r = ipisim.run(args.scenario, machine=args.machine, kernel=args.kernel, sets=sets, seed=args.seed)
+        dt = time.perf_counter() - t0
+        best = min(best, dt)
+        print(f"run {i + 1}/{args.repeat}: {dt:.3f} s host", file=sys.stderr)
+    assert r is not None
+    ipis = int(r.data["ipis_sent"])
+    print(f"{args.scenario} on {r.data['machine']}, {args.tasks} tasks, {args.duration} simulated")
+    print(f"  simulated IPIs        {ipis:>14,d}")
+    print(f"  simulated TLB flushes {sum(r.interrupts['TLB']):>14,d} received")
+    print(f"  events                {r.events:>14,d}")
+    print(f"  host time (best of {args.repeat}) {best:>10.3f} s")
+    print(f"  IPIs per host second  {ipis / best:>14,.0f}")
+    print(f"  events per host second{r.events / best:>14,.0f}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="ipisim", description=__doc__)
+    p.add_argument("--version", action="version", version=f"ipisim {ipisim.__version__}")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    r = sub.add_parser("run", help="run one scenario and print a summary")
+    r.add_argument("scenario")
+    _add_run_options(r)
+    r.add_argument("--json", metavar="PATH", help="write the full result as JSON")
+    r.add_argument("--profile", action="store_true", help="print CPU time by kernel function")
+    r.set_defaults(func=cmd_run)
+
+    ls = sub.add_parser("list", help="list scenarios, machines and kernel presets")
+    ls.set_defaults(func=cmd_list)
+
+    d = sub.add_parser("describe", help="every parameter of a scenario, machine or kernel, with units")
+    d.add_argument("thing")
+    d.set_defaults(func=cmd_describe)
+
+    b = sub.add_parser("bench", help="simulated IPIs per host second (default: tlb_flush2, 48 threads)")
+    b.add_argument("scenario", nargs="?", default="will-it-scale/tlb_flush2")
+    _add_run_options(b)
+    b.set_defaults(machine="xeon-4n-48c-64g")
+    b.add_argument("--tasks", type=int, default=48)
+    b.add_argument("--duration", default="20ms", help="simulated time per run")
+    b.add_argument("--repeat", type=int, default=3)
+    b.set_defaults(func=cmd_bench)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        args = build_parser().parse_args(argv)
+        code: int = args.func(args)
+        return code
+    except (ipisim.ConfigError, UsageError) as e:
+        print(f"ipisim: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("ipisim: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
