@@ -1,9 +1,9 @@
 """ipisim: a fast, deterministic simulator of SMP memory management and IPIs.
 
-    >>> import ipisim
-    >>> r = ipisim.run("shootdown", machine="host-2cpu", kernel="linux-6.18", sets={"batch": 33})
-    >>> r.interrupts["TLB"]
-    [0, 16]
+>>> import ipisim
+>>> r = ipisim.run("shootdown", machine="host-2cpu", kernel="linux-6.18", sets={"batch": 33})
+>>> r.interrupts["TLB"]
+[0, 16]
 """
 
 from __future__ import annotations
@@ -90,7 +90,7 @@ def run(
 
 def list_builtins() -> dict[str, list[dict[str, str]]]:
     """Built-in scenarios, machines and kernel presets, each with a one-line description."""
-    result: dict[str, list[dict[str, str]]] = json.loads(_native.list())
+    result: dict[str, list[dict[str, str]]] = json.loads(_native.list_builtins())
     return result
 
 

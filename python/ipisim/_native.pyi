@@ -1,5 +1,6 @@
 """The compiled core (crates/ipisim-py). Results cross as JSON text."""
 
+__all__ = ["ConfigError", "__version__", "describe", "list_builtins", "run"]
 __version__: str
 
 class ConfigError(ValueError):
@@ -12,5 +13,5 @@ def run(
     sets: list[tuple[str, str]] = ...,
     seed: int = 1,
 ) -> tuple[str, int]: ...
-def list() -> str: ...
+def list_builtins() -> str: ...
 def describe(thing: str) -> str: ...

@@ -40,7 +40,7 @@ fn run(
 
 /// Built-in scenarios, machines and kernels, as JSON.
 #[pyfunction]
-fn list() -> String {
+fn list_builtins() -> String {
     config::list().to_string()
 }
 
@@ -57,7 +57,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ConfigError", m.py().get_type::<ConfigError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
-    m.add_function(wrap_pyfunction!(list, m)?)?;
+    m.add_function(wrap_pyfunction!(list_builtins, m)?)?;
     m.add_function(wrap_pyfunction!(describe, m)?)?;
     Ok(())
 }

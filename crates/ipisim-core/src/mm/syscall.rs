@@ -214,7 +214,7 @@ pub fn free_pgtables(
         }
     }
     let mut freed: u64 = 0;
-    while end > 0 && addr <= end - 1 {
+    while addr < end {
         if s.mem.table_of(mm, addr).is_some() {
             free_pte_table(s, t, mm, addr);
             freed += 1;

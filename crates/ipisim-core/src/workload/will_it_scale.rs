@@ -99,7 +99,7 @@ impl WillItScale {
                 "tasks",
                 format!(
                     "{tasks} tasks need {} MiB; the machine has less",
-                    need * 4096 >> 20
+                    (need * 4096) >> 20
                 ),
             ));
         }

@@ -217,10 +217,10 @@ pub fn flush_tlb_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: Cpu
         }
     }
     let loaded = s.x86.cpu[cpu].loaded_mm;
-    if f.mm.is_some() && f.mm != loaded {
+    if let Some(target) = f.mm.filter(|&m| Some(m) != loaded) {
         // The CPU was left in the mm_cpumask of the target mm: clear it (6.13+).
         if s.k.mm_cpumask == MmCpumask::LazyTrim {
-            s.mem.mms[f.mm.unwrap()].cpumask.clear(cpu);
+            s.mem.mms[target].cpumask.clear(cpu);
             s.stats.trace(Trace::tlb_flush(TLB_REMOTE_WRONG_CPU));
         }
         return cost;

@@ -1,0 +1,45 @@
+"""The Python API: typed results, overrides, presets."""
+
+from __future__ import annotations
+
+import pytest
+
+import ipisim
+
+
+def test_run_result_views() -> None:
+    r = ipisim.run("shootdown", machine="host-2cpu", kernel="linux-6.18", sets={"batch": 33})
+    assert r.interrupts["TLB"] == [0, 16]
+    assert r.ops["syscalls"] == 16
+    assert r.vmstat["nr_tlb_remote_flush"] == 16
+    assert r.elapsed_s > 0 and r.system_s > 0
+    assert r.config["kernel.name"] == "linux-6.18"
+
+
+def test_sets_accept_pairs_and_bools() -> None:
+    a = ipisim.run("shootdown", sets=[("misalign", True), ("op", "munmap"), ("remote", "sleeping")])
+    assert a.config["misalign"] is True
+    # A misaligned region spans two PTE tables, freed by two calls. The first IPI finds the idle
+    # CPU lazy and switches it to init_mm; the second finds it on the wrong mm and trims it.
+    assert a.ops["tlb_shootdowns"] == 2
+    assert a.tracepoints["tlb:tlb_flush reason=remote wrong CPU (5)"] == 1
+
+
+def test_older_kernel_differs_where_the_mechanism_does() -> None:
+    new = ipisim.run("shootdown", kernel="linux-6.18", sets={"remote": "sleeping", "op": "mprotect"})
+    old = ipisim.run("shootdown", kernel="linux-4.3", sets={"remote": "sleeping", "op": "mprotect"})
+    assert sum(new.interrupts["TLB"]) == 0
+    assert sum(old.interrupts["TLB"]) == 1
+
+
+def test_config_error_is_a_value_error() -> None:
+    with pytest.raises(ipisim.ConfigError, match="batch"):
+        ipisim.run("shootdown", sets={"batch": 0})
+    assert issubclass(ipisim.ConfigError, ValueError)
+
+
+def test_describe_lists_every_cost_with_a_source() -> None:
+    d = ipisim.describe("xeon-4n-48c-64g")
+    assert d["kind"] == "machine"
+    assert all(c["source"] for c in d["costs"])
+    assert {c["key"] for c in d["costs"]} >= {"machine.cost.invlpg", "machine.cost.cr3_flush"}
