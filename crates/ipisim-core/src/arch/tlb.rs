@@ -3,18 +3,6 @@
 
 pub const NR_ASID_SLOTS: usize = 6;
 
-/// One cached translation, packed to 16 bytes: (vpn << 3 | asid) as the key.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-struct Entry {
-    key: u64,
-    pfn: u32,
-    /// The ASID's epoch when filled (an older epoch means flushed), and two flag bits.
-    epoch_flags: u32,
-}
-
-const WRITABLE: u32 = 1;
-const DIRTY: u32 = 2;
-
 /// What a lookup found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TlbEntry {
@@ -23,13 +11,21 @@ pub struct TlbEntry {
     pub dirty: bool,
 }
 
+const WRITABLE: u32 = 1;
+const DIRTY: u32 = 2;
+/// A key no translation has (an empty or INVLPG'd way).
+const NO_KEY: u64 = u64::MAX;
+
 pub struct Tlb {
     set_mask: usize,
     ways: usize,
-    entries: Vec<Entry>,
-    /// Epochs start at 1 so that an all-zero entry is never live.
+    /// Per way: vpn << 3 | asid, compared first so a lookup is one scan of a few integers.
+    keys: Vec<u64>,
+    /// Per way: frame, and (the ASID's epoch when filled) << 2 | dirty | writable.
+    vals: Vec<(u32, u32)>,
+    /// An entry filled under an older epoch of its ASID has been flushed.
     epoch: [u32; NR_ASID_SLOTS],
-    /// Round-robin victim pointer per set.
+    /// Round-robin victim per set.
     victim: Vec<u8>,
 }
 
@@ -43,8 +39,9 @@ impl Tlb {
         Tlb {
             set_mask: sets - 1,
             ways,
-            entries: vec![Entry::default(); entries],
-            epoch: [1; NR_ASID_SLOTS],
+            keys: vec![NO_KEY; entries],
+            vals: vec![(0, 0); entries],
+            epoch: [0; NR_ASID_SLOTS],
             victim: vec![0; sets],
         }
     }
@@ -53,48 +50,31 @@ impl Tlb {
         ((vpn as usize) & self.set_mask) * self.ways
     }
 
-    fn live(&self, e: &Entry, k: u64) -> bool {
-        e.key == k && e.epoch_flags >> 2 == self.epoch[(k & 7) as usize] && e.epoch_flags != 0
-    }
-
-    pub fn lookup(&self, asid: u8, vpn: u64) -> Option<TlbEntry> {
-        let (base, k) = (self.set(vpn), key(asid, vpn));
-        self.entries[base..base + self.ways]
-            .iter()
-            .find(|e| self.live(e, k))
-            .map(|e| TlbEntry {
-                pfn: e.pfn,
-                writable: e.epoch_flags & WRITABLE != 0,
-                dirty: e.epoch_flags & DIRTY != 0,
-            })
-    }
-
-    /// Look up a translation. Returns what was found, and the slot a fill should use: the hit's
-    /// own slot, else a dead entry, else the set's round-robin victim.
+    /// Look up a translation. Returns what was found and the slot a fill should use: the page's
+    /// own way if present, else the set's round-robin victim.
     pub fn access(&mut self, asid: u8, vpn: u64) -> (Option<TlbEntry>, usize) {
         let (base, k) = (self.set(vpn), key(asid, vpn));
-        let mut dead = None;
-        for (i, e) in self.entries[base..base + self.ways].iter().enumerate() {
-            let live = e.epoch_flags >> 2 == self.epoch[(e.key & 7) as usize] && e.epoch_flags != 0;
-            if e.key == k && live {
-                let hit = TlbEntry {
-                    pfn: e.pfn,
-                    writable: e.epoch_flags & WRITABLE != 0,
-                    dirty: e.epoch_flags & DIRTY != 0,
-                };
-                return (Some(hit), base + i);
-            }
-            if !live && dead.is_none() {
-                dead = Some(base + i);
-            }
+        if let Some(i) = self.keys[base..base + self.ways]
+            .iter()
+            .position(|&x| x == k)
+        {
+            let (pfn, ef) = self.vals[base + i];
+            let live = ef >> 2 == self.epoch[asid as usize];
+            let hit = live.then_some(TlbEntry {
+                pfn,
+                writable: ef & WRITABLE != 0,
+                dirty: ef & DIRTY != 0,
+            });
+            return (hit, base + i);
         }
-        let slot = dead.unwrap_or_else(|| {
-            let set = base / self.ways;
-            let w = self.victim[set] as usize % self.ways;
-            self.victim[set] = ((w + 1) % self.ways) as u8;
-            base + w
-        });
-        (None, slot)
+        let set = base / self.ways;
+        let w = self.victim[set] as usize;
+        self.victim[set] = ((w + 1) % self.ways) as u8;
+        (None, base + w)
+    }
+
+    pub fn lookup(&mut self, asid: u8, vpn: u64) -> Option<TlbEntry> {
+        self.access(asid, vpn).0
     }
 
     /// Fill `slot` (from [`Tlb::access`]) with a translation.
@@ -107,12 +87,11 @@ impl Tlb {
         writable: bool,
         dirty: bool,
     ) {
-        let flags = (self.epoch[asid as usize] << 2) | (writable as u32) | ((dirty as u32) << 1);
-        self.entries[slot] = Entry {
-            key: key(asid, vpn),
+        self.keys[slot] = key(asid, vpn);
+        self.vals[slot] = (
             pfn,
-            epoch_flags: flags,
-        };
+            (self.epoch[asid as usize] << 2) | writable as u32 | (dirty as u32) << 1,
+        );
     }
 
     pub fn fill(&mut self, asid: u8, vpn: u64, pfn: u32, writable: bool, dirty: bool) {
@@ -123,21 +102,20 @@ impl Tlb {
     /// INVLPG: drop one page's translation in one ASID.
     pub fn flush_one(&mut self, asid: u8, vpn: u64) {
         let (base, k) = (self.set(vpn), key(asid, vpn));
-        for e in &mut self.entries[base..base + self.ways] {
-            if e.key == k {
-                e.epoch_flags = 0;
+        for x in &mut self.keys[base..base + self.ways] {
+            if *x == k {
+                *x = NO_KEY;
             }
         }
     }
 
     /// A flushing CR3 write: drop every translation of one ASID.
     pub fn flush_asid(&mut self, asid: u8) {
-        // Epochs live in 30 bits; after a wrap, clear the whole TLB so no old entry revives.
+        // Epochs live in 30 bits; on a wrap, empty the whole TLB so no old entry revives.
         let e = &mut self.epoch[asid as usize];
         *e = (*e + 1) & ((1 << 30) - 1);
         if *e == 0 {
-            *e = 1;
-            self.entries.fill(Entry::default());
+            self.keys.fill(NO_KEY);
         }
     }
 }
@@ -166,6 +144,9 @@ mod tests {
         assert!(t.lookup(1, 100).is_some());
         t.flush_asid(1);
         assert!(t.lookup(1, 100).is_none());
+        // A refill after a flush reuses the page's own way.
+        t.fill(1, 100, 9, true, false);
+        assert_eq!(t.lookup(1, 100).unwrap().pfn, 9);
         // A full set evicts round-robin but keeps the newest entry.
         for v in 0..10u64 {
             t.fill(0, v * 16, v as u32, true, true);

@@ -4,15 +4,15 @@ use super::Time;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
+/// (time << 64 | seq) in one integer, so the heap compares once per level.
 struct Entry<E> {
-    time: Time,
-    seq: u64,
+    key: u128,
     event: E,
 }
 
 impl<E> PartialEq for Entry<E> {
     fn eq(&self, o: &Self) -> bool {
-        self.time == o.time && self.seq == o.seq
+        self.key == o.key
     }
 }
 impl<E> Eq for Entry<E> {}
@@ -24,7 +24,7 @@ impl<E> PartialOrd for Entry<E> {
 impl<E> Ord for Entry<E> {
     // Reversed so that BinaryHeap (a max-heap) pops the earliest (time, seq) first.
     fn cmp(&self, o: &Self) -> Ordering {
-        (o.time, o.seq).cmp(&(self.time, self.seq))
+        o.key.cmp(&self.key)
     }
 }
 
@@ -64,18 +64,21 @@ impl<E> EventQueue<E> {
         debug_assert!(time >= self.now, "event scheduled in the past");
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.heap.push(Entry { time, seq, event });
+        self.heap.push(Entry {
+            key: ((time as u128) << 64) | seq as u128,
+            event,
+        });
     }
 
     pub fn pop(&mut self) -> Option<(Time, E)> {
         let e = self.heap.pop()?;
-        self.now = e.time;
+        self.now = (e.key >> 64) as Time;
         self.popped += 1;
-        Some((e.time, e.event))
+        Some((self.now, e.event))
     }
 
     pub fn peek_time(&self) -> Option<Time> {
-        self.heap.peek().map(|e| e.time)
+        self.heap.peek().map(|e| (e.key >> 64) as Time)
     }
 }
 
