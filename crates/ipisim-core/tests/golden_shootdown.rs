@@ -30,7 +30,12 @@ fn shootdown(kernel: &str, op: &str, batch: u64, remote: &str, threads: usize) -
     };
     let j = run(&req).unwrap().json;
     let n = |v: &Value| v.as_u64().unwrap();
-    let tlb_per_cpu: Vec<u64> = j["interrupts"]["TLB"].as_array().unwrap().iter().map(n).collect();
+    let tlb_per_cpu: Vec<u64> = j["interrupts"]["TLB"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(n)
+        .collect();
     Counts {
         calls: n(&j["ops"]["syscalls"]),
         tlb: n(&j["ops"]["tlb_shootdowns"]),
@@ -60,7 +65,10 @@ fn busy_threads_get_one_ipi_per_call_each() {
                     let ctx = format!("{kernel} {op} batch={batch} threads={k}");
                     assert_eq!(c.calls, calls(batch), "{ctx}");
                     assert_eq!(c.tlb, c.calls * k as u64, "{ctx}");
-                    assert_eq!(c.remote_flush, c.calls, "{ctx}: one flush_tlb_multi per call");
+                    assert_eq!(
+                        c.remote_flush, c.calls,
+                        "{ctx}: one flush_tlb_multi per call"
+                    );
                     // Each remote CPU got exactly one per call; CPU 0 (the initiator) none.
                     assert_eq!(c.tlb_per_cpu[0], 0, "{ctx}");
                     for cpu in 1..=k {
@@ -79,15 +87,29 @@ fn busy_threads_get_one_ipi_per_call_each() {
 #[test]
 fn local_flush_follows_the_33_page_ceiling() {
     for batch in BATCHES {
-        let sizes: Vec<u64> = (0..calls(batch)).map(|i| batch.min(512 - i * batch)).collect();
+        let sizes: Vec<u64> = (0..calls(batch))
+            .map(|i| batch.min(512 - i * batch))
+            .collect();
         let one: u64 = sizes.iter().filter(|&&n| n <= 33).sum();
         let all = sizes.iter().filter(|&&n| n > 33).count() as u64;
         let c = shootdown("linux-6.18", "mprotect", batch, "busy", 1);
-        assert_eq!((c.local_one, c.local_all), (one, all), "mprotect batch={batch}");
+        assert_eq!(
+            (c.local_one, c.local_all),
+            (one, all),
+            "mprotect batch={batch}"
+        );
         let last = *sizes.last().unwrap();
         let m = shootdown("linux-6.18", "munmap", batch, "busy", 1);
-        let (one, all) = if last <= 33 { (one - last, all + 1) } else { (one, all) };
-        assert_eq!((m.local_one, m.local_all), (one, all), "munmap batch={batch}");
+        let (one, all) = if last <= 33 {
+            (one - last, all + 1)
+        } else {
+            (one, all)
+        };
+        assert_eq!(
+            (m.local_one, m.local_all),
+            (one, all),
+            "munmap batch={batch}"
+        );
     }
 }
 
@@ -100,9 +122,17 @@ fn sleeping_threads_on_6_18_see_only_page_table_frees() {
     for batch in BATCHES {
         for k in THREADS {
             let ctx = format!("batch={batch} threads={k}");
-            assert_eq!(shootdown("linux-6.18", "mprotect", batch, "sleeping", k).tlb, 0, "mprotect {ctx}");
+            assert_eq!(
+                shootdown("linux-6.18", "mprotect", batch, "sleeping", k).tlb,
+                0,
+                "mprotect {ctx}"
+            );
             let frees_table = if batch == 512 { k as u64 } else { 0 };
-            assert_eq!(shootdown("linux-6.18", "madvise", batch, "sleeping", k).tlb, frees_table, "madvise {ctx}");
+            assert_eq!(
+                shootdown("linux-6.18", "madvise", batch, "sleeping", k).tlb,
+                frees_table,
+                "madvise {ctx}"
+            );
             let m = shootdown("linux-6.18", "munmap", batch, "sleeping", k);
             assert_eq!(m.tlb, k as u64, "munmap {ctx}");
             assert_eq!(m.wrong_cpu, 0, "munmap {ctx}");
@@ -119,7 +149,10 @@ fn sleeping_threads_on_4_3_leave_the_mm_after_one_ipi() {
             for k in THREADS {
                 let c = shootdown("linux-4.3", op, batch, "sleeping", k);
                 assert_eq!(c.tlb, k as u64, "{op} batch={batch} threads={k}");
-                assert!(c.tlb_per_cpu[1..=k].iter().all(|&x| x == 1), "{op} batch={batch} threads={k}");
+                assert!(
+                    c.tlb_per_cpu[1..=k].iter().all(|&x| x == 1),
+                    "{op} batch={batch} threads={k}"
+                );
             }
         }
     }
@@ -132,7 +165,11 @@ fn no_remote_threads_no_ipis() {
         for op in ["madvise", "munmap", "mprotect"] {
             for batch in BATCHES {
                 let c = shootdown(kernel, op, batch, "none", 0);
-                assert_eq!((c.tlb, c.remote_flush), (0, 0), "{kernel} {op} batch={batch}");
+                assert_eq!(
+                    (c.tlb, c.remote_flush),
+                    (0, 0),
+                    "{kernel} {op} batch={batch}"
+                );
             }
         }
     }
@@ -145,7 +182,10 @@ fn results_are_byte_identical() {
         scenario: "will-it-scale/tlb_flush2".into(),
         machine: Some("xeon-4n-48c-64g".into()),
         kernel: None,
-        sets: vec![("tasks".into(), "48".into()), ("duration".into(), "2ms".into())],
+        sets: vec![
+            ("tasks".into(), "48".into()),
+            ("duration".into(), "2ms".into()),
+        ],
         seed,
     };
     let a = run(&req(7)).unwrap().json.to_string();
