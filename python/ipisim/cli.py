@@ -125,6 +125,25 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_validate(args: argparse.Namespace) -> int:
+    from ipisim import hw
+
+    cells = []
+    try:
+        for cell in hw.grid(machine=args.machine, kernel=args.kernel, repeats=args.repeats):
+            progress = f"{cell.op} batch={cell.batch} remote={cell.remote}"
+            print(f"{progress}: real {cell.real_tlb}, simulated {cell.sim_tlb}", file=sys.stderr)
+            cells.append(cell)
+    except hw.Unavailable as e:
+        raise UsageError(f"validate: cannot measure on this machine: {e}") from e
+    print(f"shootdown, 512 pages, 1 remote thread: this machine vs {args.machine} with {args.kernel}")
+    print("(TLB = TLB shootdowns received, all CPUs, median of repeats; us/call = wall time per syscall)\n")
+    print(hw.format_table(cells), end="")
+    bad = sum(not c.agrees for c in cells)
+    print(f"\n{len(cells) - bad}/{len(cells)} cells agree (exact where real <= 2, else within 1 %)")
+    return 1 if bad else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ipisim", description=__doc__)
     p.add_argument("--version", action="version", version=f"ipisim {ipisim.__version__}")
@@ -152,6 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--duration", default="20ms", help="simulated time per run")
     b.add_argument("--repeat", type=int, default=3)
     b.set_defaults(func=cmd_bench)
+
+    v = sub.add_parser("validate", help="measure the shootdown grid on this machine; compare")
+    v.add_argument("--machine", default="host-2cpu", help="profile to simulate (default host-2cpu)")
+    v.add_argument("--kernel", default="linux-6.18", help="kernel preset to simulate (default linux-6.18)")
+    v.add_argument("--repeats", type=int, default=5, help="real runs per cell; the median counts (default 5)")
+    v.set_defaults(func=cmd_validate)
     return p
 
 

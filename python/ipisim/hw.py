@@ -1,0 +1,187 @@
+"""Real-hardware validation: run the `shootdown` scenario for real and compare with the simulator.
+
+The native program (native/shootdown.c) does the same mmap, touch and madvise/munmap/mprotect
+calls as the simulated scenario, with real threads pinned to CPUs, and reports the per-CPU
+deltas of the TLB and CAL rows of the real /proc/interrupts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+import ipisim
+
+OPS = ("madvise", "munmap", "mprotect")
+BATCHES = (1, 33, 34, 512)
+REMOTES = ("busy", "sleeping", "none")
+
+
+class Unavailable(Exception):
+    """This machine cannot run the real-hardware comparison (one-line reason)."""
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One real run of the op loop: per-CPU interrupt deltas and its wall time."""
+
+    syscalls: int
+    ns: float
+    tlb: list[int]
+    cal: list[int]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One grid cell: the real samples next to the simulated result."""
+
+    op: str
+    batch: int
+    remote: str
+    real: list[Sample]
+    sim: ipisim.RunResult
+
+    @property
+    def real_tlb(self) -> int:
+        """Median over repeats of the TLB shootdowns received on all CPUs."""
+        return int(statistics.median_low(sum(s.tlb) for s in self.real))
+
+    @property
+    def sim_tlb(self) -> int:
+        return int(self.sim.ops["tlb_shootdowns"])
+
+    @property
+    def real_us_per_call(self) -> float:
+        return statistics.median(s.ns / s.syscalls for s in self.real) / 1000
+
+    @property
+    def sim_us_per_call(self) -> float:
+        return float(self.sim.ops["ns_per_syscall"]) / 1000
+
+    @property
+    def agrees(self) -> bool:
+        return counts_agree(self.real_tlb, self.sim_tlb)
+
+
+def counts_agree(real: int, sim: int) -> bool:
+    """Exact where the real count is 0, 1 or 2; otherwise within 1 % of it."""
+    return sim == real if real <= 2 else abs(sim - real) <= 0.01 * real
+
+
+def irq_rows(text: str) -> dict[str, list[int]]:
+    """The per-CPU counts of every row of /proc/interrupts text, keyed by row name."""
+    lines = text.splitlines()
+    ncpus = len(lines[0].split()) if lines else 0
+    rows = {}
+    for line in lines[1:]:
+        name, _, rest = line.partition(":")
+        fields = rest.split()[:ncpus]
+        if len(fields) == ncpus and all(f.isdigit() for f in fields):
+            rows[name.strip()] = [int(f) for f in fields]
+    return rows
+
+
+def check_available() -> None:
+    """Raise Unavailable unless this machine has 2+ CPUs, a TLB row and a C compiler."""
+    try:
+        rows = irq_rows(Path("/proc/interrupts").read_text())
+    except OSError as e:
+        raise Unavailable(f"/proc/interrupts: {e.strerror}") from e
+    if "TLB" not in rows:
+        raise Unavailable("/proc/interrupts has no TLB row (not x86?)")
+    if len(os.sched_getaffinity(0)) < 2 or 0 not in os.sched_getaffinity(0):
+        raise Unavailable("need CPU 0 and at least one other CPU in this process's affinity")
+    if not shutil.which(os.environ.get("CC", "cc")):
+        raise Unavailable("no C compiler (set CC or install cc)")
+
+
+def build() -> Path:
+    """Compile native/shootdown.c once per source version into the user's cache."""
+    src = resources.files("ipisim").joinpath("native/shootdown.c").read_bytes()
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ipisim"
+    exe = cache / f"shootdown-{hashlib.sha256(src).hexdigest()[:16]}"
+    if exe.exists():
+        return exe
+    cache.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=cache) as tmp:
+        c_file = Path(tmp) / "shootdown.c"
+        c_file.write_bytes(src)
+        out = Path(tmp) / "shootdown"
+        cc = os.environ.get("CC", "cc")
+        proc = subprocess.run(
+            [cc, "-O2", "-pthread", "-o", str(out), str(c_file)], capture_output=True, text=True, check=False
+        )
+        if proc.returncode != 0:
+            raise Unavailable(f"{cc} failed on shootdown.c: {proc.stderr.strip().splitlines()[-1:]}")
+        out.replace(exe)
+    return exe
+
+
+def _pin_to_cpu0() -> None:
+    # Before exec, so CPU 0 is the only CPU the program's fresh mm ever runs on (no stale
+    # mm_cpumask bits, as in the simulated scenario).
+    os.sched_setaffinity(0, {0})
+
+
+def parse_sample(line: str) -> Sample:
+    fields = dict(f.split("=", 1) for f in line.split())
+    return Sample(
+        syscalls=int(fields["syscalls"]),
+        ns=float(fields["ns"]),
+        tlb=[int(x) for x in fields["tlb"].split(",")],
+        cal=[int(x) for x in fields["cal"].split(",")],
+    )
+
+
+def measure(
+    op: str, batch: int, remote: str, *, pages: int = 512, threads: int = 1, repeats: int = 5
+) -> list[Sample]:
+    """Run the real program `repeats` times (one process) and return every sample."""
+    exe = build()
+    args = [str(exe), "--op", op, "--batch", str(batch), "--remote", remote, "--pages", str(pages)]
+    args += ["--threads", str(threads), "--repeats", str(repeats)]
+    proc = subprocess.run(args, capture_output=True, text=True, check=False, preexec_fn=_pin_to_cpu0)
+    if proc.returncode != 0:
+        raise Unavailable(f"shootdown {' '.join(args[1:])}: {proc.stderr.strip()}")
+    return [parse_sample(line) for line in proc.stdout.splitlines()]
+
+
+def grid(
+    *,
+    machine: str = "host-2cpu",
+    kernel: str = "linux-6.18",
+    ops: Sequence[str] = OPS,
+    batches: Sequence[int] = BATCHES,
+    remotes: Sequence[str] = REMOTES,
+    repeats: int = 5,
+) -> Iterator[Cell]:
+    """Every cell of op x batch x remote, measured for real and simulated."""
+    check_available()
+    for op in ops:
+        for batch in batches:
+            for remote in remotes:
+                sets = {"op": op, "batch": batch, "remote": remote, "pages": 512, "remote_threads": 1}
+                sim = ipisim.run("shootdown", machine=machine, kernel=kernel, sets=sets)
+                yield Cell(op, batch, remote, measure(op, batch, remote, repeats=repeats), sim)
+
+
+def format_table(cells: Sequence[Cell]) -> str:
+    head = f"{'op':<9} {'batch':>5} {'remote':<8} {'real TLB':>9} {'(min-max)':>11} {'sim TLB':>8}"
+    head += f" {'real us/call':>12} {'sim us/call':>11}  agree"
+    lines = [head]
+    for c in cells:
+        totals = [sum(s.tlb) for s in c.real]
+        spread = f"({min(totals)}-{max(totals)})"
+        lines.append(
+            f"{c.op:<9} {c.batch:>5} {c.remote:<8} {c.real_tlb:>9} {spread:>11} {c.sim_tlb:>8}"
+            f" {c.real_us_per_call:>12.2f} {c.sim_us_per_call:>11.2f}  {'yes' if c.agrees else 'NO'}"
+        )
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,241 @@
+/*
+ * shootdown: the `shootdown` scenario run for real, to validate ipisim against this machine.
+ *
+ * One thread on the CPU it was started on (pin it with taskset or sched_setaffinity before exec,
+ * so that CPU is the only one the fresh mm ever ran on) maps `pages` private anonymous pages,
+ * touches them, then applies `op` over them in calls of `batch` pages. `threads` other threads of
+ * the process sit on the next CPUs, spinning in user space (busy) or blocked on a futex
+ * (sleeping). The /proc/interrupts TLB and CAL rows are read just before the first call and just
+ * after the last. Each repeat prints one line:
+ *   syscalls=N ns=T tlb=a,b,... cal=a,b,...
+ * with per-CPU deltas. Build: cc -O2 -pthread -o shootdown shootdown.c
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PAGE 4096UL
+#define PMD_SIZE (2UL << 20)
+#define MAX_CPUS 1024
+
+enum op { OP_MADVISE, OP_MUNMAP, OP_MPROTECT };
+enum remote { R_BUSY, R_SLEEPING, R_NONE };
+
+static atomic_int stop_flag;   /* busy threads spin on it; sleeping threads futex-wait on it */
+static atomic_int started;
+
+static void die(const char *what)
+{
+	fprintf(stderr, "shootdown: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: shootdown --op madvise|munmap|mprotect --pages N --batch N "
+			"--remote busy|sleeping|none --threads N [--misalign] [--settle-ms N] "
+			"[--repeats N]\n");
+	exit(2);
+}
+
+/* Parse the TLB and CAL rows of /proc/interrupts with one raw read (no stdio buffering). */
+static int read_irq_rows(uint64_t *tlb, uint64_t *cal, int ncpus)
+{
+	static char buf[1 << 20];
+	int fd = open("/proc/interrupts", O_RDONLY);
+	if (fd < 0)
+		die("open /proc/interrupts");
+	size_t len = 0;
+	ssize_t n;
+	while ((n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += (size_t)n;
+	close(fd);
+	buf[len] = 0;
+	int found = 0;
+	for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		char *p = line;
+		while (*p == ' ')
+			p++;
+		uint64_t *row = !strncmp(p, "TLB:", 4) ? tlb : !strncmp(p, "CAL:", 4) ? cal : NULL;
+		if (!row)
+			continue;
+		p += 4;
+		for (int c = 0; c < ncpus; c++)
+			row[c] = strtoull(p, &p, 10);
+		found++;
+	}
+	return found == 2;
+}
+
+static void *remote_thread(void *arg)
+{
+	enum remote mode = (enum remote)(intptr_t)arg;
+	atomic_fetch_add(&started, 1);
+	if (mode == R_BUSY) {
+		/* Keep other tasks from preempting the spinner, where we may: a CPU running some other
+		 * mm is skipped by flush_tlb_multi() and would hide real IPIs from the count. */
+		struct sched_param sp = { .sched_priority = 1 };
+		pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+		while (!atomic_load_explicit(&stop_flag, memory_order_relaxed))
+			;
+	} else {
+		while (!atomic_load(&stop_flag))
+			syscall(SYS_futex, &stop_flag, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+	}
+	return NULL;
+}
+
+static double now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+/* A VMA of exactly `len` bytes starting on a 2 MiB boundary (or one page past it). */
+static char *map_region(size_t len, int misalign)
+{
+	size_t slop = PMD_SIZE + PAGE;
+	char *raw = mmap(NULL, len + slop, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (raw == MAP_FAILED)
+		die("mmap");
+	uintptr_t start = ((uintptr_t)raw + PMD_SIZE - 1) & ~(PMD_SIZE - 1);
+	if (misalign)
+		start += PAGE;
+	if (start > (uintptr_t)raw && munmap(raw, start - (uintptr_t)raw))
+		die("munmap head");
+	uintptr_t end = (uintptr_t)raw + len + slop;
+	if (end > start + len && munmap((char *)(start + len), end - start - len))
+		die("munmap tail");
+	/* ipisim models 4 KiB pages: keep THP from backing the region with one huge page. */
+	if (madvise((char *)start, len, MADV_NOHUGEPAGE))
+		die("madvise(MADV_NOHUGEPAGE)");
+	return (char *)start;
+}
+
+int main(int argc, char **argv)
+{
+	enum op op = OP_MADVISE;
+	enum remote remote = R_BUSY;
+	long pages = 512, batch = 1, threads = 1, settle_ms = 50, repeats = 1;
+	int misalign = 0;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!strcmp(a, "--misalign")) {
+			misalign = 1;
+			continue;
+		}
+		if (!v)
+			usage();
+		i++;
+		if (!strcmp(a, "--op"))
+			op = !strcmp(v, "madvise") ? OP_MADVISE : !strcmp(v, "munmap") ? OP_MUNMAP
+			   : !strcmp(v, "mprotect") ? OP_MPROTECT : (usage(), 0);
+		else if (!strcmp(a, "--remote"))
+			remote = !strcmp(v, "busy") ? R_BUSY : !strcmp(v, "sleeping") ? R_SLEEPING
+			       : !strcmp(v, "none") ? R_NONE : (usage(), 0);
+		else if (!strcmp(a, "--pages"))
+			pages = atol(v);
+		else if (!strcmp(a, "--batch"))
+			batch = atol(v);
+		else if (!strcmp(a, "--threads"))
+			threads = atol(v);
+		else if (!strcmp(a, "--settle-ms"))
+			settle_ms = atol(v);
+		else if (!strcmp(a, "--repeats"))
+			repeats = atol(v);
+		else
+			usage();
+	}
+	if (pages < 1 || batch < 1 || threads < 0 || repeats < 1 || settle_ms < 0)
+		usage();
+	if (remote == R_NONE)
+		threads = 0;
+
+	int ncpus = (int)sysconf(_SC_NPROCESSORS_CONF);
+	int home = sched_getcpu();
+	if (ncpus > MAX_CPUS || threads + 1 > ncpus) {
+		fprintf(stderr, "shootdown: %ld remote threads need %ld CPUs; this machine has %d\n",
+			threads, threads + 1, ncpus);
+		return 2;
+	}
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	CPU_SET(home, &one);
+	if (sched_setaffinity(0, sizeof(one), &one))
+		die("sched_setaffinity");
+
+	static uint64_t tlb0[MAX_CPUS], cal0[MAX_CPUS], tlb1[MAX_CPUS], cal1[MAX_CPUS];
+	if (!read_irq_rows(tlb0, cal0, ncpus)) {
+		fprintf(stderr, "shootdown: /proc/interrupts has no TLB or CAL row\n");
+		return 3;
+	}
+	size_t len = (size_t)pages * PAGE;
+	for (long r = 0; r < repeats; r++) {
+		atomic_store(&stop_flag, 0);
+		atomic_store(&started, 0);
+		pthread_t tid[MAX_CPUS];
+		for (long t = 0; t < threads; t++) {
+			pthread_attr_t attr;
+			cpu_set_t set;
+			CPU_ZERO(&set);
+			CPU_SET((home + 1 + t) % ncpus, &set);
+			pthread_attr_init(&attr);
+			pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+			if (pthread_create(&tid[t], &attr, remote_thread, (void *)(intptr_t)remote))
+				die("pthread_create");
+			pthread_attr_destroy(&attr);
+		}
+		while (atomic_load(&started) < threads)
+			;
+		char *region = map_region(len, misalign);
+		for (size_t off = 0; off < len; off += PAGE)
+			region[off] = 1;
+		if (remote == R_SLEEPING && settle_ms > 0)
+			usleep((useconds_t)settle_ms * 1000);
+
+		long calls = 0;
+		read_irq_rows(tlb0, cal0, ncpus);
+		double t0 = now_ns();
+		for (long next = 0; next < pages; next += batch, calls++) {
+			char *addr = region + next * PAGE;
+			size_t n = (size_t)(batch < pages - next ? batch : pages - next) * PAGE;
+			int rc = op == OP_MADVISE ? madvise(addr, n, MADV_DONTNEED)
+			       : op == OP_MUNMAP  ? munmap(addr, n)
+						  : mprotect(addr, n, PROT_READ);
+			if (rc)
+				die("op");
+		}
+		double t1 = now_ns();
+		read_irq_rows(tlb1, cal1, ncpus);
+
+		atomic_store(&stop_flag, 1);
+		syscall(SYS_futex, &stop_flag, FUTEX_WAKE_PRIVATE, MAX_CPUS, NULL, NULL, 0);
+		for (long t = 0; t < threads; t++)
+			pthread_join(tid[t], NULL);
+		if (op != OP_MUNMAP)
+			munmap(region, len);
+
+		printf("syscalls=%ld ns=%.0f tlb=", calls, t1 - t0);
+		for (int c = 0; c < ncpus; c++)
+			printf("%s%llu", c ? "," : "", (unsigned long long)(tlb1[c] - tlb0[c]));
+		printf(" cal=");
+		for (int c = 0; c < ncpus; c++)
+			printf("%s%llu", c ? "," : "", (unsigned long long)(cal1[c] - cal0[c]));
+		printf("\n");
+		fflush(stdout);
+	}
+	return 0;
+}

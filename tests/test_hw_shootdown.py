@@ -1,0 +1,38 @@
+"""The simulator against this machine: real /proc/interrupts TLB counts for the shootdown grid.
+
+Skipped where /proc/interrupts has no TLB row, there is only one CPU, or there is no C compiler.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from ipisim import hw
+
+try:
+    hw.check_available()
+    UNAVAILABLE = ""
+except hw.Unavailable as e:
+    UNAVAILABLE = str(e)
+
+pytestmark = pytest.mark.skipif(bool(UNAVAILABLE), reason=UNAVAILABLE)
+
+
+@pytest.mark.parametrize(("op", "batch", "remote"), itertools.product(hw.OPS, hw.BATCHES, hw.REMOTES))
+def test_simulated_tlb_shootdowns_match_this_machine(op: str, batch: int, remote: str) -> None:
+    (cell,) = hw.grid(ops=[op], batches=[batch], remotes=[remote], repeats=5)
+    real = [sum(s.tlb) for s in cell.real]
+    assert cell.agrees, f"real {real} (median {cell.real_tlb}), simulated {cell.sim_tlb}"
+
+
+def test_parse_proc_interrupts_rows() -> None:
+    text = "           CPU0       CPU1\n  0:         45          0   IO-APIC    2-edge      timer\n"
+    text += "TLB:        524        484   TLB shootdowns\nERR:          0\n"
+    assert hw.irq_rows(text) == {"0": [45, 0], "TLB": [524, 484]}
+
+
+def test_agreement_rule() -> None:
+    assert hw.counts_agree(2, 2) and not hw.counts_agree(2, 3) and not hw.counts_agree(0, 1)
+    assert hw.counts_agree(512, 507) and not hw.counts_agree(512, 506)
