@@ -128,6 +128,15 @@ def cmd_bench(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     from ipisim import hw
 
+    if args.costs:
+        try:
+            costs = hw.measure_costs()
+        except hw.Unavailable as e:
+            raise UsageError(f"validate: cannot measure on this machine: {e}") from e
+        print("costs measured on this machine by native/costs.c, in ns (docs/hardware-shootdown.md):")
+        for name, ns in costs.items():
+            print(f"  {name:<22} {ns:>12.2f}")
+        return 0
     cells = []
     try:
         for cell in hw.grid(machine=args.machine, kernel=args.kernel, repeats=args.repeats):
@@ -176,6 +185,7 @@ def build_parser() -> argparse.ArgumentParser:
     v.add_argument("--machine", default="host-2cpu", help="profile to simulate (default host-2cpu)")
     v.add_argument("--kernel", default="linux-6.18", help="kernel preset to simulate (default linux-6.18)")
     v.add_argument("--repeats", type=int, default=5, help="real runs per cell; the median counts (default 5)")
+    v.add_argument("--costs", action="store_true", help="measure this machine's per-operation costs instead")
     v.set_defaults(func=cmd_validate)
     return p
 

@@ -103,24 +103,24 @@ def check_available() -> None:
         raise Unavailable("no C compiler (set CC or install cc)")
 
 
-def build() -> Path:
-    """Compile native/shootdown.c once per source version into the user's cache."""
-    src = resources.files("ipisim").joinpath("native/shootdown.c").read_bytes()
+def build(program: str = "shootdown") -> Path:
+    """Compile native/<program>.c once per source version into the user's cache."""
+    src = resources.files("ipisim").joinpath(f"native/{program}.c").read_bytes()
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ipisim"
-    exe = cache / f"shootdown-{hashlib.sha256(src).hexdigest()[:16]}"
+    exe = cache / f"{program}-{hashlib.sha256(src).hexdigest()[:16]}"
     if exe.exists():
         return exe
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
-        c_file = Path(tmp) / "shootdown.c"
+        c_file = Path(tmp) / f"{program}.c"
         c_file.write_bytes(src)
-        out = Path(tmp) / "shootdown"
+        out = Path(tmp) / program
         cc = os.environ.get("CC", "cc")
         proc = subprocess.run(
             [cc, "-O2", "-pthread", "-o", str(out), str(c_file)], capture_output=True, text=True, check=False
         )
         if proc.returncode != 0:
-            raise Unavailable(f"{cc} failed on shootdown.c: {proc.stderr.strip().splitlines()[-1:]}")
+            raise Unavailable(f"{cc} failed on {program}.c: {proc.stderr.strip().splitlines()[-1:]}")
         out.replace(exe)
     return exe
 
@@ -152,6 +152,17 @@ def measure(
     if proc.returncode != 0:
         raise Unavailable(f"shootdown {' '.join(args[1:])}: {proc.stderr.strip()}")
     return [parse_sample(line) for line in proc.stdout.splitlines()]
+
+
+def measure_costs() -> dict[str, float]:
+    """Run native/costs.c pinned to CPU 0: the user-visible costs behind the host-2cpu profile, in ns."""
+    check_available()
+    proc = subprocess.run(
+        [str(build("costs"))], capture_output=True, text=True, check=False, preexec_fn=_pin_to_cpu0
+    )
+    if proc.returncode != 0:
+        raise Unavailable(f"costs: {proc.stderr.strip()}")
+    return {name: float(value) for name, value in (line.split() for line in proc.stdout.splitlines())}
 
 
 def grid(

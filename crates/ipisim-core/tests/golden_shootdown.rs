@@ -12,6 +12,13 @@ struct Counts {
     local_one: u64,
     local_all: u64,
     wrong_cpu: u64,
+    trace: serde_json::Map<String, Value>,
+}
+
+impl Counts {
+    fn tp(&self, name: &str) -> u64 {
+        self.trace.get(name).map_or(0, |v| v.as_u64().unwrap())
+    }
 }
 
 fn shootdown(kernel: &str, op: &str, batch: u64, remote: &str, threads: usize) -> Counts {
@@ -44,6 +51,7 @@ fn shootdown(kernel: &str, op: &str, batch: u64, remote: &str, threads: usize) -
         local_one: n(&j["vmstat"]["nr_tlb_local_flush_one"]),
         local_all: n(&j["vmstat"]["nr_tlb_local_flush_all"]),
         wrong_cpu: n(&j["tracepoints"]["tlb:tlb_flush reason=remote wrong CPU (5)"]),
+        trace: j["tracepoints"].as_object().unwrap().clone(),
     }
 }
 
@@ -52,6 +60,31 @@ const THREADS: [usize; 4] = [1, 2, 12, 47];
 
 fn calls(batch: u64) -> u64 {
     512u64.div_ceil(batch)
+}
+
+/// Tracepoints on 6.18 with busy threads, per call: one `remote ipi send` from
+/// native_flush_tlb_multi(), one `remote shootdown` per target, and the IPI itself traced by
+/// send_call_function_single_ipi() (one target) or send_call_function_ipi_mask() (several).
+#[test]
+fn busy_tracepoints_per_call() {
+    for k in THREADS {
+        let c = shootdown("linux-6.18", "madvise", 1, "busy", k);
+        let ctx = format!("threads={k}");
+        let (single, mask) = if k == 1 { (c.calls, 0) } else { (0, c.calls) };
+        assert_eq!(c.tp("ipi:ipi_send_cpu"), single, "{ctx}");
+        assert_eq!(c.tp("ipi:ipi_send_cpumask"), mask, "{ctx}");
+        assert_eq!(
+            c.tp("tlb:tlb_flush reason=remote ipi send (4)"),
+            c.calls,
+            "{ctx}"
+        );
+        assert_eq!(
+            c.tp("tlb:tlb_flush reason=remote shootdown (1)"),
+            c.calls * k as u64,
+            "{ctx}"
+        );
+        assert_eq!(c.tp("csd:csd_queue_cpu"), c.calls * k as u64, "{ctx}");
+    }
 }
 
 /// Busy threads run the mm: every call that changed a PTE IPIs each of them once, whatever the op.

@@ -138,9 +138,6 @@ pub fn smp_call_function_many_cond(
     let nr_ipi = ipi_mask.weight();
     let last = ipi_mask.iter().last().unwrap_or(0);
     let mut send: Time = 0;
-    if nr_ipi > 0 {
-        s.stats.trace(Trace::IpiSendCpumask);
-    }
     if nr_ipi == 1 {
         // send_call_function_single_ipi(): an idle CPU that is polling needs no interrupt.
         if s.k.ipi_poll_elision && sched::idle_polling(s, last) {
@@ -153,6 +150,8 @@ pub fn smp_call_function_many_cond(
             send_ipi(s, cpu, last, now + setup + send);
         }
     } else if nr_ipi > 1 {
+        // send_call_function_ipi_mask() traces the whole mask once.
+        s.stats.trace(Trace::IpiSendCpumask);
         // One ICR write per target (default_send_IPI_mask_sequence_phys / x2apic physical mode).
         for t in ipi_mask.iter() {
             send += s.m.cost[Cost::IpiSend];

@@ -1,0 +1,336 @@
+/*
+ * costs: measure, on this machine, the per-operation costs of the host-2cpu profile's [cost]
+ * table that user space can see. Run pinned to CPU 0 (a second CPU is used for the IPI test).
+ * Prints `name ns` lines; docs/hardware-shootdown.md says how each becomes a cost entry.
+ * Build: cc -O2 -pthread -o costs costs.c
+ */
+#define _GNU_SOURCE
+#include <pthread.h>
+#include <linux/futex.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define PAGE 4096UL
+#define BIG_PAGES 16384UL /* 64 MiB: more pages than the TLB holds */
+
+static double now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static char *map(size_t pages)
+{
+	char *p = mmap(NULL, pages * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (p == MAP_FAILED) {
+		perror("mmap");
+		exit(1);
+	}
+	madvise(p, pages * PAGE, MADV_NOHUGEPAGE);
+	return p;
+}
+
+static double best_of(int n, double (*f)(void))
+{
+	double best = 1e300;
+	for (int i = 0; i < n; i++) {
+		double v = f();
+		best = v < best ? v : best;
+	}
+	return best;
+}
+
+static double null_syscall(void)
+{
+	double t = now_ns();
+	for (int i = 0; i < 200000; i++)
+		syscall(SYS_getppid);
+	return (now_ns() - t) / 200000;
+}
+
+static volatile char sink;
+
+/* First touch of fresh anonymous pages: fault, clear_page, map, plus the store. */
+static double first_touch(void)
+{
+	char *p = map(BIG_PAGES);
+	double t = now_ns();
+	for (size_t i = 0; i < BIG_PAGES; i++)
+		p[i * PAGE] = 1;
+	double ns = (now_ns() - t) / BIG_PAGES;
+	munmap(p, BIG_PAGES * PAGE);
+	return ns;
+}
+
+static char *big_a, *big_b;
+
+static double page_clear(void)
+{
+	double t = now_ns();
+	for (size_t i = 0; i < BIG_PAGES; i++)
+		memset(big_a + i * PAGE, 0, PAGE);
+	return (now_ns() - t) / BIG_PAGES;
+}
+
+static double page_copy(void)
+{
+	double t = now_ns();
+	for (size_t i = 0; i < BIG_PAGES; i++)
+		memcpy(big_b + i * PAGE, big_a + i * PAGE, PAGE);
+	return (now_ns() - t) / BIG_PAGES;
+}
+
+/* One store per page over 512 present pages: TLB hits. */
+static double touch_hot(void)
+{
+	double t = now_ns();
+	for (int r = 0; r < 100; r++)
+		for (size_t i = 0; i < 512; i++)
+			big_a[i * PAGE + r] = 1;
+	return (now_ns() - t) / (100 * 512);
+}
+
+/* One store per page over 64 MiB of present pages: every store misses the TLB. */
+static double touch_cold(void)
+{
+	double t = now_ns();
+	for (int r = 0; r < 4; r++)
+		for (size_t i = 0; i < BIG_PAGES; i++)
+			big_a[i * PAGE + 64 * r] = 1;
+	return (now_ns() - t) / (4 * BIG_PAGES);
+}
+
+/* madvise(MADV_DONTNEED) of n present pages in one call, single-threaded. */
+static double dontneed(size_t n)
+{
+	char *p = map(n);
+	double total = 0;
+	for (int r = 0; r < 200; r++) {
+		for (size_t i = 0; i < n; i++)
+			p[i * PAGE] = 1;
+		double t = now_ns();
+		madvise(p, n * PAGE, MADV_DONTNEED);
+		total += now_ns() - t;
+	}
+	munmap(p, n * PAGE);
+	return total / 200;
+}
+static double dontneed_1(void) { return dontneed(1); }
+static double dontneed_32(void) { return dontneed(32); }
+
+/* mprotect of n present pages of a VMA to PROT_READ and back; the time of the PROT_READ call. */
+static double protect(size_t n)
+{
+	char *p = map(n);
+	for (size_t i = 0; i < n; i++)
+		p[i * PAGE] = 1;
+	double total = 0;
+	for (int r = 0; r < 200; r++) {
+		double t = now_ns();
+		mprotect(p, n * PAGE, PROT_READ);
+		total += now_ns() - t;
+		mprotect(p, n * PAGE, PROT_READ | PROT_WRITE);
+	}
+	munmap(p, n * PAGE);
+	return total / 200;
+}
+static double protect_1(void) { return protect(1); }
+static double protect_32(void) { return protect(32); }
+
+/* The IPI test: CPU 1 spins reading the clock and records every gap (time taken from it). */
+static atomic_int spin_stop, spin_ready;
+static double gap_total;
+static long gap_count;
+
+static void *spinner(void *arg)
+{
+	(void)arg;
+	struct sched_param sp = { .sched_priority = 1 };
+	pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+	atomic_store(&spin_ready, 1);
+	double last = now_ns();
+	while (!atomic_load_explicit(&spin_stop, memory_order_relaxed)) {
+		double t = now_ns();
+		if (t - last > 300) {
+			gap_total += t - last;
+			gap_count++;
+		}
+		last = t;
+	}
+	return NULL;
+}
+
+/* Per iteration: fault one page in, then madvise it away: one TLB shootdown IPI to CPU 1. */
+static double fault_and_zap(int iters)
+{
+	char *p = map(1);
+	double t = now_ns();
+	for (int i = 0; i < iters; i++) {
+		p[0] = 1;
+		madvise(p, PAGE, MADV_DONTNEED);
+	}
+	double ns = (now_ns() - t) / iters;
+	munmap(p, PAGE);
+	return ns;
+}
+
+/* Read faults on a MAP_SHARED mapping of a file already in the page cache. */
+static double file_fault(void)
+{
+	char path[] = "/tmp/ipisim-costs-XXXXXX";
+	int fd = mkstemp(path);
+	unlink(path);
+	size_t n = 4096;
+	ftruncate(fd, n * PAGE);
+	char *w = mmap(NULL, n * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	memset(w, 1, n * PAGE);
+	munmap(w, n * PAGE);
+	char *p = mmap(NULL, n * PAGE, PROT_READ, MAP_SHARED, fd, 0);
+		double t = now_ns();
+	for (size_t i = 0; i < n; i++)
+		sink = p[i * PAGE];
+	double ns = (now_ns() - t) / n;
+	munmap(p, n * PAGE);
+	close(fd);
+	return ns;
+}
+
+/* Two threads on CPU 0 hand a futex back and forth: each hand-off is one context switch. */
+static atomic_int turn;
+
+static void *ponger(void *arg)
+{
+	long n = (long)arg;
+	for (long i = 0; i < n; i++) {
+		while (atomic_load(&turn) != 1)
+			syscall(SYS_futex, &turn, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+		atomic_store(&turn, 0);
+		syscall(SYS_futex, &turn, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	}
+	return NULL;
+}
+
+static double context_switch(void)
+{
+	const long n = 20000;
+	pthread_t tid;
+	atomic_store(&turn, 0);
+	pthread_create(&tid, NULL, ponger, (void *)n);
+	double t = now_ns();
+	for (long i = 0; i < n; i++) {
+		atomic_store(&turn, 1);
+		syscall(SYS_futex, &turn, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+		while (atomic_load(&turn) != 0)
+			syscall(SYS_futex, &turn, FUTEX_WAIT_PRIVATE, 1, NULL, NULL, 0);
+	}
+	double ns = (now_ns() - t) / (2 * n);
+	pthread_join(tid, NULL);
+	return ns;
+}
+
+static void *nothing(void *arg) { return arg; }
+
+static double thread_create(void)
+{
+	double t = now_ns();
+	for (int i = 0; i < 200; i++) {
+		pthread_t tid;
+		pthread_create(&tid, NULL, nothing, NULL);
+		pthread_join(tid, NULL);
+	}
+	return (now_ns() - t) / 200;
+}
+
+/* Wake a thread blocked on CPU 1 after CPU 1 has idled for 50 ms (halted, not polling). */
+static atomic_int wake_word;
+static double woke_at;
+
+static void *sleeper(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&wake_word))
+		syscall(SYS_futex, &wake_word, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+	woke_at = now_ns();
+	return NULL;
+}
+
+static double idle_wakeup(void)
+{
+	pthread_t tid;
+	pthread_attr_t attr;
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(1, &set);
+	pthread_attr_init(&attr);
+	pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+	atomic_store(&wake_word, 0);
+	pthread_create(&tid, &attr, sleeper, NULL);
+	usleep(50000);
+	double t = now_ns();
+	atomic_store(&wake_word, 1);
+	syscall(SYS_futex, &wake_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+	pthread_join(tid, NULL);
+	return woke_at - t;
+}
+
+int main(void)
+{
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	CPU_SET(0, &one);
+	sched_setaffinity(0, sizeof(one), &one);
+	big_a = map(BIG_PAGES);
+	big_b = map(BIG_PAGES);
+	memset(big_a, 1, BIG_PAGES * PAGE);
+	memset(big_b, 1, BIG_PAGES * PAGE);
+
+	printf("null_syscall %.1f\n", best_of(5, null_syscall));
+	printf("first_touch %.1f\n", best_of(5, first_touch));
+	printf("file_fault %.1f\n", best_of(5, file_fault));
+	printf("page_clear %.1f\n", best_of(5, page_clear));
+	printf("page_copy %.1f\n", best_of(5, page_copy));
+	printf("touch_hot %.2f\n", best_of(5, touch_hot));
+	printf("touch_cold %.2f\n", best_of(5, touch_cold));
+	printf("madvise_1 %.1f\n", best_of(5, dontneed_1));
+	printf("madvise_32 %.1f\n", best_of(5, dontneed_32));
+	printf("mprotect_1 %.1f\n", best_of(5, protect_1));
+	printf("mprotect_32 %.1f\n", best_of(5, protect_32));
+
+	printf("context_switch %.1f\n", best_of(5, context_switch));
+	printf("thread_create %.1f\n", best_of(5, thread_create));
+	printf("idle_wakeup %.1f\n", best_of(5, idle_wakeup));
+
+	const int iters = 20000;
+	double alone = fault_and_zap(iters);
+	pthread_t tid;
+	pthread_attr_t attr;
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(1, &set);
+	pthread_attr_init(&attr);
+	pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+	pthread_create(&tid, &attr, spinner, NULL);
+	while (!atomic_load(&spin_ready))
+		;
+	usleep(1000);
+	gap_total = 0;
+	gap_count = 0;
+	double with_ipi = fault_and_zap(iters);
+	atomic_store(&spin_stop, 1);
+	pthread_join(tid, NULL);
+	printf("fault_zap_alone %.1f\n", alone);
+	printf("fault_zap_ipi %.1f\n", with_ipi);
+	printf("victim_gap %.1f\n", gap_count ? gap_total / gap_count : 0.0);
+	printf("victim_gaps_per_iter %.3f\n", (double)gap_count / iters);
+	return 0;
+}
