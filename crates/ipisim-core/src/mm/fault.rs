@@ -1,7 +1,7 @@
 //! User accesses: a TLB lookup per page, a page walk on a miss, and a page fault when the PTE is
 //! missing (do_anonymous_page, do_shared_fault, do_cow_fault, do_read_fault).
 
-use super::{Backing, Pte, Vma, NONE, PTRS_PER_PTE};
+use super::{Backing, Pte, Vma, NONE, PTRS_PER_PTE, ZERO_PFN};
 use crate::engine::Time;
 use crate::machine::Cost;
 use crate::observe::{Func, Vm};
@@ -79,11 +79,18 @@ fn handle_mm_fault(s: &mut Sim, t: TaskId, vma: Vma, v: u64, write: bool) -> (Pt
     s.stats.vm(Vm::PgFault, 1);
     let c = &s.m.cost;
     let (pte, cost, extra, extra_func) = match vma.backing {
+        // do_anonymous_page(): a read maps the shared zero page read-only.
+        Backing::Anon if !write => (
+            Pte::new(ZERO_PFN, false, false),
+            c[Cost::FaultAnon],
+            0,
+            Func::ClearPage,
+        ),
         Backing::Anon => {
-            // do_anonymous_page(): a zeroed page.
+            // do_anonymous_page() (or do_wp_page() on the zero page): a zeroed page of our own.
             let pfn = s.mem.frames.alloc();
             (
-                Pte::new(pfn, vma.write, write),
+                Pte::anon(pfn, vma.write, write),
                 c[Cost::FaultAnon],
                 c[Cost::PageClear],
                 Func::ClearPage,
@@ -115,7 +122,7 @@ fn handle_mm_fault(s: &mut Sim, t: TaskId, vma: Vma, v: u64, write: bool) -> (Pt
                 // do_cow_fault(): copy the page-cache page into a private anonymous one.
                 let pfn = s.mem.frames.alloc();
                 (
-                    Pte::new(pfn, true, true),
+                    Pte::anon(pfn, true, true),
                     c[Cost::FaultAnon],
                     extra + c[Cost::PageCopy],
                     Func::CopyPage,

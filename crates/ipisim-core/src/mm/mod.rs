@@ -18,6 +18,8 @@ pub const PAGE_SHIFT: u32 = 12;
 pub const PTRS_PER_PTE: u64 = 512;
 /// Where mmap starts placing mappings: 4 GiB, a PMD-aligned address in the user half.
 pub const MMAP_BASE_VPN: u64 = 1 << 20;
+/// The shared zero page that read faults on anonymous memory map (my_zero_pfn()).
+pub const ZERO_PFN: u32 = 0;
 pub const NONE: u32 = u32::MAX;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -76,8 +78,6 @@ pub struct Mm {
     pub tlb_gen: u64,
     /// In jiffies.
     pub next_trim_cpumask: u64,
-    /// Next free page for mmap (bottom-up placement).
-    next_vpn: u64,
 }
 
 pub struct File {
@@ -132,7 +132,8 @@ impl Memory {
             free_tables: Vec::new(),
             frames: Frames {
                 free: Vec::new(),
-                next: 0,
+                // Frame ZERO_PFN is the shared zero page.
+                next: ZERO_PFN + 1,
                 total,
                 used: 0,
             },
@@ -152,7 +153,6 @@ impl Memory {
             ctx_id,
             tlb_gen: 0,
             next_trim_cpumask: jiffies + hz,
-            next_vpn: MMAP_BASE_VPN,
         });
         self.mms.len() - 1
     }
@@ -171,8 +171,9 @@ impl Memory {
         (self.files.len() - 1) as u32
     }
 
-    /// mmap(): place `pages` pages bottom-up; lengths that are whole PMDs get PMD alignment, as
-    /// anonymous mappings do since 6.7 (thp_get_unmapped_area). Adjacent compatible VMAs merge.
+    /// mmap(): place `pages` pages in the lowest gap that fits (so a munmapped range is reused,
+    /// as the kernel's top-down search reuses it); lengths that are whole PMDs get PMD alignment,
+    /// as anonymous mappings do since 6.7 (thp_get_unmapped_area). Adjacent compatible VMAs merge.
     pub fn mmap(
         &mut self,
         mm: usize,
@@ -182,14 +183,23 @@ impl Memory {
         misalign: bool,
     ) -> u64 {
         let m = &mut self.mms[mm];
-        let mut start = m.next_vpn;
-        if pages % PTRS_PER_PTE == 0 {
-            start = start.next_multiple_of(PTRS_PER_PTE);
+        let aligned = pages % PTRS_PER_PTE == 0 || misalign;
+        let place = |at: u64| {
+            if aligned {
+                at.next_multiple_of(PTRS_PER_PTE) + misalign as u64
+            } else {
+                at
+            }
+        };
+        let mut start = place(MMAP_BASE_VPN);
+        for v in &m.vmas {
+            if v.start >= start + pages {
+                break;
+            }
+            if v.end > start {
+                start = place(v.end);
+            }
         }
-        if misalign {
-            start = start.next_multiple_of(PTRS_PER_PTE) + 1;
-        }
-        m.next_vpn = start + pages;
         let vma = Vma {
             start,
             end: start + pages,

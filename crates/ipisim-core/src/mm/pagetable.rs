@@ -12,6 +12,14 @@ impl Pte {
     const WRITE: u64 = 2;
     const DIRTY: u64 = 4;
     const ACCESSED: u64 = 8;
+    /// Software bit: the frame is an anonymous page of this mapping (vm_normal_page() finds a
+    /// PageAnon page), so zapping the PTE frees it. Page-cache pages and the zero page stay.
+    const ANON: u64 = 1 << 9;
+
+    /// A PTE mapping an anonymous page this mm owns.
+    pub fn anon(pfn: u32, write: bool, dirty: bool) -> Pte {
+        Pte(Self::new(pfn, write, dirty).0 | Self::ANON)
+    }
 
     pub fn new(pfn: u32, write: bool, dirty: bool) -> Pte {
         let mut v = Self::PRESENT | Self::ACCESSED | ((pfn as u64) << 12);
@@ -32,6 +40,9 @@ impl Pte {
     }
     pub fn dirty(self) -> bool {
         self.0 & Self::DIRTY != 0
+    }
+    pub fn is_anon(self) -> bool {
+        self.0 & Self::ANON != 0
     }
     pub fn pfn(self) -> u32 {
         (self.0 >> 12) as u32

@@ -1,7 +1,7 @@
 //! madvise(MADV_DONTNEED), munmap and mprotect: the VMA work, then the page-table walk into an
 //! mmu_gather, then one flush per gather (more if the gather fills).
 
-use super::{merge_vmas, split_at, Backing, NONE, PTRS_PER_PTE};
+use super::{merge_vmas, split_at, NONE, PTRS_PER_PTE};
 use crate::machine::Cost;
 use crate::observe::Func;
 use crate::sched::{self, Outcome, Step};
@@ -19,12 +19,6 @@ pub enum Syscall {
 
 pub fn syscall(s: &mut Sim, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
     let mm = s.tasks[t].mm;
-    // Every scenario's ranges lie in one kind of mapping; the zap frees anonymous pages only.
-    let file = |s: &Sim, vpn: u64| {
-        s.mem
-            .vma_at(mm, vpn)
-            .is_some_and(|v| v.backing != Backing::Anon)
-    };
     let entry = s.m.cost[Cost::Syscall] + s.m.cost[Cost::VmaOp];
     sched::charge(s, Some(t), Func::Syscall, s.m.cost[Cost::Syscall]);
     sched::charge(s, Some(t), Func::VmaOps, s.m.cost[Cost::VmaOp]);
@@ -33,20 +27,17 @@ pub fn syscall(s: &mut Sim, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
         Syscall::MadviseDontneed { vpn, n } => {
             // madvise_dontneed_free() -> zap_page_range_single_batched(); with CONFIG_PT_RECLAIM
             // the zap may free PTE tables it empties completely.
-            let file = file(s, vpn);
             let steps = &mut s.tasks[t].steps;
             steps.push(Step::TlbFlushMmu);
             steps.push(Step::Zap {
                 from: vpn,
                 end: vpn + n,
                 reclaim_pt: s.k.pt_reclaim,
-                file,
             });
         }
         Syscall::Munmap { vpn, n } => {
             // do_vmi_munmap(): split, detach, then unmap_region(): unmap_vmas + free_pgtables
             // between the neighbouring VMAs, all under one mmu_gather.
-            let file = file(s, vpn);
             let m = &mut s.mem.mms[mm];
             split_at(m, vpn);
             split_at(m, vpn + n);
@@ -67,7 +58,6 @@ pub fn syscall(s: &mut Sim, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
                 from: vpn,
                 end: vpn + n,
                 reclaim_pt: false,
-                file,
             });
         }
         Syscall::MprotectRead { vpn, n } => {
@@ -100,14 +90,7 @@ pub fn syscall(s: &mut Sim, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
 
 /// zap_pmd_range() / zap_pte_range() over [from, end): clear present PTEs into the gather. If the
 /// gather fills, flush and come back for the rest (force_flush).
-pub fn zap_step(
-    s: &mut Sim,
-    t: TaskId,
-    from: u64,
-    end: u64,
-    reclaim_pt: bool,
-    file: bool,
-) -> Outcome {
+pub fn zap_step(s: &mut Sim, t: TaskId, from: u64, end: u64, reclaim_pt: bool) -> Outcome {
     let mm = s.tasks[t].mm;
     let mut zapped: u64 = 0;
     let mut freed_tables: u64 = 0;
@@ -134,8 +117,8 @@ pub fn zap_step(
             s.mem.tables[tab].present -= 1;
             zapped += 1;
             (lo, hi) = (lo.min(v - 1), v);
-            // Anonymous pages are freed after the flush; file pages stay in the page cache.
-            if !file && s.tasks[t].gather.remove_page(pte.pfn()) {
+            // Anonymous pages are freed after the flush; page-cache pages and the zero page stay.
+            if pte.is_anon() && s.tasks[t].gather.remove_page(pte.pfn()) {
                 force_flush = true;
                 break;
             }
@@ -158,7 +141,6 @@ pub fn zap_step(
                 from: v,
                 end,
                 reclaim_pt,
-                file,
             });
             steps.push(Step::TlbFlushMmu);
             break;

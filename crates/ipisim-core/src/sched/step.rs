@@ -30,13 +30,11 @@ pub enum Step {
     Syscall(Syscall),
     /// User stores (or loads) to `n` pages from `vpn`, faulting them in as needed.
     Touch { vpn: u64, n: u32, write: bool },
-    /// zap_page_range: zap PTEs in [from, end) into the task's mmu_gather. `file`: the pages
-    /// belong to a file mapping and stay in the page cache.
+    /// zap_page_range: zap PTEs in [from, end) into the task's mmu_gather.
     Zap {
         from: u64,
         end: u64,
         reclaim_pt: bool,
-        file: bool,
     },
     /// change_protection: write-protect PTEs in [from, end).
     Protect { from: u64, end: u64 },
@@ -89,8 +87,7 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
             from,
             end,
             reclaim_pt,
-            file,
-        } => mm::zap_step(s, t, from, end, reclaim_pt, file),
+        } => mm::zap_step(s, t, from, end, reclaim_pt),
         Step::Protect { from, end } => mm::protect_step(s, t, from, end),
         Step::FreePgtables {
             start,

@@ -16,6 +16,15 @@ pub struct ScenarioDecl {
     pub name: &'static str,
     pub description: &'static str,
     pub params: &'static [Param],
+    pub kind: ScenarioKind,
+}
+
+/// Which workload model a scenario runs, with its fixed shape.
+#[derive(Debug, Clone, Copy)]
+pub enum ScenarioKind {
+    Shootdown,
+    /// will-it-scale tlb_flush*: what each task maps, and how many bytes.
+    WillItScale(will_it_scale::Mapping, u64),
 }
 
 pub const SCENARIOS: &[ScenarioDecl] = &[
@@ -36,9 +45,11 @@ pub enum Workload {
 
 impl Workload {
     pub fn from_resolved(r: &Resolved, m: &Machine) -> Result<Workload, ConfigError> {
-        match r.scenario.name {
-            "shootdown" => shootdown::Shootdown::new(r, m).map(Workload::Shootdown),
-            _ => will_it_scale::WillItScale::new(r, m).map(Workload::WillItScale),
+        match r.scenario.kind {
+            ScenarioKind::Shootdown => shootdown::Shootdown::new(r, m).map(Workload::Shootdown),
+            ScenarioKind::WillItScale(mapping, bytes) => {
+                will_it_scale::WillItScale::new(r, m, mapping, bytes).map(Workload::WillItScale)
+            }
         }
     }
 

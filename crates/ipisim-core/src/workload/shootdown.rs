@@ -3,7 +3,7 @@
 //! process sit on CPUs 1.. spinning in user space (`busy`), blocked (`sleeping`) or absent.
 //! The same program runs for real in python/ipisim/native/shootdown.c.
 
-use super::ScenarioDecl;
+use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::engine::{Time, NEVER};
 use crate::machine::Machine;
@@ -27,6 +27,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
         Param { key: "misalign", kind: Kind::Bool, unit: "", default: "false", doc: "start the region one page past a 2 MiB boundary (default: aligned)" },
         Param { key: "settle", kind: Kind::Duration, unit: "s", default: "50ms", doc: "remote=sleeping: the main thread sleeps this long first, so the remote CPUs are idle" },
     ],
+    kind: ScenarioKind::Shootdown,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

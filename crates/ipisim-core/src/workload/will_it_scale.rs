@@ -1,12 +1,15 @@
-//! will-it-scale tlb_flush1/2/3 (antonblanchard/will-it-scale): every task loops writing each page
-//! of its own mapping and then madvise(MADV_DONTNEED)s it. In thread mode the tasks share one mm,
-//! so every madvise shoots down the TLBs of all the other threads' CPUs.
+//! will-it-scale tlb_flush1/2/3 (antonblanchard/will-it-scale tests/tlb_flush*.c): every task maps
+//! its own region, and for each page writes it, madvise(MADV_DONTNEED)s that one page and reads
+//! it back (one iteration); after the last page it munmaps the region and maps a new one. In
+//! thread mode the tasks share one mm, so every madvise shoots down the other threads' CPUs.
 
-use super::ScenarioDecl;
+use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::engine::{secs, Time};
+use crate::machine::Cost;
 use crate::machine::Machine;
 use crate::mm::{Backing, Syscall};
+use crate::observe::Func;
 use crate::sched::{self, Outcome, Step};
 use crate::sim::{CpuId, Sim, TaskId};
 
@@ -36,27 +39,55 @@ const PARAMS: &[Param] = &[
     },
 ];
 
+// tlb_flush1.c / tlb_flush3.c: FILESIZE 128 MiB of a tmp file; tlb_flush2.c: MEMORYSIZE 1 MiB.
 pub const TLB_FLUSH1: ScenarioDecl = ScenarioDecl {
     name: "will-it-scale/tlb_flush1",
     description: "will-it-scale: TLB flush of separated file private mapping",
     params: PARAMS,
+    kind: ScenarioKind::WillItScale(Mapping::FilePrivate, 128 << 20),
 };
 pub const TLB_FLUSH2: ScenarioDecl = ScenarioDecl {
     name: "will-it-scale/tlb_flush2",
     description: "will-it-scale: TLB flush of anonymous memory private mapping",
     params: PARAMS,
+    kind: ScenarioKind::WillItScale(Mapping::Anon, 1 << 20),
 };
 pub const TLB_FLUSH3: ScenarioDecl = ScenarioDecl {
     name: "will-it-scale/tlb_flush3",
     description: "will-it-scale: TLB flush of separated file shared mapping",
     params: PARAMS,
+    kind: ScenarioKind::WillItScale(Mapping::FileShared, 128 << 20),
 };
 
+/// What each task maps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Mapping {
+pub enum Mapping {
+    /// MAP_PRIVATE of a file: writes COW the page-cache page into an anonymous one.
     FilePrivate,
+    /// MAP_PRIVATE | MAP_ANONYMOUS: reads after the zap map the zero page.
     Anon,
+    /// MAP_SHARED of a file: writes dirty the page-cache page, which survives the zap.
     FileShared,
+}
+
+/// Where a task is in its loop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Mmap,
+    Write,
+    Madvise,
+    Read,
+    Munmap,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Task {
+    backing: Backing,
+    region: u64,
+    /// The page of the region this iteration works on.
+    page: u64,
+    phase: Phase,
+    iterations: u64,
 }
 
 pub struct WillItScale {
@@ -64,21 +95,17 @@ pub struct WillItScale {
     /// Pages per task's mapping.
     pages: u64,
     threads: bool,
-    tasks: usize,
     pub duration: Time,
-    /// Per task: (its mapping's first page, loops finished, next step of the loop).
-    region: Vec<u64>,
-    iterations: Vec<u64>,
-    touched: Vec<bool>,
+    tasks: Vec<Task>,
 }
 
 impl WillItScale {
-    pub fn new(r: &Resolved, m: &Machine) -> Result<WillItScale, ConfigError> {
-        let (mapping, bytes) = match r.scenario.name {
-            "will-it-scale/tlb_flush1" => (Mapping::FilePrivate, 128u64 << 20),
-            "will-it-scale/tlb_flush2" => (Mapping::Anon, 1 << 20),
-            _ => (Mapping::FileShared, 128 << 20),
-        };
+    pub fn new(
+        r: &Resolved,
+        m: &Machine,
+        mapping: Mapping,
+        bytes: u64,
+    ) -> Result<WillItScale, ConfigError> {
         let tasks = match r.int("tasks") as usize {
             0 => m.ncpus(),
             n => n,
@@ -103,20 +130,24 @@ impl WillItScale {
                 ),
             ));
         }
+        let task = Task {
+            backing: Backing::Anon,
+            region: 0,
+            page: 0,
+            phase: Phase::Mmap,
+            iterations: 0,
+        };
         Ok(WillItScale {
             mapping,
             pages,
             threads: r.str("mode") == "thread",
-            tasks,
             duration: r.uint("duration"),
-            region: vec![0; tasks],
-            iterations: vec![0; tasks],
-            touched: vec![false; tasks],
+            tasks: vec![task; tasks],
         })
     }
 
     pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
-        let total: u64 = self.iterations.iter().sum();
+        let total: u64 = self.tasks.iter().map(|t| t.iterations).sum();
         let t = secs(s.end.unwrap_or(s.now())).max(1e-12);
         let mut m = serde_json::Map::new();
         m.insert("iterations".into(), total.into());
@@ -126,7 +157,10 @@ impl WillItScale {
         } else {
             "per_process_ops"
         };
-        m.insert(per.into(), (total as f64 / t / self.tasks as f64).into());
+        m.insert(
+            per.into(),
+            (total as f64 / t / self.tasks.len() as f64).into(),
+        );
         m
     }
 }
@@ -141,47 +175,86 @@ fn state(s: &mut Sim) -> &mut WillItScale {
 pub fn start(s: &mut Sim) {
     let (tasks, threads, pages, mapping) = {
         let w = state(s);
-        (w.tasks, w.threads, w.pages, w.mapping)
+        (w.tasks.len(), w.threads, w.pages, w.mapping)
     };
     let j = crate::arch::x86::jiffies(s);
     let shared_mm = threads.then(|| s.mem.new_mm(j, s.k.hz));
     for i in 0..tasks {
         let mm = shared_mm.unwrap_or_else(|| s.mem.new_mm(j, s.k.hz));
+        // The test creates its file once (mkstemp, unlink, ftruncate); its pages end up in the
+        // page cache during the first pass and stay there.
         let backing = match mapping {
             Mapping::Anon => Backing::Anon,
-            Mapping::FilePrivate | Mapping::FileShared => {
-                let file = s.mem.new_file(pages, true);
-                Backing::File {
-                    file,
-                    pgoff: 0,
-                    shared: mapping == Mapping::FileShared,
-                }
-            }
+            Mapping::FilePrivate | Mapping::FileShared => Backing::File {
+                file: s.mem.new_file(pages, true),
+                pgoff: 0,
+                shared: mapping == Mapping::FileShared,
+            },
         };
-        let region = s.mem.mmap(mm, pages, true, backing, false);
         // The harness creates its tasks one after another.
-        let at = i as u64 * s.m.cost[crate::machine::Cost::ThreadCreate];
+        let at = i as u64 * s.m.cost[Cost::ThreadCreate];
         let t = sched::spawn_at(s, mm, i, at);
         debug_assert_eq!(t, i);
-        state(s).region[i] = region;
+        state(s).tasks[i].backing = backing;
     }
 }
 
 pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
-    let w = state(s);
-    let (vpn, n) = (w.region[t], w.pages);
-    let step = if !w.touched[t] {
-        w.touched[t] = true;
-        Step::Touch {
-            vpn,
-            n: n as u32,
-            write: true,
+    let pages = state(s).pages;
+    let task = state(s).tasks[t];
+    let vpn = task.region + task.page;
+    let (step, phase) = match task.phase {
+        Phase::Mmap => {
+            let mm = s.tasks[t].mm;
+            let region = s.mem.mmap(mm, pages, true, task.backing, false);
+            state(s).tasks[t].region = region;
+            state(s).tasks[t].page = 0;
+            // mmap() itself flushes nothing: a syscall and VMA work.
+            let ps = s.m.cost[Cost::Syscall] + s.m.cost[Cost::VmaOp];
+            let step = Step::Work {
+                func: Func::VmaOps,
+                ps,
+                irqs_off: false,
+            };
+            (step, Phase::Write)
         }
-    } else {
-        w.touched[t] = false;
-        w.iterations[t] += 1;
-        Step::Syscall(Syscall::MadviseDontneed { vpn, n })
+        Phase::Write => {
+            let step = Step::Touch {
+                vpn,
+                n: 1,
+                write: true,
+            };
+            (step, Phase::Madvise)
+        }
+        Phase::Madvise => (
+            Step::Syscall(Syscall::MadviseDontneed { vpn, n: 1 }),
+            Phase::Read,
+        ),
+        Phase::Read => {
+            let w = &mut state(s).tasks[t];
+            w.iterations += 1;
+            w.page += 1;
+            let next = if w.page == pages {
+                Phase::Munmap
+            } else {
+                Phase::Write
+            };
+            let step = Step::Touch {
+                vpn,
+                n: 1,
+                write: false,
+            };
+            (step, next)
+        }
+        Phase::Munmap => {
+            let step = Step::Syscall(Syscall::Munmap {
+                vpn: task.region,
+                n: pages,
+            });
+            (step, Phase::Mmap)
+        }
     };
+    state(s).tasks[t].phase = phase;
     s.tasks[t].steps.push(step);
     Outcome::Next
 }
