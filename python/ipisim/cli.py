@@ -115,13 +115,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
         print(f"run {i + 1}/{args.repeat}: {dt:.3f} s host", file=sys.stderr)
     assert r is not None
     ipis = int(r.data["ipis_sent"])
-    print(f"{args.scenario} on {r.data['machine']}, {args.tasks} tasks, {args.duration} simulated")
-    print(f"  simulated IPIs        {ipis:>14,d}")
-    print(f"  simulated TLB flushes {sum(r.interrupts['TLB']):>14,d} received")
-    print(f"  events                {r.events:>14,d}")
-    print(f"  host time (best of {args.repeat}) {best:>10.3f} s")
-    print(f"  IPIs per host second  {ipis / best:>14,.0f}")
-    print(f"  events per host second{r.events / best:>14,.0f}")
+    tlb = sum(r.interrupts["TLB"])
+    head = f"{args.scenario} on {r.data['machine']}, {args.tasks} tasks, {args.duration} simulated"
+    print(f"{head}; best of {args.repeat}")
+    print(f"  host time {best:.3f} s")
+    print(f"  {'':<46}{'simulated':>12}  {'per host second':>16}")
+    rows = [
+        ("TLB shootdowns received (/proc/interrupts TLB)", tlb),
+        ("interrupts delivered (APIC IPIs)", ipis),
+        ("events", r.events),
+    ]
+    for label, n in rows:
+        print(f"  {label:<46}{n:>12,d}  {n / best:>16,.0f}")
     return 0
 
 
