@@ -264,7 +264,8 @@ static void *sleeper(void *arg)
 	return NULL;
 }
 
-static double idle_wakeup(void)
+/* Start `fn` in a thread pinned to CPU 1. */
+static pthread_t start_on_cpu1(void *(*fn)(void *))
 {
 	pthread_t tid;
 	pthread_attr_t attr;
@@ -273,8 +274,15 @@ static double idle_wakeup(void)
 	CPU_SET(1, &set);
 	pthread_attr_init(&attr);
 	pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+	pthread_create(&tid, &attr, fn, NULL);
+	pthread_attr_destroy(&attr);
+	return tid;
+}
+
+static double idle_wakeup(void)
+{
 	atomic_store(&wake_word, 0);
-	pthread_create(&tid, &attr, sleeper, NULL);
+	pthread_t tid = start_on_cpu1(sleeper);
 	usleep(50000);
 	double t = now_ns();
 	atomic_store(&wake_word, 1);
@@ -312,14 +320,7 @@ int main(void)
 
 	const int iters = 20000;
 	double alone = fault_and_zap(iters);
-	pthread_t tid;
-	pthread_attr_t attr;
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(1, &set);
-	pthread_attr_init(&attr);
-	pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
-	pthread_create(&tid, &attr, spinner, NULL);
+	pthread_t tid = start_on_cpu1(spinner);
 	while (!atomic_load(&spin_ready))
 		;
 	usleep(1000);
