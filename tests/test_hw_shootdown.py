@@ -20,7 +20,7 @@ except hw.Unavailable as e:
 pytestmark = pytest.mark.skipif(bool(UNAVAILABLE), reason=UNAVAILABLE)
 
 
-@pytest.mark.parametrize(("op", "batch", "remote"), itertools.product(hw.OPS, hw.BATCHES, hw.REMOTES))
+@pytest.mark.parametrize(("op", "batch", "remote"), list(itertools.product(hw.OPS, hw.BATCHES, hw.REMOTES)))
 def test_simulated_tlb_shootdowns_match_this_machine(op: str, batch: int, remote: str) -> None:
     (cell,) = hw.grid(ops=[op], batches=[batch], remotes=[remote], repeats=5)
     real = [sum(s.tlb) for s in cell.real]
