@@ -3,6 +3,7 @@
 
 use crate::arch::x86::{LazyTlb, MmCpumask};
 use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::mm::rmap::ReclaimFlush;
 use crate::smp::CallFunction;
 
 pub const PARAMS: &[Param] = &[
@@ -18,6 +19,14 @@ pub const PARAMS: &[Param] = &[
     Param { key: "kernel.skip_ipi_if_queued", kind: Kind::Bool, unit: "", default: "true", doc: "smp_call_function_many sends no IPI to a CPU whose call queue already holds work (3fc5b3b6a80b, 4.13)" },
     Param { key: "kernel.ipi_poll_elision", kind: Kind::Bool, unit: "", default: "true", doc: "a single-target call IPI to an idle CPU that is polling sets NEED_RESCHED instead (call_function_single_prep_ipi)" },
     Param { key: "kernel.pt_reclaim", kind: Kind::Bool, unit: "", default: "true", doc: "CONFIG_PT_RECLAIM: MADV_DONTNEED over a whole PMD frees the empty PTE table (6.14)" },
+    Param { key: "kernel.reclaim_flush", kind: Kind::Choice(ReclaimFlush::NAMES), unit: "", default: "batch_full", doc: "how reclaim flushes unmapped pages: immediate (flush_tlb_page per page, to 4.2), batch_full (one IPI per CPU per batch, full flush; 72b252aed506, 4.3), batch_pfn (the v1-v5 series: a PFN list, INVLPG each)" },
+    Param { key: "kernel.batch_pfn_size", kind: Kind::Int { min: 1, max: 4096 }, unit: "pages", default: "32", doc: "batch_pfn: PFNs per batch before a flush (BATCH_TLBFLUSH_SIZE, 32 = SWAP_CLUSTER_MAX; a page's worth is about 500)" },
+    Param { key: "kernel.defer_writable", kind: Kind::Bool, unit: "", default: "true", doc: "batch dirty PTEs too and flush them before pageout (try_to_unmap_flush_dirty; seed 001 patch 3); false: flush dirty PTEs at once" },
+    Param { key: "kernel.pagevec_size", kind: Kind::Int { min: 1, max: 64 }, unit: "pages", default: "31", doc: "PAGEVEC_SIZE: per-CPU LRU-add batch (14 in 4.x, 15 later, 31 today)" },
+    Param { key: "kernel.pcp_batch", kind: Kind::Int { min: 1, max: 1024 }, unit: "pages", default: "63", doc: "per-CPU page list refill/drain batch (zone_batchsize)" },
+    Param { key: "kernel.pcp_high", kind: Kind::Int { min: 1, max: 65536 }, unit: "pages", default: "378", doc: "per-CPU page list high mark: above it, free a batch back to the buddy allocator" },
+    Param { key: "kernel.fault_around_bytes", kind: Kind::Size, unit: "bytes", default: "64KiB", doc: "do_fault_around(): map this much of the page cache around a read fault (3.15)" },
+    Param { key: "kernel.readahead_pages", kind: Kind::Int { min: 1, max: 4096 }, unit: "pages", default: "32", doc: "mmap read-around / readahead window (ra_pages, 128 KiB)" },
     Param { key: "kernel.cal_counts_tlb", kind: Kind::Bool, unit: "", default: "true", doc: "/proc/interrupts CAL includes TLB shootdowns (since 4.8); false: CAL = calls - TLB, as before" },
 ];
 
@@ -36,6 +45,14 @@ pub struct KernelConfig {
     pub ipi_poll_elision: bool,
     pub pt_reclaim: bool,
     pub cal_counts_tlb: bool,
+    pub reclaim_flush: ReclaimFlush,
+    pub batch_pfn_size: usize,
+    pub defer_writable: bool,
+    pub pagevec_size: usize,
+    pub pcp_batch: usize,
+    pub pcp_high: usize,
+    pub fault_around_pages: u64,
+    pub readahead_pages: u64,
 }
 
 impl KernelConfig {
@@ -53,6 +70,14 @@ impl KernelConfig {
             ipi_poll_elision: r.bool("kernel.ipi_poll_elision"),
             pt_reclaim: r.bool("kernel.pt_reclaim"),
             cal_counts_tlb: r.bool("kernel.cal_counts_tlb"),
+            reclaim_flush: ReclaimFlush::from_name(r.str("kernel.reclaim_flush")),
+            batch_pfn_size: r.int("kernel.batch_pfn_size") as usize,
+            defer_writable: r.bool("kernel.defer_writable"),
+            pagevec_size: r.int("kernel.pagevec_size") as usize,
+            pcp_batch: r.int("kernel.pcp_batch") as usize,
+            pcp_high: r.int("kernel.pcp_high") as usize,
+            fault_around_pages: (r.uint("kernel.fault_around_bytes") >> 12).max(1),
+            readahead_pages: r.int("kernel.readahead_pages") as u64,
         })
     }
 }

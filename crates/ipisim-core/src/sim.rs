@@ -52,7 +52,15 @@ pub struct Sim {
 
 impl Sim {
     pub fn new(r: &Resolved) -> Result<Sim, ConfigError> {
-        let m = Machine::from_resolved(r)?;
+        let mut m = Machine::from_resolved(r)?;
+        if r.scenario.params.iter().any(|p| p.key == "scale") {
+            // Scenarios with a `scale` simulate that fraction of the machine's memory.
+            let f = r.float("scale");
+            if !(f > 0.0 && f <= 1.0) {
+                return Err(r.error("scale", "must be in (0, 1]"));
+            }
+            m.mem_per_node = ((m.mem_per_node as f64 * f) as u64).max(64 << 20);
+        }
         let k = KernelConfig::from_resolved(r)?;
         let n = m.ncpus();
         let work = Workload::from_resolved(r, &m)?;
@@ -66,7 +74,7 @@ impl Sim {
             tlb: (0..n)
                 .map(|_| Tlb::new(m.tlb_entries, m.tlb_ways))
                 .collect(),
-            mem: Memory::new(m.mem_per_node * m.nodes as u64),
+            mem: Memory::new(m.nodes, m.mem_per_node, n),
             stats: Stats::new(n),
             work,
             end: None,

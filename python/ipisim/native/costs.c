@@ -205,6 +205,62 @@ static double file_fault(void)
 	return ns;
 }
 
+/* usemem --readonly: read every 8-byte word of present pages; ns per 4 KiB page. */
+static double read_page(void)
+{
+	unsigned long sum = 0;
+	double t = now_ns();
+	for (size_t i = 0; i < BIG_PAGES * PAGE / sizeof(long); i++)
+		sum += ((volatile unsigned long *)big_a)[i];
+	sink = (char)sum;
+	return (now_ns() - t) / BIG_PAGES;
+}
+
+/* First read of each page of a sparse file through MAP_SHARED, PROT_READ (lru-file-mmap-read):
+ * readahead allocates, zeroes and inserts the pages, fault-around maps them. ns per page,
+ * not counting the read of the page's contents. */
+static int sparse_fd(size_t pages)
+{
+	char path[] = "/var/tmp/ipisim-costs-XXXXXX";
+	int fd = mkstemp(path);
+	unlink(path);
+	if (fd < 0 || ftruncate(fd, pages * PAGE))
+		exit(1);
+	return fd;
+}
+
+static double sparse_first_touch(void)
+{
+	size_t n = 16384;
+	int fd = sparse_fd(n);
+	char *p = mmap(NULL, n * PAGE, PROT_READ, MAP_SHARED, fd, 0);
+	double t = now_ns();
+	for (size_t i = 0; i < n; i++)
+		sink = p[i * PAGE];
+	double ns = (now_ns() - t) / n;
+	munmap(p, n * PAGE);
+	close(fd);
+	return ns;
+}
+
+/* MADV_PAGEOUT of clean, mapped page-cache pages in 32-page calls: isolate, rmap walks, unmap,
+ * flush, remove from the page cache, free. ns per page. */
+static double pageout(void)
+{
+	size_t n = 16384;
+	int fd = sparse_fd(n);
+	char *p = mmap(NULL, n * PAGE, PROT_READ, MAP_SHARED, fd, 0);
+	for (size_t i = 0; i < n; i++)
+		sink = p[i * PAGE];
+	double t = now_ns();
+	for (size_t i = 0; i < n; i += 32)
+		madvise(p + i * PAGE, 32 * PAGE, 21 /* MADV_PAGEOUT */);
+	double ns = (now_ns() - t) / n;
+	munmap(p, n * PAGE);
+	close(fd);
+	return ns;
+}
+
 /* Two threads on CPU 0 hand a futex back and forth: each hand-off is one context switch. */
 static atomic_int turn;
 
@@ -305,6 +361,9 @@ int main(void)
 	printf("null_syscall %.1f\n", best_of(5, null_syscall));
 	printf("first_touch %.1f\n", best_of(5, first_touch));
 	printf("file_fault %.1f\n", best_of(5, file_fault));
+	printf("read_page %.1f\n", best_of(5, read_page));
+	printf("sparse_first_touch %.1f\n", best_of(5, sparse_first_touch));
+	printf("pageout %.1f\n", best_of(5, pageout));
 	printf("page_clear %.1f\n", best_of(5, page_clear));
 	printf("page_copy %.1f\n", best_of(5, page_copy));
 	printf("touch_hot %.2f\n", best_of(5, touch_hot));

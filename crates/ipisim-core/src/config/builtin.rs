@@ -14,6 +14,10 @@ const MACHINES: &[(&str, &str)] = &[
 
 const KERNELS: &[(&str, &str)] = &[
     (
+        "linux-4.2",
+        include_str!("../../data/kernels/linux-4.2.toml"),
+    ),
+    (
         "linux-4.3",
         include_str!("../../data/kernels/linux-4.3.toml"),
     ),

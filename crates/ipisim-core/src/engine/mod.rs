@@ -1,10 +1,12 @@
 //! Simulated time, the event queue and the seeded RNG. Nothing here knows about kernels.
 
 mod cpumask;
+mod lock;
 mod queue;
 mod rng;
 
 pub use cpumask::{CpuMask, MAX_CPUS};
+pub use lock::SpinLock;
 pub use queue::EventQueue;
 pub use rng::Rng;
 

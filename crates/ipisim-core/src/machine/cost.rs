@@ -40,6 +40,12 @@ cost_table! {
     PageClear = "page_clear": "clearing one 4 KiB page",
     PageCopy = "page_copy": "copying one 4 KiB page",
     UserTouch = "user_touch": "a user store to one page plus loop overhead, TLB hit",
+    UserReadPage = "user_read_page": "user code reading a whole 4 KiB page 8 bytes at a time (usemem --readonly)",
+    LruPage = "lru_page": "moving one page on or off an LRU list, under lru_lock",
+    BuddyPage = "buddy_page": "moving one page between a pcp list and the buddy free lists, under zone->lock",
+    PagecacheInsert = "pagecache_insert": "add_to_page_cache: one page into a file's radix tree, with accounting",
+    PagecacheDelete = "pagecache_delete": "__remove_mapping: one clean page out of the radix tree",
+    RmapWalk = "rmap_walk": "one rmap walk of a file page with one mapping (i_mmap lock, interval tree, PTE lookup)",
 }
 
 /// One entry of a profile's `[cost]` table, as written.

@@ -3,12 +3,18 @@
 //! Addresses are page numbers (vpn); a PTE table covers 512 of them (one PMD, 2 MiB).
 
 mod fault;
+pub mod filemap;
+pub mod lru;
 mod mmu_gather;
+pub mod page_alloc;
 mod pagetable;
+pub mod rmap;
 mod syscall;
+pub mod vmscan;
 
 pub use fault::touch;
 pub use mmu_gather::{tlb_batch_pages_flush, tlb_flush_mmu, MmuGather};
+pub use page_alloc::Frames;
 pub use pagetable::{Pte, PteTable};
 pub use syscall::{free_pgtables, protect_step, syscall, zap_step, Syscall};
 
@@ -83,35 +89,8 @@ pub struct Mm {
 pub struct File {
     /// The page cache: the frame holding each page of the file, or NONE.
     pub pages: Vec<u32>,
-}
-
-/// Physical memory: frames handed out from a free list, the rest never touched.
-pub struct Frames {
-    free: Vec<u32>,
-    next: u32,
-    total: u32,
-    pub used: u64,
-}
-
-impl Frames {
-    pub fn alloc(&mut self) -> u32 {
-        self.used += 1;
-        if let Some(f) = self.free.pop() {
-            return f;
-        }
-        assert!(self.next < self.total, "out of memory: the workload needs more than the machine has (reclaim is not modelled yet)");
-        self.next += 1;
-        self.next - 1
-    }
-
-    pub fn free(&mut self, pfn: u32) {
-        self.used -= 1;
-        self.free.push(pfn);
-    }
-
-    pub fn total(&self) -> u64 {
-        self.total as u64
-    }
+    /// The one mapping reclaim must unmap pages from: (mm, first page of the VMA).
+    pub mapper: Option<(usize, u64)>,
 }
 
 pub struct Memory {
@@ -121,24 +100,33 @@ pub struct Memory {
     pub frames: Frames,
     pub files: Vec<File>,
     next_ctx_id: u64,
+    /// Per frame: what `struct page` says, for page-cache pages.
+    pub page: Vec<filemap::PageInfo>,
+    /// Per node: the file LRU lists.
+    pub lru: Vec<lru::NodeLru>,
+    /// Per CPU: the LRU-add pagevec.
+    pub pagevec: Vec<Vec<u32>>,
+    /// Per node: its kswapd task, if the workload reclaims.
+    pub kswapd: Vec<Option<usize>>,
+    /// When kswapd was first woken (the start of the steady phase).
+    pub reclaim_started: Option<crate::engine::Time>,
 }
 
 impl Memory {
-    pub fn new(bytes: u64) -> Memory {
-        let total = (bytes >> PAGE_SHIFT).min(u32::MAX as u64 - 1) as u32;
+    pub fn new(nodes: usize, bytes_per_node: u64, ncpus: usize) -> Memory {
         Memory {
             mms: Vec::new(),
             tables: Vec::new(),
             free_tables: Vec::new(),
-            frames: Frames {
-                free: Vec::new(),
-                // Frame ZERO_PFN is the shared zero page.
-                next: ZERO_PFN + 1,
-                total,
-                used: 0,
-            },
+            // Frame ZERO_PFN is the shared zero page.
+            frames: Frames::new(nodes, bytes_per_node, ncpus, ZERO_PFN),
             files: Vec::new(),
             next_ctx_id: crate::arch::x86::INIT_MM_CTX_ID + 1,
+            page: Vec::new(),
+            lru: (0..nodes).map(|_| lru::NodeLru::default()).collect(),
+            pagevec: vec![Vec::new(); ncpus],
+            kswapd: vec![None; nodes],
+            reclaim_started: None,
         }
     }
 
@@ -161,6 +149,7 @@ impl Memory {
     pub fn new_file(&mut self, pages: u64, cached: bool) -> u32 {
         let mut f = File {
             pages: vec![NONE; pages as usize],
+            mapper: None,
         };
         if cached {
             for p in f.pages.iter_mut() {

@@ -24,5 +24,17 @@ named_enum! {
         FlushTlbFunc = "flush_tlb_func",
         NativeFlushTlbLocal = "native_flush_tlb_local",
         NativeFlushTlbOneUser = "native_flush_tlb_one_user",
+        FilemapFault = "filemap_map_pages",
+        Readahead = "__do_page_cache_readahead",
+        PageAlloc = "get_page_from_freelist",
+        FreePage = "free_hot_cold_page",
+        LruAdd = "__pagevec_lru_add_fn",
+        IsolateLruPages = "isolate_lru_pages",
+        PutbackLruPages = "putback_inactive_pages",
+        PageReferenced = "page_referenced",
+        TryToUnmap = "try_to_unmap_one",
+        RemoveMapping = "__remove_mapping",
+        SpinLock = "native_queued_spin_lock_slowpath",
+        FlushTlbBatchPages = "percpu_flush_tlb_batch_pages",
     }
 }

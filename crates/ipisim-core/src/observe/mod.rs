@@ -33,6 +33,14 @@ named_enum! {
         TlbLocalFlushOne = "nr_tlb_local_flush_one",
         PgFault = "pgfault",
         PgFree = "pgfree",
+        PgScanKswapd = "pgscan_kswapd",
+        PgScanDirect = "pgscan_direct",
+        PgStealKswapd = "pgsteal_kswapd",
+        PgStealDirect = "pgsteal_direct",
+        PgActivate = "pgactivate",
+        PgRotated = "pgrotated",
+        AllocStall = "allocstall",
+        PageOutRun = "pageoutrun",
     }
 }
 
@@ -88,7 +96,16 @@ pub struct Stats {
     pub ipis_sent: u64,
     /// Call-function interrupts taken.
     pub ipis_received: u64,
+    /// Call-function interrupts taken, per IRQ_BIN of simulated time (for steady-phase rates).
+    pub irq_bins: Vec<u32>,
+    /// Safety: reads through a TLB entry whose PTE was gone or pointed elsewhere.
+    pub stale_tlb_use: u64,
+    /// Safety: pages freed while a CPU still cached a translation to them.
+    pub stale_tlb_at_free: u64,
 }
+
+/// The width of a bin of `Stats::irq_bins`.
+pub const IRQ_BIN: Time = crate::engine::PS_PER_MS * 10;
 
 impl Stats {
     pub fn new(ncpus: usize) -> Stats {
@@ -100,6 +117,9 @@ impl Stats {
             idle: vec![0; ncpus],
             ipis_sent: 0,
             ipis_received: 0,
+            irq_bins: Vec::new(),
+            stale_tlb_use: 0,
+            stale_tlb_at_free: 0,
         }
     }
 
@@ -113,6 +133,27 @@ impl Stats {
 
     pub fn trace(&mut self, t: Trace) {
         self.trace[t as usize] += 1;
+    }
+
+    /// An interrupt taken at `now`.
+    pub fn interrupt_at(&mut self, now: Time) {
+        self.ipis_received += 1;
+        let bin = (now / IRQ_BIN) as usize;
+        if bin >= self.irq_bins.len() {
+            self.irq_bins.resize(bin + 1, 0);
+        }
+        self.irq_bins[bin] += 1;
+    }
+
+    /// Interrupts taken in [from, to), counting partial bins pro rata.
+    pub fn interrupts_between(&self, from: Time, to: Time) -> f64 {
+        let mut n = 0.0;
+        for (i, &c) in self.irq_bins.iter().enumerate() {
+            let (lo, hi) = (i as Time * IRQ_BIN, (i as Time + 1) * IRQ_BIN);
+            let overlap = hi.min(to).saturating_sub(lo.max(from));
+            n += c as f64 * overlap as f64 / IRQ_BIN as f64;
+        }
+        n
     }
 
     pub fn charge(&mut self, f: Func, t: Time) {

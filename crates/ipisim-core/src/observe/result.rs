@@ -18,6 +18,8 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
     let (user, system) = s
         .tasks
         .iter()
+        // As `time` reports the benchmark's processes: kernel threads (kswapd) are not counted.
+        .filter(|t| t.mm != crate::sched::KTHREAD)
         .fold((0, 0), |(u, y), t| (u + t.times.user, y + t.times.system));
 
     let mut interrupts = Map::new();
@@ -26,7 +28,7 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         if row == Irq::Cal && !s.k.cal_counts_tlb {
             // Before 4.8 CAL was printed as irq_call_count - irq_tlb_count.
             for (c, t) in v.iter_mut().zip(&st.irqs[Irq::Tlb as usize]) {
-                *c -= t;
+                *c = c.saturating_sub(*t);
             }
         }
         interrupts.insert(row.name().into(), json!(v));
@@ -63,6 +65,8 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         "vmstat": vmstat,
         "tracepoints": tracepoints,
         "ops": crate::workload::ops(s),
+        "metrics": crate::workload::metrics(s).iter().map(|(name, lower)| json!({"name": name, "better": if *lower { "lower" } else { "higher" }})).collect::<Vec<_>>(),
+        "safety": {"stale_tlb_use": st.stale_tlb_use, "stale_tlb_at_free": st.stale_tlb_at_free},
         "profile": profile,
         "idle_s": st.idle.iter().map(|&t| secs(t)).collect::<Vec<_>>(),
         "ipis_sent": st.ipis_sent,

@@ -36,6 +36,8 @@ pub struct Cpu {
     pub in_irq: bool,
     /// The local APIC holds an undelivered call-function IPI.
     pub irq_pending: bool,
+    /// A woken task waits for this CPU: switch to it at the next step boundary.
+    pub need_resched: bool,
     /// The current busy step runs with IRQs off.
     pub irqs_off: bool,
     /// What was left of the busy step when an interrupt arrived.
@@ -63,7 +65,12 @@ pub struct Task {
     pub times: TaskTimes,
     /// The task's mmu_gather (the kernel keeps it on the stack of the syscall).
     pub gather: crate::mm::MmuGather,
+    /// Page reclaim state, including the batched-flush tlb_ubc.
+    pub reclaim: crate::mm::vmscan::Reclaim,
 }
+
+/// The `mm` of a kernel thread: it has none and borrows the previous task's (lazy TLB).
+pub const KTHREAD: usize = usize::MAX;
 
 /// Create a task of `mm` pinned to `cpu`; it becomes runnable at once.
 pub fn spawn(s: &mut Sim, mm: usize, cpu: CpuId) -> TaskId {
@@ -82,6 +89,7 @@ pub fn spawn_at(s: &mut Sim, mm: usize, cpu: CpuId, at: Time) -> TaskId {
         steps: Vec::with_capacity(16),
         times: TaskTimes::default(),
         gather: crate::mm::MmuGather::default(),
+        reclaim: Default::default(),
     });
     if at != NEVER {
         s.q.schedule(at, Event::Wake { task: t as u32 });
@@ -164,6 +172,16 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
             return;
         }
         let t = s.cpus[cpu].task.expect("run() on a CPU without a task");
+        if s.cpus[cpu].need_resched {
+            // Wakeup preemption at a step boundary: the current task waits its turn.
+            s.cpus[cpu].need_resched = false;
+            if !s.cpus[cpu].runq.is_empty() {
+                s.cpus[cpu].runq.push(t);
+                s.cpus[cpu].task = None;
+                switch_in(s, cpu);
+                return;
+            }
+        }
         let step = s.tasks[t].steps.pop().unwrap_or(Step::User);
         match exec(s, cpu, t, step) {
             Outcome::Next => continue,
@@ -249,7 +267,13 @@ fn switch_in(s: &mut Sim, cpu: CpuId) {
     s.cpus[cpu].task = Some(t);
     s.tasks[t].state = TaskState::Running;
     let mm = s.tasks[t].mm;
-    let switch_mm = crate::arch::x86::switch_mm_irqs_off(s, cpu, Some(mm));
+    let switch_mm = if mm == KTHREAD {
+        // A kernel thread keeps the previous mm loaded, lazily.
+        crate::arch::x86::enter_lazy_tlb(s, cpu);
+        0
+    } else {
+        crate::arch::x86::switch_mm_irqs_off(s, cpu, Some(mm))
+    };
     let cs = s.m.cost[Cost::ContextSwitch];
     charge(s, Some(t), Func::Schedule, cs);
     charge(s, Some(t), Func::SwitchMm, switch_mm);
@@ -277,6 +301,8 @@ pub fn wake(s: &mut Sim, t: TaskId) {
     s.cpus[cpu].runq.push(t);
     if s.cpus[cpu].task.is_none() && s.cpus[cpu].mode == Mode::Idle && !s.cpus[cpu].in_irq {
         switch_in(s, cpu);
+    } else if s.cpus[cpu].task.is_some() {
+        s.cpus[cpu].need_resched = true;
     }
 }
 
@@ -351,7 +377,7 @@ fn irq_enter(s: &mut Sim, cpu: CpuId, from_idle_poll: bool) {
     if !from_idle_poll {
         // sysvec_call_function(_single): inc_irq_stat(irq_call_count)
         s.stats.irq(Irq::Cal, cpu);
-        s.stats.ipis_received += 1;
+        s.stats.interrupt_at(now);
         let half = s.m.cost[Cost::IrqEntryExit] / 2;
         entry += half;
         exit += s.m.cost[Cost::IrqEntryExit] - half;

@@ -57,6 +57,24 @@ pub enum Step {
     LocalCall(CallFunc),
     /// csd_lock_wait on every csd this CPU queued.
     CsdLockWait,
+    /// User reads of `n` whole pages of a file mapping from `vpn`.
+    FileRead { vpn: u64, n: u32 },
+    /// filemap_fault + fault-around for `vpn`.
+    FileFault { vpn: u64 },
+    /// Readahead of `n` pages of `file` from `index`.
+    Readahead { file: u32, index: u64, n: u32 },
+    /// try_to_free_pages: reclaim until `want` pages were freed.
+    DirectReclaim { want: u32 },
+    /// One shrink_inactive_list pass on a node.
+    ShrinkNode { node: u32 },
+    /// shrink_page_list over the isolated pages.
+    ShrinkPageList,
+    /// Free the reclaimed pages and put the others back.
+    ShrinkFinish,
+    /// try_to_unmap_flush.
+    TryToUnmapFlush,
+    /// Empty the task's tlb_ubc once its flush is done.
+    TlbUbcClear,
 }
 
 /// What a step asks of the CPU.
@@ -76,6 +94,7 @@ pub enum Outcome {
 
 pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
     match step {
+        Step::User if s.tasks[t].mm == super::KTHREAD => mm::vmscan::kswapd(s, t),
         Step::User => crate::workload::next_op(s, cpu, t),
         Step::Work { func, ps, irqs_off } => {
             super::charge(s, Some(t), func, ps);
@@ -101,5 +120,14 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::FlushTlbOthers => x86::flush_tlb_multi(s, cpu, t, false),
         Step::LocalCall(f) => smp::run_local(s, cpu, t, f),
         Step::CsdLockWait => Outcome::Spin(SpinOn::CsdLockWait),
+        Step::FileRead { vpn, n } => mm::filemap::file_read(s, cpu, t, vpn, n),
+        Step::FileFault { vpn } => mm::filemap::file_fault(s, cpu, t, vpn),
+        Step::Readahead { file, index, n } => mm::filemap::readahead(s, cpu, t, file, index, n),
+        Step::DirectReclaim { want } => mm::vmscan::direct_reclaim(s, cpu, t, want),
+        Step::ShrinkNode { node } => mm::vmscan::shrink_node(s, cpu, t, node as usize),
+        Step::ShrinkPageList => mm::vmscan::shrink_page_list(s, cpu, t),
+        Step::ShrinkFinish => mm::vmscan::shrink_finish(s, cpu, t),
+        Step::TryToUnmapFlush => mm::rmap::try_to_unmap_flush(s, cpu, t),
+        Step::TlbUbcClear => mm::rmap::tlb_ubc_clear(s, t),
     }
 }

@@ -27,6 +27,10 @@ impl CallFunction {
 pub enum CallFunc {
     /// flush_tlb_func with the sender's flush_tlb_info.
     FlushTlbFunc,
+    /// percpu_flush_tlb_batch_pages (4.3): a full local flush.
+    FlushTlbBatchPages,
+    /// The PFN-list variant: INVLPG each page of the sender's batch.
+    FlushTlbPfns,
 }
 
 /// on_each_cpu_cond_mask's per-CPU condition.
@@ -187,6 +191,8 @@ pub fn run_local(s: &mut Sim, cpu: CpuId, task: TaskId, func: CallFunc) -> Outco
 fn run_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId, func: CallFunc) -> Time {
     match func {
         CallFunc::FlushTlbFunc => crate::arch::x86::flush_tlb_func(s, cpu, task, sender),
+        CallFunc::FlushTlbBatchPages => crate::mm::rmap::flush_tlb_batch_pages(s, cpu, task),
+        CallFunc::FlushTlbPfns => crate::mm::rmap::flush_tlb_pfns(s, cpu, task, sender),
     }
 }
 

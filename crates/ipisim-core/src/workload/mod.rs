@@ -1,6 +1,7 @@
 //! Scenarios: what user space does. Each scenario declares its parameters and drives its tasks'
 //! user programs (touch pages, make syscalls, spin, sleep, exit).
 
+mod lru_file_mmap_read;
 mod shootdown;
 mod will_it_scale;
 
@@ -25,6 +26,7 @@ pub enum ScenarioKind {
     Shootdown,
     /// will-it-scale tlb_flush*: what each task maps, and how many bytes.
     WillItScale(will_it_scale::Mapping, u64),
+    LruFileMmapRead,
 }
 
 pub const SCENARIOS: &[ScenarioDecl] = &[
@@ -32,6 +34,7 @@ pub const SCENARIOS: &[ScenarioDecl] = &[
     will_it_scale::TLB_FLUSH1,
     will_it_scale::TLB_FLUSH2,
     will_it_scale::TLB_FLUSH3,
+    lru_file_mmap_read::DECL,
 ];
 
 pub fn find(name: &str) -> Option<&'static ScenarioDecl> {
@@ -41,6 +44,7 @@ pub fn find(name: &str) -> Option<&'static ScenarioDecl> {
 pub enum Workload {
     Shootdown(shootdown::Shootdown),
     WillItScale(will_it_scale::WillItScale),
+    LruFileMmapRead(lru_file_mmap_read::LruFileMmapRead),
 }
 
 impl Workload {
@@ -50,6 +54,9 @@ impl Workload {
             ScenarioKind::WillItScale(mapping, bytes) => {
                 will_it_scale::WillItScale::new(r, m, mapping, bytes).map(Workload::WillItScale)
             }
+            ScenarioKind::LruFileMmapRead => {
+                lru_file_mmap_read::LruFileMmapRead::new(r, m).map(Workload::LruFileMmapRead)
+            }
         }
     }
 
@@ -58,6 +65,7 @@ impl Workload {
         match self {
             Workload::Shootdown(_) => crate::engine::NEVER,
             Workload::WillItScale(w) => w.duration,
+            Workload::LruFileMmapRead(_) => crate::engine::NEVER,
         }
     }
 }
@@ -67,6 +75,7 @@ pub fn start(s: &mut Sim) -> Result<(), ConfigError> {
     match s.work {
         Workload::Shootdown(_) => shootdown::start(s),
         Workload::WillItScale(_) => will_it_scale::start(s),
+        Workload::LruFileMmapRead(_) => lru_file_mmap_read::start(s),
     }
     Ok(())
 }
@@ -76,14 +85,15 @@ pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     match s.work {
         Workload::Shootdown(_) => shootdown::next_op(s, cpu, t),
         Workload::WillItScale(_) => will_it_scale::next_op(s, cpu, t),
+        Workload::LruFileMmapRead(_) => lru_file_mmap_read::next_op(s, cpu, t),
     }
 }
 
 pub fn task_exited(s: &mut Sim, t: TaskId) {
-    if let Workload::Shootdown(w) = &s.work {
-        if t == w.main {
-            s.end = Some(s.now());
-        }
+    match &s.work {
+        Workload::Shootdown(w) if t == w.main => s.end = Some(s.now()),
+        Workload::LruFileMmapRead(_) => lru_file_mmap_read::task_exited(s),
+        _ => {}
     }
 }
 
@@ -92,5 +102,19 @@ pub fn ops(s: &Sim) -> serde_json::Map<String, serde_json::Value> {
     match &s.work {
         Workload::Shootdown(w) => w.ops(s),
         Workload::WillItScale(w) => w.ops(s),
+        Workload::LruFileMmapRead(w) => w.ops(s),
+    }
+}
+
+/// The `ops` entries that are the benchmark's metrics, and whether lower is better.
+pub fn metrics(s: &Sim) -> &'static [(&'static str, bool)] {
+    match &s.work {
+        Workload::Shootdown(_) => &[("ns_per_syscall", true)],
+        Workload::WillItScale(_) => &[("loops_per_s", false)],
+        Workload::LruFileMmapRead(_) => &[
+            ("lru-file-mmap-read-elapsed", true),
+            ("lru-file-mmap-read-time_range", true),
+            ("lru-file-mmap-read-time_stddv", true),
+        ],
     }
 }

@@ -1,0 +1,183 @@
+//! The page cache of mapped files (mm/filemap.c, mm/readahead.c, mm/memory.c): per-page state,
+//! reads through a shared read-only mapping, fault-around, and readahead of sparse files (holes
+//! read as zeros, so readahead allocates and clears pages without I/O).
+
+use super::page_alloc::{alloc_page, NeedReclaim};
+use super::{Backing, NONE};
+use crate::engine::Time;
+use crate::machine::Cost;
+use crate::observe::{Func, Vm};
+use crate::sched::{self, Outcome, Step};
+use crate::sim::{CpuId, Sim, TaskId};
+
+/// On an LRU list.
+pub const PG_LRU: u8 = 1;
+/// On the active list.
+pub const PG_ACTIVE: u8 = 2;
+/// PG_referenced: seen referenced by an earlier reclaim scan (mark_page_accessed / page_check_references).
+pub const PG_REFERENCED: u8 = 4;
+/// The page's one mapping has a present PTE for it.
+pub const PTE_MAPPED: u8 = 8;
+/// That PTE's accessed bit.
+pub const PTE_YOUNG: u8 = 16;
+
+/// What the kernel's `struct page` says about a page-cache page: its file and index, and flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageInfo {
+    pub file: u32,
+    pub index: u32,
+    pub flags: u8,
+}
+
+impl Default for PageInfo {
+    fn default() -> Self {
+        PageInfo {
+            file: NONE,
+            index: 0,
+            flags: 0,
+        }
+    }
+}
+
+/// The file, its first page offset and the VMA start of the mapping that covers `vpn`.
+fn mapping_at(s: &Sim, mm: usize, vpn: u64) -> (usize, u64) {
+    let vma = s
+        .mem
+        .vma_at(mm, vpn)
+        .unwrap_or_else(|| panic!("workload read unmapped page {vpn:#x}"));
+    match vma.backing {
+        Backing::File { file, pgoff, .. } => (file as usize, pgoff + vpn - vma.start),
+        Backing::Anon => panic!("file read of an anonymous mapping at {vpn:#x}"),
+    }
+}
+
+/// User reads of whole pages [vpn, vpn + n) of a file mapping. Each page goes through the TLB;
+/// a miss walks the page table (setting the accessed bit) or, with no PTE, faults.
+pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32) -> Outcome {
+    let mm = s.tasks[t].mm;
+    let (file, first) = mapping_at(s, mm, vpn);
+    let asid = s.x86.cpu[cpu].loaded_asid;
+    let (read, walk) = (s.m.cost[Cost::UserReadPage], s.m.cost[Cost::TlbMiss]);
+    let mut user: Time = 0;
+    for i in 0..n as u64 {
+        let v = vpn + i;
+        let pfn = s.mem.files[file].pages[(first + i) as usize];
+        let mapped = pfn != NONE && s.mem.page[pfn as usize].flags & PTE_MAPPED != 0;
+        let (hit, slot) = s.tlb[cpu].access(asid, v);
+        match hit {
+            Some(e) => {
+                // The CPU uses the cached translation; it must still be the page's mapping.
+                if !mapped || e.pfn != pfn {
+                    s.stats.stale_tlb_use += 1;
+                }
+            }
+            None if mapped => {
+                // The page walk sets the PTE's accessed bit (x86 sets it only on a walk).
+                user += walk;
+                s.mem.page[pfn as usize].flags |= PTE_YOUNG;
+                s.tlb[cpu].fill_at(slot, asid, v, pfn, false, false);
+            }
+            None => {
+                s.tasks[t].steps.push(Step::FileRead {
+                    vpn: v,
+                    n: n - i as u32,
+                });
+                s.tasks[t].steps.push(Step::FileFault { vpn: v });
+                sched::charge(s, Some(t), Func::User, user);
+                return Outcome::Busy {
+                    ps: user,
+                    irqs_off: false,
+                };
+            }
+        }
+        user += read;
+    }
+    sched::charge(s, Some(t), Func::User, user);
+    Outcome::Busy {
+        ps: user,
+        irqs_off: false,
+    }
+}
+
+/// filemap_fault() + do_fault_around(): read the page in if it is not cached (readahead), then
+/// map every cached page of the aligned `fault_around_bytes` window around it.
+pub fn file_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
+    let _ = cpu;
+    let mm = s.tasks[t].mm;
+    let (file, index) = mapping_at(s, mm, vpn);
+    if s.mem.files[file].pages[index as usize] == NONE {
+        // page_cache_sync_readahead(), then the fault is retried.
+        s.tasks[t].steps.push(Step::FileFault { vpn });
+        s.tasks[t].steps.push(Step::Readahead {
+            file: file as u32,
+            index,
+            n: s.k.readahead_pages as u32,
+        });
+        return Outcome::Next;
+    }
+    s.stats.vm(Vm::PgFault, 1);
+    let vma = *s.mem.vma_at(mm, vpn).expect("mapped");
+    let fa = s.k.fault_around_pages;
+    let start = (vpn - vpn % fa).max(vma.start);
+    let end = (vpn - vpn % fa + fa).min(vma.end);
+    let mut mapped = 0;
+    for v in start..end {
+        let pfn = s.mem.files[file].pages[(index + v - vpn) as usize];
+        if pfn == NONE {
+            continue;
+        }
+        let p = &mut s.mem.page[pfn as usize];
+        if p.flags & PTE_MAPPED == 0 {
+            p.flags |= PTE_MAPPED | PTE_YOUNG;
+            mapped += 1;
+        }
+    }
+    let ps = mapped * s.m.cost[Cost::FaultFile];
+    sched::charge(s, Some(t), Func::FilemapFault, ps);
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}
+
+/// __do_page_cache_readahead() of a sparse file: allocate, clear and insert the missing pages of
+/// [index, index + n), adding each to the LRU. If the allocator needs reclaim, reclaim and resume.
+pub fn readahead(s: &mut Sim, cpu: CpuId, t: TaskId, file: u32, index: u64, n: u32) -> Outcome {
+    let f = file as usize;
+    let end = (index + n as u64).min(s.mem.files[f].pages.len() as u64);
+    let per_page = s.m.cost[Cost::PageClear] + s.m.cost[Cost::PagecacheInsert];
+    let mut ps: Time = 0;
+    for i in index..end {
+        if s.mem.files[f].pages[i as usize] != NONE {
+            continue;
+        }
+        let pfn = match alloc_page(s, cpu, t) {
+            Ok((pfn, cost)) => {
+                ps += cost;
+                pfn
+            }
+            Err(NeedReclaim) => {
+                s.tasks[t].steps.push(Step::Readahead {
+                    file,
+                    index: i,
+                    n: (end - i) as u32,
+                });
+                s.tasks[t].steps.push(Step::DirectReclaim { want: 32 });
+                s.stats.vm(Vm::AllocStall, 1);
+                break;
+            }
+        };
+        s.mem.files[f].pages[i as usize] = pfn;
+        s.mem.page[pfn as usize] = PageInfo {
+            file,
+            index: i as u32,
+            flags: 0,
+        };
+        sched::charge(s, Some(t), Func::Readahead, per_page);
+        ps += per_page + super::lru::lru_cache_add(s, cpu, t, pfn);
+    }
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}

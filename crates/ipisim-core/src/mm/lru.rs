@@ -1,0 +1,60 @@
+//! The LRU lists (mm/swap.c, mm/vmscan.c): per node an inactive and an active file list, fed
+//! through per-CPU pagevecs of `pagevec_size` pages, all under the node's lru_lock.
+
+use std::collections::VecDeque;
+
+use crate::engine::{SpinLock, Time};
+use crate::machine::Cost;
+use crate::observe::Func;
+use crate::sim::{CpuId, Sim, TaskId};
+
+/// One node's file LRU lists. The front is the head (newest), the back the tail (reclaimed first).
+#[derive(Debug, Default)]
+pub struct NodeLru {
+    pub inactive: VecDeque<u32>,
+    pub active: VecDeque<u32>,
+    pub lock: SpinLock,
+}
+
+/// Take `node`'s lru_lock at now for `pages` list operations; returns spin + hold time.
+pub fn lock_lru(s: &mut Sim, cpu: CpuId, node: usize, pages: usize) -> Time {
+    let hold = pages as Time * s.m.cost[Cost::LruPage];
+    let handover = s.m.cost[Cost::LineRemote];
+    let from = s.m.node_of(cpu);
+    let now = s.q.now();
+    s.mem.lru[node].lock.acquire(now, from, hold, handover) + hold
+}
+
+/// lru_cache_add(): into this CPU's pagevec; a full pagevec drains to the LRU heads of its pages'
+/// nodes (__pagevec_lru_add). Returns the time taken.
+pub fn lru_cache_add(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32) -> Time {
+    s.mem.pagevec[cpu].push(pfn);
+    if s.mem.pagevec[cpu].len() < s.k.pagevec_size {
+        return 0;
+    }
+    lru_add_drain(s, cpu, t)
+}
+
+/// __pagevec_lru_add(): move the pagevec's pages to their LRU lists, one lock round per node.
+pub fn lru_add_drain(s: &mut Sim, cpu: CpuId, t: TaskId) -> Time {
+    let mut pv = std::mem::take(&mut s.mem.pagevec[cpu]);
+    let mut cost = 0;
+    let mut i = 0;
+    while i < pv.len() {
+        // The kernel relocks whenever the next page is on another node's lruvec.
+        let node = s.mem.frames.node_of(pv[i]);
+        let mut j = i;
+        while j < pv.len() && s.mem.frames.node_of(pv[j]) == node {
+            let p = pv[j];
+            s.mem.page[p as usize].flags |= super::filemap::PG_LRU;
+            s.mem.lru[node].inactive.push_front(p);
+            j += 1;
+        }
+        cost += lock_lru(s, cpu, node, j - i);
+        i = j;
+    }
+    pv.clear();
+    s.mem.pagevec[cpu] = pv;
+    crate::sched::charge(s, Some(t), Func::LruAdd, cost);
+    cost
+}

@@ -1,0 +1,220 @@
+//! Physical pages (mm/page_alloc.c): one zone per node with its free pages and watermarks, and
+//! the per-CPU page lists (pcp) that batch trips to the zone under zone->lock.
+
+use crate::engine::{SpinLock, Time};
+use crate::machine::Cost;
+use crate::observe::Func;
+use crate::sim::{CpuId, Sim, TaskId};
+
+/// One node's memory as one zone (ZONE_NORMAL).
+#[derive(Debug)]
+pub struct Zone {
+    /// Freed pages, taken first; pages in `next..end` were never used.
+    free: Vec<u32>,
+    next: u32,
+    end: u32,
+    /// WMARK_MIN, WMARK_LOW, WMARK_HIGH in pages (__setup_per_zone_wmarks).
+    pub wmark: [u64; 3],
+    pub lock: SpinLock,
+}
+
+pub const WMARK_MIN: usize = 0;
+pub const WMARK_LOW: usize = 1;
+pub const WMARK_HIGH: usize = 2;
+
+impl Zone {
+    /// NR_FREE_PAGES: pages in the buddy allocator (not those sitting in pcp lists).
+    pub fn nr_free(&self) -> u64 {
+        self.free.len() as u64 + (self.end - self.next) as u64
+    }
+
+    pub fn take(&mut self) -> Option<u32> {
+        if let Some(p) = self.free.pop() {
+            return Some(p);
+        }
+        (self.next < self.end).then(|| {
+            self.next += 1;
+            self.next - 1
+        })
+    }
+
+    pub fn give(&mut self, pfn: u32) {
+        self.free.push(pfn);
+    }
+
+    /// zone_watermark_ok() for one order-0 page.
+    pub fn watermark_ok(&self, mark: usize) -> bool {
+        self.nr_free() > self.wmark[mark]
+    }
+}
+
+/// min_free_kbytes as init_per_zone_wmark_min() sets it: sqrt(lowmem_kbytes * 16), clamped to
+/// 128..65536 KiB.
+pub fn min_free_kbytes(total_bytes: u64) -> u64 {
+    ((total_bytes >> 10) * 16).isqrt().clamp(128, 65536)
+}
+
+pub struct Frames {
+    pub zones: Vec<Zone>,
+    pages_per_node: u32,
+    /// Pages handed out and not freed, pcp lists included.
+    pub used: u64,
+    /// Per CPU, per node: the pcp list of that CPU for that node's zone.
+    pub pcp: Vec<Vec<Vec<u32>>>,
+}
+
+impl Frames {
+    /// `nodes` zones of `bytes_per_node`; frame `reserved` and below are never handed out.
+    pub fn new(nodes: usize, bytes_per_node: u64, ncpus: usize, reserved: u32) -> Frames {
+        let per = (bytes_per_node >> super::PAGE_SHIFT).min((u32::MAX as u64 - 1) / nodes as u64);
+        let per = per as u32;
+        let min_pages = min_free_kbytes(bytes_per_node * nodes as u64) / 4 / nodes as u64;
+        let zones = (0..nodes as u32)
+            .map(|n| Zone {
+                free: Vec::new(),
+                next: (n * per).max(reserved + 1),
+                end: (n + 1) * per,
+                wmark: [
+                    min_pages,
+                    min_pages + min_pages / 4,
+                    min_pages + min_pages / 2,
+                ],
+                lock: SpinLock::default(),
+            })
+            .collect();
+        Frames {
+            zones,
+            pages_per_node: per,
+            used: 0,
+            pcp: vec![vec![Vec::new(); nodes]; ncpus],
+        }
+    }
+
+    pub fn node_of(&self, pfn: u32) -> usize {
+        (pfn / self.pages_per_node) as usize
+    }
+
+    pub fn total(&self) -> u64 {
+        self.pages_per_node as u64 * self.zones.len() as u64
+    }
+
+    /// A page from the first node that has one, for workloads that never reclaim.
+    pub fn alloc(&mut self) -> u32 {
+        let pfn = self.zones.iter_mut().find_map(Zone::take).expect(
+            "out of memory: this workload needs more than the machine has and does not reclaim",
+        );
+        self.used += 1;
+        pfn
+    }
+
+    /// Give a page straight back to its zone.
+    pub fn free(&mut self, pfn: u32) {
+        self.used -= 1;
+        let n = self.node_of(pfn);
+        self.zones[n].give(pfn);
+    }
+}
+
+// ---- The allocator as reclaiming workloads use it: pcp lists, watermarks, kswapd, direct reclaim.
+
+/// No zone had a page above its min watermark: the caller must reclaim (direct reclaim) first.
+pub struct NeedReclaim;
+
+/// The zonelist of `node`: itself first, then the others in order (node distance is not modelled
+/// beyond local/remote).
+pub fn zonelist(nodes: usize, node: usize) -> impl Iterator<Item = usize> {
+    (0..nodes).map(move |i| (node + i) % nodes)
+}
+
+/// One page from `zone` through this CPU's pcp list, refilling a batch under zone->lock.
+fn take_pcp(s: &mut Sim, cpu: CpuId, zone: usize) -> (u32, Time) {
+    let mut cost = 0;
+    if s.mem.frames.pcp[cpu][zone].is_empty() {
+        // rmqueue_bulk(): a batch from the buddy lists.
+        let batch = s.k.pcp_batch;
+        let hold = batch as u64 * s.m.cost[Cost::BuddyPage];
+        let handover = s.m.cost[Cost::LineRemote];
+        let node = s.m.node_of(cpu);
+        let z = &mut s.mem.frames.zones[zone];
+        cost += z.lock.acquire(s.q.now(), node, hold, handover) + hold;
+        for _ in 0..batch {
+            match z.take() {
+                Some(p) => s.mem.frames.pcp[cpu][zone].push(p),
+                None => break,
+            }
+        }
+    }
+    let pfn = s.mem.frames.pcp[cpu][zone]
+        .pop()
+        .expect("zone passed its watermark check but had no page");
+    s.mem.frames.used += 1;
+    (pfn, cost)
+}
+
+/// __alloc_pages_nodemask() for one page-cache page on `cpu`'s node: the fast path against the
+/// low watermark over the zonelist, then wake kswapd and try against min; else the caller
+/// reclaims. Returns the page and the time taken.
+pub fn alloc_page(s: &mut Sim, cpu: CpuId, t: TaskId) -> Result<(u32, Time), NeedReclaim> {
+    let nodes = s.m.nodes;
+    let home = s.m.node_of(cpu);
+    let pick = |s: &Sim, mark: usize| {
+        zonelist(nodes, home).find(|&z| {
+            s.mem.frames.zones[z].watermark_ok(mark) || !s.mem.frames.pcp[cpu][z].is_empty()
+        })
+    };
+    let zone = match pick(s, WMARK_LOW) {
+        Some(z) => Some(z),
+        None => {
+            // __alloc_pages_slowpath(): wake_all_kswapds(), then ALLOC_WMARK_MIN.
+            for z in zonelist(nodes, home) {
+                super::vmscan::wakeup_kswapd(s, z);
+            }
+            pick(s, WMARK_MIN)
+        }
+    };
+    let Some(zone) = zone else {
+        return Err(NeedReclaim);
+    };
+    let (pfn, cost) = take_pcp(s, cpu, zone);
+    crate::sched::charge(s, Some(t), Func::PageAlloc, cost);
+    Ok((pfn, cost))
+}
+
+/// free_hot_cold_page(): onto this CPU's pcp list for the page's zone; past `pcp_high`, a batch
+/// goes back to the buddy lists under zone->lock (free_pcppages_bulk). Returns the time taken.
+pub fn free_page(s: &mut Sim, cpu: CpuId, pfn: u32) -> Time {
+    let zone = s.mem.frames.node_of(pfn);
+    s.mem.frames.used -= 1;
+    s.mem.frames.pcp[cpu][zone].push(pfn);
+    if s.mem.frames.pcp[cpu][zone].len() < s.k.pcp_high {
+        return 0;
+    }
+    let batch = s.k.pcp_batch;
+    let hold = batch as u64 * s.m.cost[Cost::BuddyPage];
+    let handover = s.m.cost[Cost::LineRemote];
+    let node = s.m.node_of(cpu);
+    let now = s.q.now();
+    let f = &mut s.mem.frames;
+    let wait = f.zones[zone].lock.acquire(now, node, hold, handover);
+    // The coldest pages (the list's far end) go back first.
+    for i in 0..batch {
+        let p = f.pcp[cpu][zone][i];
+        f.zones[zone].give(p);
+    }
+    f.pcp[cpu][zone].drain(..batch);
+    wait + hold
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn watermarks_of_a_64g_4_node_machine() {
+        // sqrt(64 GiB in KiB * 16) = 32768 KiB = 8192 pages, 2048 per node.
+        assert_eq!(min_free_kbytes(64 << 30), 32768);
+        let f = Frames::new(4, 16 << 30, 48, 0);
+        assert_eq!(f.zones[1].wmark, [2048, 2560, 3072]);
+        assert_eq!(f.node_of(f.zones[2].next), 2);
+    }
+}

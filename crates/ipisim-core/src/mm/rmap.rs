@@ -1,0 +1,167 @@
+//! Unmapping pages for reclaim (mm/rmap.c try_to_unmap_one) and the three ways of flushing the
+//! TLB for them: at once per page (to 4.2), batched into one full flush per CPU (4.3,
+//! 72b252aed506), or batched as a PFN list flushed page by page (the v1-v5 series).
+
+use super::filemap::{PTE_MAPPED, PTE_YOUNG};
+use crate::arch::x86::FlushRange;
+use crate::engine::{CpuMask, Time};
+use crate::machine::Cost;
+use crate::observe::{Func, Irq, Trace, Vm};
+use crate::sched::{self, Outcome, Step};
+use crate::sim::{CpuId, Sim, TaskId};
+use crate::smp::{self, CallFunc, Cond};
+
+/// `kernel.reclaim_flush`: what try_to_unmap_one does about the TLB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReclaimFlush {
+    /// ptep_clear_flush(): flush_tlb_page(), an IPI to the mm's other CPUs for every page.
+    Immediate,
+    /// TTU_BATCH_FLUSH: collect the CPUs, one IPI each per batch, each doing a full flush.
+    BatchFull,
+    /// TTU_BATCH_FLUSH with a list of `batch_pfn_size` PFNs, each target INVLPGs every one.
+    BatchPfn,
+}
+
+impl ReclaimFlush {
+    pub const NAMES: &'static [&'static str] = &["immediate", "batch_full", "batch_pfn"];
+    pub fn from_name(n: &str) -> ReclaimFlush {
+        match n {
+            "immediate" => ReclaimFlush::Immediate,
+            "batch_pfn" => ReclaimFlush::BatchPfn,
+            _ => ReclaimFlush::BatchFull,
+        }
+    }
+}
+
+/// `struct tlbflush_unmap_batch` (current->tlb_ubc): owned by the reclaiming task.
+#[derive(Debug, Default)]
+pub struct TlbUbc {
+    pub cpumask: CpuMask,
+    pub flush_required: bool,
+    /// A deferred PTE was dirty: flush before pageout (try_to_unmap_flush_dirty).
+    pub writable: bool,
+    /// batch_pfn: (mm, vpn) of each deferred page, in order.
+    pub pages: Vec<(u32, u64)>,
+}
+
+/// The mm and address of the one mapping of a page-cache page.
+pub fn mapping_of(s: &Sim, pfn: u32) -> (usize, u64) {
+    let p = s.mem.page[pfn as usize];
+    let (mm, start) = s.mem.files[p.file as usize]
+        .mapper
+        .expect("mapped page of an unmapped file");
+    (mm, start + p.index as u64)
+}
+
+/// try_to_unmap_one(): clear the page's PTE and deal with the TLB as the policy says. Pushes the
+/// steps of a flush that must happen now (and returns true); returns the time of the rmap work.
+pub fn try_to_unmap_one(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, dirty: bool) -> (Time, bool) {
+    let (mm, vpn) = mapping_of(s, pfn);
+    s.mem.page[pfn as usize].flags &= !(PTE_MAPPED | PTE_YOUNG);
+    let cost = s.m.cost[Cost::RmapWalk];
+    sched::charge(s, Some(t), Func::TryToUnmap, cost);
+    // should_defer_flush(): only worth it when another CPU may hold the translation.
+    let defer = s.k.reclaim_flush != ReclaimFlush::Immediate
+        && s.mem.mms[mm].cpumask.any_but(cpu)
+        && (!dirty || s.k.defer_writable);
+    if !defer {
+        // ptep_clear_flush() -> flush_tlb_page().
+        let r = FlushRange {
+            mm: mm as u32,
+            start: vpn,
+            end: vpn + 1,
+            stride_shift: 12,
+            freed_tables: false,
+        };
+        s.tasks[t].steps.push(Step::FlushTlbMmRange(r));
+        return (cost, true);
+    }
+    // set_tlb_ubc_flush_pending().
+    let mask = s.mem.mms[mm].cpumask;
+    let ubc = &mut s.tasks[t].reclaim.ubc;
+    ubc.cpumask.or(&mask);
+    ubc.flush_required = true;
+    ubc.writable |= dirty;
+    if s.k.reclaim_flush == ReclaimFlush::BatchPfn {
+        ubc.pages.push((mm as u32, vpn));
+        if ubc.pages.len() >= s.k.batch_pfn_size {
+            s.tasks[t].steps.push(Step::TryToUnmapFlush);
+            return (cost, true);
+        }
+    }
+    (cost, false)
+}
+
+/// try_to_unmap_flush(): one call to every CPU in the batch's mask (this one runs it directly),
+/// waiting for all of them; then the batch is empty.
+pub fn try_to_unmap_flush(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    let ubc = &s.tasks[t].reclaim.ubc;
+    if !ubc.flush_required {
+        return Outcome::Next;
+    }
+    let mask = ubc.cpumask;
+    let func = if ubc.pages.is_empty() {
+        CallFunc::FlushTlbBatchPages
+    } else {
+        CallFunc::FlushTlbPfns
+    };
+    s.stats.trace(Trace::TlbFlushRemoteShootdown);
+    if mask.any_but(cpu) {
+        s.stats.vm(Vm::TlbRemoteFlush, 1);
+    }
+    // The targets read the batch while the sender waits; it is emptied after the wait.
+    s.tasks[t].steps.push(Step::TlbUbcClear);
+    smp::smp_call_function_many_cond(s, cpu, t, &mask, func, Cond::Always, true, true)
+}
+
+pub fn tlb_ubc_clear(s: &mut Sim, t: TaskId) -> Outcome {
+    let ubc = &mut s.tasks[t].reclaim.ubc;
+    ubc.cpumask = CpuMask::new();
+    ubc.flush_required = false;
+    ubc.writable = false;
+    ubc.pages.clear();
+    Outcome::Next
+}
+
+/// percpu_flush_tlb_batch_pages() (4.3): count, then flush_tlb_local(), a full flush of whatever
+/// mm is loaded, lazy or not. 4.3 counted the sender's own run as received too.
+pub fn flush_tlb_batch_pages(s: &mut Sim, cpu: CpuId, task: Option<TaskId>) -> Time {
+    s.stats.vm(Vm::TlbRemoteFlushReceived, 1);
+    s.stats.irq(Irq::Tlb, cpu);
+    let asid = s.x86.cpu[cpu].loaded_asid;
+    s.tlb[cpu].flush_asid(asid);
+    let ps = s.m.cost[Cost::FlushTlbFunc] + s.m.cost[Cost::Cr3Flush];
+    sched::charge(s, task, Func::FlushTlbBatchPages, ps);
+    ps
+}
+
+/// The PFN-list handler (v5 percpu_flush_tlb_batch_pages): one INVLPG per listed page. It flushes
+/// the pages' user addresses (what the series meant; see docs/kernel/reclaim-4.x.md).
+pub fn flush_tlb_pfns(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId) -> Time {
+    s.stats.vm(Vm::TlbRemoteFlushReceived, 1);
+    s.stats.irq(Irq::Tlb, cpu);
+    let owner = s.cpus[sender].task.expect("batch flush sender runs a task");
+    let (asid, loaded) = (s.x86.cpu[cpu].loaded_asid, s.x86.cpu[cpu].loaded_mm);
+    let n = s.tasks[owner].reclaim.ubc.pages.len();
+    for i in 0..n {
+        let (mm, vpn) = s.tasks[owner].reclaim.ubc.pages[i];
+        if loaded == Some(mm as usize) {
+            s.tlb[cpu].flush_one(asid, vpn);
+        }
+    }
+    let ps = s.m.cost[Cost::FlushTlbFunc] + n as Time * s.m.cost[Cost::Invlpg];
+    sched::charge(s, task, Func::FlushTlbBatchPages, ps);
+    ps
+}
+
+/// The safety invariant at free: no CPU may still cache a translation to the page. Only CPUs
+/// with the mm loaded can (without PCID every mm switch flushes).
+pub fn check_no_stale_tlb(s: &mut Sim, pfn: u32) {
+    let (mm, vpn) = mapping_of(s, pfn);
+    for c in s.mem.mms[mm].cpumask.iter() {
+        let st = &s.x86.cpu[c];
+        if st.loaded_mm == Some(mm) && s.tlb[c].probe(st.loaded_asid, vpn) == Some(pfn) {
+            s.stats.stale_tlb_at_free += 1;
+        }
+    }
+}

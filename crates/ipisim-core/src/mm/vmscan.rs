@@ -1,0 +1,245 @@
+//! Page reclaim (mm/vmscan.c, 4.x): kswapd per node and direct reclaim, both shrinking a node's
+//! inactive file list SWAP_CLUSTER_MAX pages at a time through shrink_page_list().
+
+use super::filemap::{PG_ACTIVE, PG_LRU, PG_REFERENCED, PTE_MAPPED, PTE_YOUNG};
+use super::lru::lock_lru;
+use super::page_alloc::{free_page, zonelist, WMARK_HIGH};
+use super::rmap::{self, TlbUbc};
+use super::NONE;
+use crate::engine::Time;
+use crate::machine::Cost;
+use crate::observe::{Func, Vm};
+use crate::sched::{self, Outcome, Step};
+use crate::sim::{CpuId, Sim, TaskId};
+
+/// Pages isolated per shrink pass.
+pub const SWAP_CLUSTER_MAX: usize = 32;
+
+/// The reclaim state a task carries (the kernel keeps it in scan_control on the stack and in
+/// current->tlb_ubc).
+#[derive(Debug, Default)]
+pub struct Reclaim {
+    /// The pass's isolated pages and how far shrink_page_list got.
+    isolated: Vec<u32>,
+    pos: usize,
+    node: usize,
+    keep: Vec<u32>,
+    activate: Vec<u32>,
+    free: Vec<u32>,
+    /// Pages freed since this reclaim started.
+    reclaimed: u32,
+    pub ubc: TlbUbc,
+}
+
+fn is_kswapd(s: &Sim, t: TaskId) -> bool {
+    s.mem.kswapd.contains(&Some(t))
+}
+
+/// wakeup_kswapd(): wake the node's kswapd unless the zone is already balanced.
+pub fn wakeup_kswapd(s: &mut Sim, node: usize) {
+    let Some(t) = s.mem.kswapd[node] else { return };
+    if s.mem.frames.zones[node].watermark_ok(WMARK_HIGH) {
+        return;
+    }
+    if s.mem.reclaim_started.is_none() {
+        s.mem.reclaim_started = Some(s.q.now());
+    }
+    sched::wake(s, t);
+}
+
+/// kswapd's main loop (balance_pgdat): shrink its node until the zone is above the high
+/// watermark, then sleep until woken.
+pub fn kswapd(s: &mut Sim, t: TaskId) -> Outcome {
+    let node = s
+        .mem
+        .kswapd
+        .iter()
+        .position(|&k| k == Some(t))
+        .expect("kswapd");
+    if s.mem.frames.zones[node].watermark_ok(WMARK_HIGH) || !reclaimable(s, node) {
+        return Outcome::Sleep(crate::engine::NEVER);
+    }
+    s.stats.vm(Vm::PageOutRun, 1);
+    s.tasks[t]
+        .steps
+        .push(Step::ShrinkNode { node: node as u32 });
+    Outcome::Next
+}
+
+fn reclaimable(s: &Sim, node: usize) -> bool {
+    !s.mem.lru[node].inactive.is_empty() || !s.mem.lru[node].active.is_empty()
+}
+
+/// try_to_free_pages(): shrink the zonelist's nodes in order until `want` pages are freed.
+pub fn direct_reclaim(s: &mut Sim, cpu: CpuId, t: TaskId, want: u32) -> Outcome {
+    if s.tasks[t].reclaim.reclaimed >= want {
+        s.tasks[t].reclaim.reclaimed = 0;
+        return Outcome::Next;
+    }
+    let home = s.m.node_of(cpu);
+    let node = zonelist(s.m.nodes, home)
+        .find(|&n| reclaimable(s, n))
+        .expect("out of memory: nothing left to reclaim");
+    s.tasks[t].steps.push(Step::DirectReclaim { want });
+    s.tasks[t]
+        .steps
+        .push(Step::ShrinkNode { node: node as u32 });
+    Outcome::Next
+}
+
+/// shrink_lruvec() -> shrink_inactive_list(): keep the inactive list at least as long as the
+/// active one (shrink_active_list), then isolate up to SWAP_CLUSTER_MAX pages from its tail.
+pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize) -> Outcome {
+    let mut ps: Time = 0;
+    let lru = &s.mem.lru[node];
+    if lru.inactive.len() < lru.active.len() {
+        // shrink_active_list(): deactivate use-once pages (no TLB work for file pages).
+        let n = SWAP_CLUSTER_MAX.min(s.mem.lru[node].active.len());
+        for _ in 0..n {
+            let p = s.mem.lru[node].active.pop_back().expect("counted");
+            s.mem.page[p as usize].flags &= !PG_ACTIVE;
+            s.mem.lru[node].inactive.push_front(p);
+        }
+        ps += lock_lru(s, cpu, node, n);
+    }
+    let mut isolated = std::mem::take(&mut s.tasks[t].reclaim.isolated);
+    isolated.clear();
+    for _ in 0..SWAP_CLUSTER_MAX {
+        let Some(p) = s.mem.lru[node].inactive.pop_back() else {
+            break;
+        };
+        s.mem.page[p as usize].flags &= !PG_LRU;
+        isolated.push(p);
+    }
+    let n = isolated.len();
+    ps += lock_lru(s, cpu, node, n);
+    let scan = if is_kswapd(s, t) {
+        Vm::PgScanKswapd
+    } else {
+        Vm::PgScanDirect
+    };
+    s.stats.vm(scan, n as u64);
+    let r = &mut s.tasks[t].reclaim;
+    r.isolated = isolated;
+    r.pos = 0;
+    r.node = node;
+    s.tasks[t].steps.push(Step::ShrinkPageList);
+    sched::charge(s, Some(t), Func::IsolateLruPages, ps);
+    // spin_lock_irq(&zone->lru_lock): interrupts wait while we spin for it and hold it.
+    Outcome::Busy { ps, irqs_off: true }
+}
+
+/// shrink_page_list(): decide each isolated page (page_check_references), unmap the ones to
+/// reclaim and take them out of the page cache. Stops when an unmap needs a flush now.
+pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    let mut ps: Time = 0;
+    let walk = s.m.cost[Cost::RmapWalk];
+    let delete = s.m.cost[Cost::PagecacheDelete];
+    while s.tasks[t].reclaim.pos < s.tasks[t].reclaim.isolated.len() {
+        let r = &mut s.tasks[t].reclaim;
+        let pfn = r.isolated[r.pos];
+        r.pos += 1;
+        let flags = s.mem.page[pfn as usize].flags;
+        // page_referenced(): an rmap walk if mapped; clearing the accessed bit needs no flush
+        // on x86 (ptep_clear_flush_young).
+        let mapped = flags & PTE_MAPPED != 0;
+        let referenced_ptes = mapped && flags & PTE_YOUNG != 0;
+        if mapped {
+            ps += walk;
+            sched::charge(s, Some(t), Func::PageReferenced, walk);
+        }
+        let referenced_page = flags & PG_REFERENCED != 0;
+        let p = &mut s.mem.page[pfn as usize];
+        p.flags &= !(PTE_YOUNG | PG_REFERENCED);
+        if referenced_ptes {
+            p.flags |= PG_REFERENCED;
+            // PAGEREF_ACTIVATE if referenced before, else PAGEREF_KEEP.
+            let r = &mut s.tasks[t].reclaim;
+            if referenced_page {
+                r.activate.push(pfn);
+            } else {
+                r.keep.push(pfn);
+            }
+            continue;
+        }
+        // PAGEREF_RECLAIM(_CLEAN): unmap, then __remove_mapping().
+        let mut flush_now = false;
+        if mapped {
+            let (cost, pushed) = rmap::try_to_unmap_one(s, cpu, t, pfn, false);
+            ps += cost;
+            flush_now = pushed;
+        }
+        let info = s.mem.page[pfn as usize];
+        s.mem.files[info.file as usize].pages[info.index as usize] = NONE;
+        sched::charge(s, Some(t), Func::RemoveMapping, delete);
+        ps += delete;
+        s.tasks[t].reclaim.free.push(pfn);
+        if flush_now {
+            // The flush steps sit on top of the stack; continue the list after them.
+            let steps = &mut s.tasks[t].steps;
+            let flush = steps.pop().expect("pushed");
+            steps.push(Step::ShrinkPageList);
+            steps.push(flush);
+            return Outcome::Busy {
+                ps,
+                irqs_off: false,
+            };
+        }
+    }
+    // End of the list: try_to_unmap_flush() before the pages are freed.
+    s.tasks[t].steps.push(Step::ShrinkFinish);
+    s.tasks[t].steps.push(Step::TryToUnmapFlush);
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}
+
+/// The end of a pass: free_hot_cold_page_list() for the reclaimed pages (their TLB entries are
+/// gone by now), then putback_inactive_pages() for the rest.
+pub fn shrink_finish(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    let mut ps: Time = 0;
+    let free = std::mem::take(&mut s.tasks[t].reclaim.free);
+    for &pfn in &free {
+        if s.mem.files[s.mem.page[pfn as usize].file as usize]
+            .mapper
+            .is_some()
+        {
+            rmap::check_no_stale_tlb(s, pfn);
+        }
+        s.mem.page[pfn as usize] = super::filemap::PageInfo::default();
+        ps += free_page(s, cpu, pfn);
+    }
+    sched::charge(s, Some(t), Func::FreePage, ps);
+    let steal = if is_kswapd(s, t) {
+        Vm::PgStealKswapd
+    } else {
+        Vm::PgStealDirect
+    };
+    s.stats.vm(steal, free.len() as u64);
+    s.stats.vm(Vm::PgFree, free.len() as u64);
+    let r = &mut s.tasks[t].reclaim;
+    r.reclaimed += free.len() as u32;
+    let node = r.node;
+    let (keep, activate) = (std::mem::take(&mut r.keep), std::mem::take(&mut r.activate));
+    for &p in &keep {
+        s.mem.page[p as usize].flags |= PG_LRU;
+        s.mem.lru[node].inactive.push_front(p);
+    }
+    for &p in &activate {
+        s.mem.page[p as usize].flags |= PG_LRU | PG_ACTIVE;
+        s.mem.lru[node].active.push_front(p);
+    }
+    s.stats.vm(Vm::PgActivate, activate.len() as u64);
+    let putback = lock_lru(s, cpu, node, keep.len() + activate.len());
+    sched::charge(s, Some(t), Func::PutbackLruPages, putback);
+    ps += putback;
+    // Hand the vectors back so the next pass reuses their capacity.
+    let r = &mut s.tasks[t].reclaim;
+    (r.free, r.keep, r.activate) = (free, keep, activate);
+    r.free.clear();
+    r.keep.clear();
+    r.activate.clear();
+    // zone->lock and lru_lock are taken with interrupts off.
+    Outcome::Busy { ps, irqs_off: true }
+}

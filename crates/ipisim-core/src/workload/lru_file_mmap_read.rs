@@ -1,0 +1,153 @@
+//! vm-scalability `case-lru-file-mmap-read` (aristeu/vm-scalability, as mmtests ran it in 2015):
+//! one reader per CPU, each with its own sparse file of 10 x MemTotal / nr_cpu bytes, mapped
+//! MAP_SHARED, PROT_READ and read once from start to end, 8 bytes at a time (usemem --readonly).
+//! The page cache fills memory and reclaim must unmap pages the readers still map.
+
+use super::{ScenarioDecl, ScenarioKind};
+use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::engine::{secs, Time, NEVER};
+use crate::machine::{Cost, Machine};
+use crate::mm::filemap::PageInfo;
+use crate::mm::Backing;
+use crate::sched::{self, Outcome, Step, KTHREAD};
+use crate::sim::{CpuId, Sim, TaskId};
+
+pub const DECL: ScenarioDecl = ScenarioDecl {
+    name: "vm-scalability/lru-file-mmap-read",
+    description: "one reader per CPU reads its own sparse file (10 x RAM in all) through a shared read-only mapping",
+    params: &[
+        Param { key: "scale", kind: Kind::Float, unit: "", default: "1", doc: "simulate this fraction of the machine's memory; the files shrink with it (1 = full scale)" },
+    ],
+    kind: ScenarioKind::LruFileMmapRead,
+};
+
+struct Reader {
+    start_vpn: u64,
+    next: u64,
+    end: u64,
+    started: Time,
+    finished: Option<Time>,
+}
+
+pub struct LruFileMmapRead {
+    readers: Vec<Reader>,
+    pages_per_file: u64,
+}
+
+impl LruFileMmapRead {
+    pub fn new(_r: &Resolved, m: &Machine) -> Result<LruFileMmapRead, ConfigError> {
+        // hw_vars: mem = MemTotal; each of nr_cpu files is 10 * mem / nr_cpu bytes.
+        let mem = m.mem_per_node * m.nodes as u64;
+        let pages_per_file = (10 * mem / m.ncpus() as u64) >> 12;
+        Ok(LruFileMmapRead {
+            readers: Vec::new(),
+            pages_per_file,
+        })
+    }
+
+    pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+        let times: Vec<f64> = self
+            .readers
+            .iter()
+            .map(|r| secs(r.finished.unwrap_or(s.now()) - r.started))
+            .collect();
+        let n = times.len().max(1) as f64;
+        let mean = times.iter().sum::<f64>() / n;
+        let stddev = (times.iter().map(|t| (t - mean).powi(2)).sum::<f64>() / n).sqrt();
+        let (min, max) = times
+            .iter()
+            .fold((f64::MAX, 0.0f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
+        // The steady phase: from kswapd's first wakeup to the first reader finishing.
+        let from = s.mem.reclaim_started.unwrap_or(0);
+        let to = self
+            .readers
+            .iter()
+            .filter_map(|r| r.finished)
+            .min()
+            .unwrap_or(s.now())
+            .max(from + 1);
+        let ipis = s.stats.interrupts_between(from, to);
+        // vmstat's `in` also counts the local timer: HZ per busy CPU (all CPUs read).
+        let timer = s.k.hz as f64 * s.m.ncpus() as f64;
+        let mut m = serde_json::Map::new();
+        m.insert(
+            "lru-file-mmap-read-elapsed".into(),
+            secs(s.end.unwrap_or(s.now())).into(),
+        );
+        m.insert(
+            "lru-file-mmap-read-time_range".into(),
+            (max - min.min(max)).into(),
+        );
+        m.insert("lru-file-mmap-read-time_stddv".into(), stddev.into());
+        m.insert(
+            "interrupts_per_s_steady".into(),
+            (ipis / secs(to - from) + timer).into(),
+        );
+        m.insert("steady_s".into(), secs(to - from).into());
+        m.insert("file_pages_per_reader".into(), self.pages_per_file.into());
+        m
+    }
+}
+
+fn state(s: &mut Sim) -> &mut LruFileMmapRead {
+    match &mut s.work {
+        super::Workload::LruFileMmapRead(w) => w,
+        _ => unreachable!(),
+    }
+}
+
+pub fn start(s: &mut Sim) {
+    let total = s.mem.frames.total() as usize;
+    s.mem.page = vec![PageInfo::default(); total];
+    let pages = state(s).pages_per_file;
+    let j = crate::arch::x86::jiffies(s);
+    for cpu in 0..s.m.ncpus() {
+        let mm = s.mem.new_mm(j, s.k.hz);
+        let file = s.mem.new_file(pages, false);
+        let backing = Backing::File {
+            file,
+            pgoff: 0,
+            shared: true,
+        };
+        let start = s.mem.mmap(mm, pages, false, backing, false);
+        s.mem.files[file as usize].mapper = Some((mm, start));
+        // The case script starts the readers one after another.
+        let at = cpu as Time * s.m.cost[Cost::ThreadCreate];
+        sched::spawn_at(s, mm, cpu, at);
+        state(s).readers.push(Reader {
+            start_vpn: start,
+            next: start,
+            end: start + pages,
+            started: at,
+            finished: None,
+        });
+    }
+    // kswapd<n>, sleeping until the allocator wakes it; it shares the node's first CPU.
+    for node in 0..s.m.nodes {
+        let t = sched::spawn_at(s, KTHREAD, node * s.m.cpus_per_node, NEVER);
+        s.mem.kswapd[node] = Some(t);
+    }
+}
+
+pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
+    let chunk = s.k.fault_around_pages;
+    let now = s.now();
+    let r = &mut state(s).readers[t];
+    if r.next >= r.end {
+        r.finished = Some(now);
+        return Outcome::Exit;
+    }
+    let n = chunk.min(r.end - r.next);
+    let vpn = r.next;
+    r.next += n;
+    debug_assert!(vpn >= r.start_vpn);
+    s.tasks[t].steps.push(Step::FileRead { vpn, n: n as u32 });
+    Outcome::Next
+}
+
+/// The run ends when the last reader exits.
+pub fn task_exited(s: &mut Sim) {
+    if state(s).readers.iter().all(|r| r.finished.is_some()) {
+        s.end = Some(s.now());
+    }
+}
