@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import ipisim
+from ipisim.mmtests import Metric, Series, render_compare, render_counters, render_duration
 from ipisim.procfs import format_interrupts, format_vmstat
 
 
@@ -158,6 +160,71 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
+def _parse_kernel(item: str) -> tuple[str, str, list[tuple[str, str]]]:
+    """Split LABEL=PRESET[,key=value...] into the label, the preset and the variant's own sets."""
+    label, sep, rest = item.partition("=")
+    preset, *pairs = rest.split(",")
+    if not sep or not label.strip() or not preset.strip():
+        raise UsageError(f"--kernel: expected LABEL=PRESET[,key=value...], got {item!r}")
+    sets = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise UsageError(f"--kernel {label.strip()}: expected key=value after the preset, got {pair!r}")
+        sets.append((key.strip(), value.strip()))
+    return label.strip(), preset.strip(), sets
+
+
+def _metrics(data: dict[str, Any]) -> list[Metric]:
+    """The result's benchmark metrics; without a "metrics" list, every numeric op, lower is better."""
+    if "metrics" in data:
+        return [Metric(m["name"], m["better"] == "lower") for m in data["metrics"]]
+    return [Metric(k, True) for k, v in data["ops"].items() if _is_number(v)]
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _series(label: str, r: ipisim.RunResult) -> Series:
+    """One variant's column: its numeric ops, CPU times and simulator counters."""
+    ops = {k: float(v) for k, v in r.ops.items() if _is_number(v)}
+    counters: dict[str, float] = {}
+    if "interrupts_per_s_steady" in ops:
+        counters["Interrupts/sec (steady)"] = ops["interrupts_per_s_steady"]
+    counters["TLB shootdown IPIs"] = sum(r.interrupts.get("TLB", []))
+    counters["Function call IPIs"] = sum(r.interrupts.get("CAL", []))
+    counters.update((k, v) for k, v in r.vmstat.items() if k.startswith("nr_tlb_"))
+    return Series(label, ops, r.user_s, r.system_s, r.elapsed_s, counters)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    variants = [_parse_kernel(item) for item in args.kernel]
+    labels = [label for label, _, _ in variants]
+    for label in labels:
+        if labels.count(label) > 1:
+            raise UsageError(f"--kernel: duplicate label {label!r}")
+    common = [("scale", str(args.scale))] if args.scale is not None else []
+    common += _parse_sets(args.set)
+    runs = []
+    for i, (label, preset, own) in enumerate(variants, 1):
+        t0 = time.perf_counter()
+        sets = common + own
+        r = ipisim.run(args.scenario, machine=args.machine, kernel=preset, sets=sets, seed=args.seed)
+        dt = time.perf_counter() - t0
+        print(f"variant {i}/{len(variants)} {label}: done in {dt:.2f} s", file=sys.stderr)
+        runs.append((label, preset, sets, r))
+    series = [_series(label, r) for label, _, _, r in runs]
+    names = list(dict.fromkeys(name for s in series for name in s.counters))
+    print(render_compare(series, _metrics(runs[0][3].data)))
+    print(render_duration(series))
+    print(render_counters(series, names), end="")
+    if args.json:
+        records = [{"label": la, "kernel": k, "sets": st, "result": r.data} for la, k, st, r in runs]
+        _write(args.json, json.dumps({"scenario": args.scenario, "variants": records}, indent=2) + "\n")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ipisim", description=__doc__)
     p.add_argument("--version", action="version", version=f"ipisim {ipisim.__version__}")
@@ -185,6 +252,22 @@ def build_parser() -> argparse.ArgumentParser:
     b.add_argument("--duration", default="20ms", help="simulated time per run")
     b.add_argument("--repeat", type=int, default=3)
     b.set_defaults(func=cmd_bench)
+
+    c = sub.add_parser("compare", help="run kernel variants and print an mmtests compare-kernels table")
+    c.add_argument("scenario")
+    c.add_argument("--machine", help="built-in machine profile or a .toml file (default host-2cpu)")
+    c.add_argument(
+        "--kernel",
+        action="append",
+        required=True,
+        metavar="LABEL=PRESET[,KEY=VALUE...]",
+        help="a variant: label, kernel preset and its own overrides; repeatable, the first is the baseline",
+    )
+    c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override, all variants")
+    c.add_argument("--scale", type=float, help="the same as --set scale=F")
+    c.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    c.add_argument("--json", metavar="PATH", help="write every variant's full result as JSON")
+    c.set_defaults(func=cmd_compare)
 
     v = sub.add_parser("validate", help="measure the shootdown grid on this machine; compare")
     v.add_argument("--machine", default="host-2cpu", help="profile to simulate (default host-2cpu)")

@@ -2,6 +2,7 @@
 //! user programs (touch pages, make syscalls, spin, sleep, exit).
 
 mod lru_file_mmap_read;
+mod reclaim;
 mod shootdown;
 mod will_it_scale;
 
@@ -27,6 +28,7 @@ pub enum ScenarioKind {
     /// will-it-scale tlb_flush*: what each task maps, and how many bytes.
     WillItScale(will_it_scale::Mapping, u64),
     LruFileMmapRead,
+    Reclaim,
 }
 
 pub const SCENARIOS: &[ScenarioDecl] = &[
@@ -35,6 +37,7 @@ pub const SCENARIOS: &[ScenarioDecl] = &[
     will_it_scale::TLB_FLUSH2,
     will_it_scale::TLB_FLUSH3,
     lru_file_mmap_read::DECL,
+    reclaim::DECL,
 ];
 
 pub fn find(name: &str) -> Option<&'static ScenarioDecl> {
@@ -45,6 +48,7 @@ pub enum Workload {
     Shootdown(shootdown::Shootdown),
     WillItScale(will_it_scale::WillItScale),
     LruFileMmapRead(lru_file_mmap_read::LruFileMmapRead),
+    Reclaim(reclaim::Reclaim),
 }
 
 impl Workload {
@@ -57,6 +61,7 @@ impl Workload {
             ScenarioKind::LruFileMmapRead => {
                 lru_file_mmap_read::LruFileMmapRead::new(r, m).map(Workload::LruFileMmapRead)
             }
+            ScenarioKind::Reclaim => reclaim::Reclaim::new(r, m).map(Workload::Reclaim),
         }
     }
 
@@ -65,7 +70,7 @@ impl Workload {
         match self {
             Workload::Shootdown(_) => crate::engine::NEVER,
             Workload::WillItScale(w) => w.duration,
-            Workload::LruFileMmapRead(_) => crate::engine::NEVER,
+            Workload::LruFileMmapRead(_) | Workload::Reclaim(_) => crate::engine::NEVER,
         }
     }
 }
@@ -76,6 +81,7 @@ pub fn start(s: &mut Sim) -> Result<(), ConfigError> {
         Workload::Shootdown(_) => shootdown::start(s),
         Workload::WillItScale(_) => will_it_scale::start(s),
         Workload::LruFileMmapRead(_) => lru_file_mmap_read::start(s),
+        Workload::Reclaim(_) => reclaim::start(s),
     }
     Ok(())
 }
@@ -86,6 +92,7 @@ pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         Workload::Shootdown(_) => shootdown::next_op(s, cpu, t),
         Workload::WillItScale(_) => will_it_scale::next_op(s, cpu, t),
         Workload::LruFileMmapRead(_) => lru_file_mmap_read::next_op(s, cpu, t),
+        Workload::Reclaim(_) => reclaim::next_op(s, cpu, t),
     }
 }
 
@@ -103,6 +110,7 @@ pub fn ops(s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         Workload::Shootdown(w) => w.ops(s),
         Workload::WillItScale(w) => w.ops(s),
         Workload::LruFileMmapRead(w) => w.ops(s),
+        Workload::Reclaim(w) => w.ops(s),
     }
 }
 
@@ -111,6 +119,7 @@ pub fn metrics(s: &Sim) -> &'static [(&'static str, bool)] {
     match &s.work {
         Workload::Shootdown(_) => &[("ns_per_syscall", true)],
         Workload::WillItScale(_) => &[("loops_per_s", false)],
+        Workload::Reclaim(_) => &[("tlb_shootdowns", true)],
         Workload::LruFileMmapRead(_) => &[
             ("lru-file-mmap-read-elapsed", true),
             ("lru-file-mmap-read-time_range", true),

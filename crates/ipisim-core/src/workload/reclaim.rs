@@ -1,0 +1,176 @@
+//! `reclaim`: a microbenchmark of reclaim's TLB flushing. `processes` processes on CPUs 1..N each
+//! map their own file (MAP_SHARED, PROT_READ) and read `pages` pages of it, then spin in user
+//! space (`busy`) or sleep. Then a reclaimer on CPU 0 shrinks the LRU until it is empty. Every
+//! page is seen twice: the first scan finds its accessed bit and rotates it, the second reclaims.
+
+use super::{ScenarioDecl, ScenarioKind};
+use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::engine::NEVER;
+use crate::machine::Machine;
+use crate::mm::filemap::PageInfo;
+use crate::mm::Backing;
+use crate::sched::{self, Outcome, SpinOn, Step};
+use crate::sim::{CpuId, Sim, TaskId};
+
+const REMOTE: &[&str] = &["busy", "sleeping"];
+
+pub const DECL: ScenarioDecl = ScenarioDecl {
+    name: "reclaim",
+    description:
+        "microbenchmark: processes on CPUs 1..N read file pages, then CPU 0 reclaims them all",
+    params: &[
+        Param {
+            key: "processes",
+            kind: Kind::Int { min: 1, max: 1023 },
+            unit: "processes",
+            default: "1",
+            doc: "reader processes, on CPUs 1..N",
+        },
+        Param {
+            key: "pages",
+            kind: Kind::Int {
+                min: 1,
+                max: 1 << 24,
+            },
+            unit: "pages",
+            default: "512",
+            doc: "pages each process maps and reads",
+        },
+        Param {
+            key: "remote",
+            kind: Kind::Choice(REMOTE),
+            unit: "",
+            default: "busy",
+            doc: "after reading, the processes spin in user space or sleep",
+        },
+    ],
+    kind: ScenarioKind::Reclaim,
+};
+
+pub struct Reclaim {
+    processes: usize,
+    pages: u64,
+    busy: bool,
+    /// Per reader: (first page, pages read so far).
+    readers: Vec<(u64, u64)>,
+    done_reading: usize,
+    reclaimer: TaskId,
+}
+
+impl Reclaim {
+    pub fn new(r: &Resolved, m: &Machine) -> Result<Reclaim, ConfigError> {
+        let processes = r.int("processes") as usize;
+        if processes + 1 > m.ncpus() {
+            return Err(r.error(
+                "processes",
+                format!(
+                    "{processes} processes need {} CPUs; the machine has {}",
+                    processes + 1,
+                    m.ncpus()
+                ),
+            ));
+        }
+        let pages = r.int("pages") as u64;
+        if processes as u64 * pages * 4096 > m.mem_per_node * m.nodes as u64 / 2 {
+            return Err(r.error("pages", "more than half the machine's memory"));
+        }
+        Ok(Reclaim {
+            processes,
+            pages,
+            busy: r.str("remote") == "busy",
+            readers: Vec::new(),
+            done_reading: 0,
+            reclaimer: 0,
+        })
+    }
+
+    pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        let pages = self.processes as u64 * self.pages;
+        let tlb: u64 = s.stats.irqs[crate::observe::Irq::Tlb as usize].iter().sum();
+        m.insert("pages".into(), pages.into());
+        m.insert("tlb_shootdowns".into(), tlb.into());
+        m.insert("ipis_sent".into(), s.stats.ipis_sent.into());
+        m
+    }
+}
+
+fn state(s: &mut Sim) -> &mut Reclaim {
+    match &mut s.work {
+        super::Workload::Reclaim(w) => w,
+        _ => unreachable!(),
+    }
+}
+
+pub fn start(s: &mut Sim) {
+    s.mem.page = vec![PageInfo::default(); s.mem.frames.total() as usize];
+    let (n, pages) = (state(s).processes, state(s).pages);
+    let j = crate::arch::x86::jiffies(s);
+    for i in 0..n {
+        let mm = s.mem.new_mm(j, s.k.hz);
+        let file = s.mem.new_file(pages, false);
+        let backing = Backing::File {
+            file,
+            pgoff: 0,
+            shared: true,
+        };
+        let start = s.mem.mmap(mm, pages, false, backing, false);
+        s.mem.files[file as usize].mapper = Some((mm, start));
+        let t = sched::spawn(s, mm, 1 + i);
+        debug_assert_eq!(t, i);
+        state(s).readers.push((start, 0));
+    }
+    let mm = s.mem.new_mm(j, s.k.hz);
+    let t = sched::spawn_at(s, mm, 0, NEVER);
+    state(s).reclaimer = t;
+}
+
+pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
+    let (pages, busy, reclaimer) = (state(s).pages, state(s).busy, state(s).reclaimer);
+    if t == reclaimer {
+        // Shrink whichever node still has pages, until none has.
+        let node = (0..s.m.nodes)
+            .find(|&n| !s.mem.lru[n].inactive.is_empty() || !s.mem.lru[n].active.is_empty());
+        return match node {
+            Some(node) => {
+                s.tasks[t]
+                    .steps
+                    .push(Step::ShrinkNode { node: node as u32 });
+                Outcome::Next
+            }
+            None => {
+                s.end = Some(s.now());
+                Outcome::Exit
+            }
+        };
+    }
+    let (start, read) = state(s).readers[t];
+    if read < pages {
+        let n = s.k.fault_around_pages.min(pages - read);
+        state(s).readers[t].1 += n;
+        s.tasks[t].steps.push(Step::FileRead {
+            vpn: start + read,
+            n: n as u32,
+        });
+        return Outcome::Next;
+    }
+    if read > pages {
+        return if busy {
+            Outcome::Spin(SpinOn::UserForever)
+        } else {
+            Outcome::Sleep(NEVER)
+        };
+    }
+    // Read everything: put the pagevec's pages on the LRU (lru_add_drain) and tell the reclaimer.
+    state(s).readers[t].1 += 1;
+    let ps = crate::mm::lru::lru_add_drain(s, s.tasks[t].cpu, t);
+    let w = state(s);
+    w.done_reading += 1;
+    if w.done_reading == w.processes {
+        sched::wake(s, reclaimer);
+    }
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}

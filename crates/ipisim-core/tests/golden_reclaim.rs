@@ -1,0 +1,123 @@
+//! Exact IPI counts of reclaim's TLB flushing, from the rules of each policy. Readers on CPUs
+//! 1..N read `pages` file pages each; a reclaimer on CPU 0 reclaims them all, SWAP_CLUSTER_MAX
+//! (32) pages per batch. With pagevec_size 32 every batch holds one reader's pages.
+
+use ipisim_core::{run, RunRequest};
+use serde_json::Value;
+
+struct Counts {
+    tlb: u64,
+    ipis: u64,
+    remote_flush: u64,
+    stale: u64,
+}
+
+fn reclaim(kernel: &str, processes: usize, remote: &str, extra: &[(&str, &str)]) -> Counts {
+    let mut sets = vec![
+        ("processes".to_string(), processes.to_string()),
+        ("pages".to_string(), "512".to_string()),
+        ("remote".to_string(), remote.to_string()),
+    ];
+    if !extra.iter().any(|(k, _)| *k == "kernel.pagevec_size") {
+        sets.push(("kernel.pagevec_size".into(), "32".into()));
+    }
+    sets.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let req = RunRequest {
+        scenario: "reclaim".into(),
+        machine: Some("xeon-4n-48c-64g".into()),
+        kernel: Some(kernel.into()),
+        sets,
+        seed: 1,
+    };
+    let j = run(&req).unwrap().json;
+    let n = |v: &Value| v.as_u64().unwrap();
+    Counts {
+        tlb: n(&j["ops"]["tlb_shootdowns"]),
+        ipis: n(&j["ipis_sent"]),
+        remote_flush: n(&j["vmstat"]["nr_tlb_remote_flush"]),
+        stale: n(&j["safety"]["stale_tlb_at_free"]) + n(&j["safety"]["stale_tlb_use"]),
+    }
+}
+
+const PROCESSES: [usize; 3] = [1, 3, 47];
+
+/// linux-4.2 (immediate): flush_tlb_page() for every page, one IPI to its reader's CPU.
+#[test]
+fn immediate_sends_one_ipi_per_page() {
+    for p in PROCESSES {
+        let c = reclaim("linux-4.2", p, "busy", &[]);
+        let pages = 512 * p as u64;
+        assert_eq!(
+            (c.tlb, c.ipis, c.remote_flush),
+            (pages, pages, pages),
+            "{p} processes"
+        );
+        assert_eq!(c.stale, 0);
+    }
+}
+
+/// linux-4.3 (batch_full): one IPI per target CPU per batch of 32, and the flush comes before
+/// the batch is freed (no stale translation at free).
+#[test]
+fn batch_full_sends_one_ipi_per_cpu_per_batch() {
+    for p in PROCESSES {
+        let c = reclaim("linux-4.3", p, "busy", &[]);
+        let batches = 512 * p as u64 / 32;
+        assert_eq!(
+            (c.tlb, c.ipis, c.remote_flush),
+            (batches, batches, batches),
+            "{p} processes"
+        );
+        assert_eq!(c.stale, 0);
+    }
+}
+
+/// batch_pfn: the PFN list is flushed whenever it reaches batch_pfn_size entries.
+#[test]
+fn batch_pfn_flushes_at_the_list_limit() {
+    for size in [8u64, 16, 32] {
+        let s = size.to_string();
+        let set = [
+            ("kernel.reclaim_flush", "batch_pfn"),
+            ("kernel.batch_pfn_size", s.as_str()),
+        ];
+        let c = reclaim("linux-4.3", 3, "busy", &set);
+        let flushes = 3 * 512 / size;
+        assert_eq!(
+            (c.tlb, c.remote_flush),
+            (flushes, flushes),
+            "batch_pfn_size {size}"
+        );
+        assert_eq!(c.stale, 0);
+    }
+}
+
+/// A sleeping reader's CPU is lazy. 4.2's flush_tlb_func makes it leave_mm() on the first IPI,
+/// so it gets exactly one; 4.3's batch handler flushes without leaving, so it gets every one.
+#[test]
+fn lazy_cpus_leave_the_mm_on_the_first_immediate_flush() {
+    for p in PROCESSES {
+        let c = reclaim("linux-4.2", p, "sleeping", &[]);
+        assert_eq!(c.tlb, p as u64, "{p} processes");
+        let c = reclaim("linux-4.3", p, "sleeping", &[]);
+        assert_eq!(c.tlb, 512 * p as u64 / 32, "{p} processes");
+        assert_eq!(c.stale, 0);
+    }
+}
+
+/// Two readers per batch (readahead and pagevecs of 16 pages alternate on the LRU): one flush
+/// call per batch, each reaching at most the two readers' CPUs, never more.
+#[test]
+fn a_batch_reaches_each_cpu_once() {
+    let set = [
+        ("kernel.pagevec_size", "16"),
+        ("kernel.readahead_pages", "16"),
+    ];
+    let c = reclaim("linux-4.3", 2, "busy", &set);
+    assert_eq!(c.remote_flush, 1024 / 32);
+    assert!(
+        c.tlb > c.remote_flush && c.tlb <= 2 * c.remote_flush,
+        "{}",
+        c.tlb
+    );
+}
