@@ -7,8 +7,8 @@ use super::Time;
 pub struct SpinLock {
     /// When the current holder releases it.
     free_at: Time,
-    /// The node of the last holder: a handover across nodes moves the lock's cache line further.
-    last_node: usize,
+    /// The CPU of the last holder: the lock's cache line comes from there.
+    last_cpu: usize,
     pub acquisitions: u64,
     pub contended: u64,
     /// Total time spent spinning for it.
@@ -16,20 +16,29 @@ pub struct SpinLock {
 }
 
 impl SpinLock {
-    /// Take the lock at `now` from `node`, hold it for `hold`; `handover` is the cache-line cost
-    /// when the last holder was on another node. Returns the spin time before it was acquired.
-    pub fn acquire(&mut self, now: Time, node: usize, hold: Time, handover: Time) -> Time {
-        let moved = if node != self.last_node { handover } else { 0 };
-        let start = now.max(self.free_at) + moved;
-        let wait = start - now;
-        self.free_at = start + hold;
-        self.last_node = node;
-        self.acquisitions += 1;
-        if start > now + moved {
+    /// Take the lock at `now` on `cpu` and hold it for `hold`; `line(from, to)` is the cost of
+    /// moving its cache line between CPUs. Returns the time from `now` until it is acquired.
+    pub fn acquire(
+        &mut self,
+        now: Time,
+        cpu: usize,
+        hold: Time,
+        line: impl Fn(usize, usize) -> Time,
+    ) -> Time {
+        let moved = if cpu != self.last_cpu {
+            line(self.last_cpu, cpu)
+        } else {
+            0
+        };
+        if self.free_at > now {
             self.contended += 1;
         }
-        self.wait += wait;
-        wait
+        let start = now.max(self.free_at) + moved;
+        self.free_at = start + hold;
+        self.last_cpu = cpu;
+        self.acquisitions += 1;
+        self.wait += start - now;
+        start - now
     }
 }
 
@@ -39,10 +48,11 @@ mod tests {
 
     #[test]
     fn second_taker_waits_for_the_first() {
+        let line = |a: usize, b: usize| if a / 2 == b / 2 { 1 } else { 7 };
         let mut l = SpinLock::default();
-        assert_eq!(l.acquire(100, 0, 50, 0), 0);
-        assert_eq!(l.acquire(120, 0, 50, 0), 30);
-        assert_eq!(l.acquire(500, 1, 10, 7), 7);
-        assert_eq!((l.acquisitions, l.contended, l.wait), (3, 1, 37));
+        assert_eq!(l.acquire(100, 0, 50, line), 0);
+        assert_eq!(l.acquire(120, 1, 50, line), 31);
+        assert_eq!(l.acquire(500, 2, 10, line), 7);
+        assert_eq!((l.acquisitions, l.contended, l.wait), (3, 1, 38));
     }
 }

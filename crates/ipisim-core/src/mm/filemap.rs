@@ -21,12 +21,14 @@ pub const PTE_MAPPED: u8 = 8;
 /// That PTE's accessed bit.
 pub const PTE_YOUNG: u8 = 16;
 
-/// What the kernel's `struct page` says about a page-cache page: its file and index, and flags.
+/// What the kernel's `struct page` says about a page-cache page: its file and index, flags, and
+/// the CPU that last wrote it (whose cache holds its line).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PageInfo {
     pub file: u32,
     pub index: u32,
     pub flags: u8,
+    pub cpu: u16,
 }
 
 impl Default for PageInfo {
@@ -35,7 +37,20 @@ impl Default for PageInfo {
             file: NONE,
             index: 0,
             flags: 0,
+            cpu: 0,
         }
+    }
+}
+
+/// This CPU writes the page's `struct page`: its cache line moves here from the last writer.
+pub fn touch_page(s: &mut Sim, cpu: CpuId, pfn: u32) -> Time {
+    let p = &mut s.mem.page[pfn as usize];
+    let last = p.cpu as usize;
+    p.cpu = cpu as u16;
+    if last == cpu {
+        0
+    } else {
+        s.m.line_transfer(last, cpu)
     }
 }
 
@@ -102,7 +117,6 @@ pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32) -> Outcom
 /// filemap_fault() + do_fault_around(): read the page in if it is not cached (readahead), then
 /// map every cached page of the aligned `fault_around_bytes` window around it.
 pub fn file_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
-    let _ = cpu;
     let mm = s.tasks[t].mm;
     let (file, index) = mapping_at(s, mm, vpn);
     if s.mem.files[file].pages[index as usize] == NONE {
@@ -121,18 +135,20 @@ pub fn file_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
     let start = (vpn - vpn % fa).max(vma.start);
     let end = (vpn - vpn % fa + fa).min(vma.end);
     let mut mapped = 0;
+    let mut lines = 0;
     for v in start..end {
         let pfn = s.mem.files[file].pages[(index + v - vpn) as usize];
         if pfn == NONE {
             continue;
         }
-        let p = &mut s.mem.page[pfn as usize];
-        if p.flags & PTE_MAPPED == 0 {
-            p.flags |= PTE_MAPPED | PTE_YOUNG;
+        if s.mem.page[pfn as usize].flags & PTE_MAPPED == 0 {
+            // page_ref and mapcount increments write the struct page.
+            lines += touch_page(s, cpu, pfn);
+            s.mem.page[pfn as usize].flags |= PTE_MAPPED | PTE_YOUNG;
             mapped += 1;
         }
     }
-    let ps = mapped * s.m.cost[Cost::FaultFile];
+    let ps = mapped * s.m.cost[Cost::FaultFile] + lines;
     sched::charge(s, Some(t), Func::FilemapFault, ps);
     Outcome::Busy {
         ps,
@@ -168,10 +184,12 @@ pub fn readahead(s: &mut Sim, cpu: CpuId, t: TaskId, file: u32, index: u64, n: u
             }
         };
         s.mem.files[f].pages[i as usize] = pfn;
+        // The allocating CPU already holds the line (its pcp list or its refill).
         s.mem.page[pfn as usize] = PageInfo {
             file,
             index: i as u32,
             flags: 0,
+            cpu: cpu as u16,
         };
         sched::charge(s, Some(t), Func::Readahead, per_page);
         ps += per_page + super::lru::lru_cache_add(s, cpu, t, pfn);

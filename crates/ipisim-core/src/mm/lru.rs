@@ -16,13 +16,19 @@ pub struct NodeLru {
     pub lock: SpinLock,
 }
 
-/// Take `node`'s lru_lock at now for `pages` list operations; returns spin + hold time.
-pub fn lock_lru(s: &mut Sim, cpu: CpuId, node: usize, pages: usize) -> Time {
-    let hold = pages as Time * s.m.cost[Cost::LruPage];
-    let handover = s.m.cost[Cost::LineRemote];
-    let from = s.m.node_of(cpu);
+/// Take `node`'s lru_lock now for list operations on `pages`, whose `struct page` lines must come
+/// to this CPU while it holds the lock. Returns spin + hold time.
+pub fn lock_lru(s: &mut Sim, cpu: CpuId, node: usize, pages: &[u32]) -> Time {
+    let mut hold = pages.len() as Time * s.m.cost[Cost::LruPage];
+    for &p in pages {
+        hold += super::filemap::touch_page(s, cpu, p);
+    }
     let now = s.q.now();
-    s.mem.lru[node].lock.acquire(now, from, hold, handover) + hold
+    let m = &s.m;
+    s.mem.lru[node]
+        .lock
+        .acquire(now, cpu, hold, |a, b| m.line_transfer(a, b))
+        + hold
 }
 
 /// lru_cache_add(): into this CPU's pagevec; a full pagevec drains to the LRU heads of its pages'
@@ -50,7 +56,7 @@ pub fn lru_add_drain(s: &mut Sim, cpu: CpuId, t: TaskId) -> Time {
             s.mem.lru[node].inactive.push_front(p);
             j += 1;
         }
-        cost += lock_lru(s, cpu, node, j - i);
+        cost += lock_lru(s, cpu, node, &pv[i..j]);
         i = j;
     }
     pv.clear();

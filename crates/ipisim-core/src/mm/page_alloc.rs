@@ -132,17 +132,22 @@ fn take_pcp(s: &mut Sim, cpu: CpuId, zone: usize) -> (u32, Time) {
     if s.mem.frames.pcp[cpu][zone].is_empty() {
         // rmqueue_bulk(): a batch from the buddy lists.
         let batch = s.k.pcp_batch;
-        let hold = batch as u64 * s.m.cost[Cost::BuddyPage];
-        let handover = s.m.cost[Cost::LineRemote];
-        let node = s.m.node_of(cpu);
-        let z = &mut s.mem.frames.zones[zone];
-        cost += z.lock.acquire(s.q.now(), node, hold, handover) + hold;
+        let mut hold = 0;
         for _ in 0..batch {
-            match z.take() {
-                Some(p) => s.mem.frames.pcp[cpu][zone].push(p),
+            match s.mem.frames.zones[zone].take() {
+                Some(p) => {
+                    hold += s.m.cost[Cost::BuddyPage] + super::filemap::touch_page(s, cpu, p);
+                    s.mem.frames.pcp[cpu][zone].push(p);
+                }
                 None => break,
             }
         }
+        let now = s.q.now();
+        let m = &s.m;
+        cost += s.mem.frames.zones[zone]
+            .lock
+            .acquire(now, cpu, hold, |a, b| m.line_transfer(a, b))
+            + hold;
     }
     let pfn = s.mem.frames.pcp[cpu][zone]
         .pop()
@@ -186,23 +191,25 @@ pub fn free_page(s: &mut Sim, cpu: CpuId, pfn: u32) -> Time {
     let zone = s.mem.frames.node_of(pfn);
     s.mem.frames.used -= 1;
     s.mem.frames.pcp[cpu][zone].push(pfn);
+    let touch = super::filemap::touch_page(s, cpu, pfn);
     if s.mem.frames.pcp[cpu][zone].len() < s.k.pcp_high {
-        return 0;
+        return touch;
     }
     let batch = s.k.pcp_batch;
     let hold = batch as u64 * s.m.cost[Cost::BuddyPage];
-    let handover = s.m.cost[Cost::LineRemote];
-    let node = s.m.node_of(cpu);
     let now = s.q.now();
+    let m = &s.m;
     let f = &mut s.mem.frames;
-    let wait = f.zones[zone].lock.acquire(now, node, hold, handover);
+    let wait = f.zones[zone]
+        .lock
+        .acquire(now, cpu, hold, |a, b| m.line_transfer(a, b));
     // The coldest pages (the list's far end) go back first.
     for i in 0..batch {
         let p = f.pcp[cpu][zone][i];
         f.zones[zone].give(p);
     }
     f.pcp[cpu][zone].drain(..batch);
-    wait + hold
+    touch + wait + hold
 }
 
 #[cfg(test)]

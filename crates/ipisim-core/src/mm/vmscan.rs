@@ -95,12 +95,14 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize) -> Outcome {
     if lru.inactive.len() < lru.active.len() {
         // shrink_active_list(): deactivate use-once pages (no TLB work for file pages).
         let n = SWAP_CLUSTER_MAX.min(s.mem.lru[node].active.len());
-        for _ in 0..n {
+        let mut moved = [0u32; SWAP_CLUSTER_MAX];
+        for slot in moved.iter_mut().take(n) {
             let p = s.mem.lru[node].active.pop_back().expect("counted");
             s.mem.page[p as usize].flags &= !PG_ACTIVE;
             s.mem.lru[node].inactive.push_front(p);
+            *slot = p;
         }
-        ps += lock_lru(s, cpu, node, n);
+        ps += lock_lru(s, cpu, node, &moved[..n]);
     }
     let mut isolated = std::mem::take(&mut s.tasks[t].reclaim.isolated);
     isolated.clear();
@@ -112,7 +114,7 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize) -> Outcome {
         isolated.push(p);
     }
     let n = isolated.len();
-    ps += lock_lru(s, cpu, node, n);
+    ps += lock_lru(s, cpu, node, &isolated);
     let scan = if is_kswapd(s, t) {
         Vm::PgScanKswapd
     } else {
@@ -139,6 +141,8 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         let r = &mut s.tasks[t].reclaim;
         let pfn = r.isolated[r.pos];
         r.pos += 1;
+        // trylock_page() and the rest write the struct page.
+        ps += super::filemap::touch_page(s, cpu, pfn);
         let flags = s.mem.page[pfn as usize].flags;
         // page_referenced(): an rmap walk if mapped; clearing the accessed bit needs no flush
         // on x86 (ptep_clear_flush_young).
@@ -207,7 +211,11 @@ pub fn shrink_finish(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         {
             rmap::check_no_stale_tlb(s, pfn);
         }
-        s.mem.page[pfn as usize] = super::filemap::PageInfo::default();
+        let last = s.mem.page[pfn as usize].cpu;
+        s.mem.page[pfn as usize] = super::filemap::PageInfo {
+            cpu: last,
+            ..Default::default()
+        };
         ps += free_page(s, cpu, pfn);
     }
     sched::charge(s, Some(t), Func::FreePage, ps);
@@ -231,7 +239,7 @@ pub fn shrink_finish(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         s.mem.lru[node].active.push_front(p);
     }
     s.stats.vm(Vm::PgActivate, activate.len() as u64);
-    let putback = lock_lru(s, cpu, node, keep.len() + activate.len());
+    let putback = lock_lru(s, cpu, node, &keep) + lock_lru(s, cpu, node, &activate);
     sched::charge(s, Some(t), Func::PutbackLruPages, putback);
     ps += putback;
     // Hand the vectors back so the next pass reuses their capacity.
