@@ -186,8 +186,17 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
         match exec(s, cpu, t, step) {
             Outcome::Next => continue,
             Outcome::Busy { ps, irqs_off } => {
-                let c = &mut s.cpus[cpu];
                 let until = s.q.now() + ps;
+                if s.q.peek_time().is_none_or(|next| next > until) {
+                    // Nothing happens anywhere before this step ends: run on without an event
+                    // (the Resume would be the very next event popped).
+                    s.q.advance_to(until);
+                    let c = &mut s.cpus[cpu];
+                    c.mode = Mode::Busy { until };
+                    c.irqs_off = irqs_off;
+                    continue;
+                }
+                let c = &mut s.cpus[cpu];
                 c.mode = Mode::Busy { until };
                 c.irqs_off = irqs_off;
                 c.gen = c.gen.wrapping_add(1);

@@ -168,16 +168,11 @@ pub fn smp_call_function_many_cond(
     if run_local && mask.test(cpu) && cond_holds(s, cond, cpu, cpu) {
         s.tasks[task].steps.push(Step::LocalCall(func));
     }
-    if send > 0 {
-        s.tasks[task].steps.push(Step::Work {
-            func: Func::SendIpi,
-            ps: send,
-            irqs_off: false,
-        });
-    }
+    // The ICR writes follow the queueing with nothing in between: one busy period for both.
     sched::charge(s, Some(task), Func::SmpCallFunctionManyCond, setup);
+    sched::charge(s, Some(task), Func::SendIpi, send);
     Outcome::Busy {
-        ps: setup,
+        ps: setup + send,
         irqs_off: false,
     }
 }
