@@ -184,6 +184,19 @@ static double fault_and_zap(int iters)
 	return ns;
 }
 
+/* Map `n` pages of `fd` MAP_SHARED, PROT_READ and time the first read of each; closes `fd`. */
+static double time_first_reads(int fd, size_t n)
+{
+	char *p = mmap(NULL, n * PAGE, PROT_READ, MAP_SHARED, fd, 0);
+	double t = now_ns();
+	for (size_t i = 0; i < n; i++)
+		sink = p[i * PAGE];
+	double ns = (now_ns() - t) / n;
+	munmap(p, n * PAGE);
+	close(fd);
+	return ns;
+}
+
 /* Read faults on a MAP_SHARED mapping of a file already in the page cache. */
 static double file_fault(void)
 {
@@ -195,14 +208,7 @@ static double file_fault(void)
 	char *w = mmap(NULL, n * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	memset(w, 1, n * PAGE);
 	munmap(w, n * PAGE);
-	char *p = mmap(NULL, n * PAGE, PROT_READ, MAP_SHARED, fd, 0);
-		double t = now_ns();
-	for (size_t i = 0; i < n; i++)
-		sink = p[i * PAGE];
-	double ns = (now_ns() - t) / n;
-	munmap(p, n * PAGE);
-	close(fd);
-	return ns;
+	return time_first_reads(fd, n);
 }
 
 /* usemem --readonly: read every 8-byte word of present pages; ns per 4 KiB page. */
@@ -233,14 +239,7 @@ static double sparse_first_touch(void)
 {
 	size_t n = 16384;
 	int fd = sparse_fd(n);
-	char *p = mmap(NULL, n * PAGE, PROT_READ, MAP_SHARED, fd, 0);
-	double t = now_ns();
-	for (size_t i = 0; i < n; i++)
-		sink = p[i * PAGE];
-	double ns = (now_ns() - t) / n;
-	munmap(p, n * PAGE);
-	close(fd);
-	return ns;
+	return time_first_reads(fd, n);
 }
 
 /* MADV_PAGEOUT of clean, mapped page-cache pages in 32-page calls: isolate, rmap walks, unmap,

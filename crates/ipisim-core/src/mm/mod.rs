@@ -160,6 +160,24 @@ impl Memory {
         (self.files.len() - 1) as u32
     }
 
+    /// A new file of `pages` pages, none cached, mapped MAP_SHARED and read-only by `mm`, as the
+    /// one mapping reclaim unmaps its pages from. Returns the mapping's first page.
+    pub fn map_new_file(&mut self, mm: usize, pages: u64) -> u64 {
+        if self.page.is_empty() {
+            // Page-cache workloads track `struct page` state for every frame.
+            self.page = vec![filemap::PageInfo::default(); self.frames.total() as usize];
+        }
+        let file = self.new_file(pages, false);
+        let backing = Backing::File {
+            file,
+            pgoff: 0,
+            shared: true,
+        };
+        let start = self.mmap(mm, pages, false, backing, false);
+        self.files[file as usize].mapper = Some((mm, start));
+        start
+    }
+
     /// mmap(): place `pages` pages in the lowest gap that fits (so a munmapped range is reused,
     /// as the kernel's top-down search reuses it); lengths that are whole PMDs get PMD alignment,
     /// as anonymous mappings do since 6.7 (thp_get_unmapped_area). Adjacent compatible VMAs merge.

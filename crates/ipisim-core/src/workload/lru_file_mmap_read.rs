@@ -7,8 +7,6 @@ use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::engine::{secs, Time, NEVER};
 use crate::machine::{Cost, Machine};
-use crate::mm::filemap::PageInfo;
-use crate::mm::Backing;
 use crate::sched::{self, Outcome, Step, KTHREAD};
 use crate::sim::{CpuId, Sim, TaskId};
 
@@ -97,20 +95,11 @@ fn state(s: &mut Sim) -> &mut LruFileMmapRead {
 }
 
 pub fn start(s: &mut Sim) {
-    let total = s.mem.frames.total() as usize;
-    s.mem.page = vec![PageInfo::default(); total];
     let pages = state(s).pages_per_file;
     let j = crate::arch::x86::jiffies(s);
     for cpu in 0..s.m.ncpus() {
         let mm = s.mem.new_mm(j, s.k.hz);
-        let file = s.mem.new_file(pages, false);
-        let backing = Backing::File {
-            file,
-            pgoff: 0,
-            shared: true,
-        };
-        let start = s.mem.mmap(mm, pages, false, backing, false);
-        s.mem.files[file as usize].mapper = Some((mm, start));
+        let start = s.mem.map_new_file(mm, pages);
         // The case script starts the readers one after another.
         let at = cpu as Time * s.m.cost[Cost::ThreadCreate];
         sched::spawn_at(s, mm, cpu, at);

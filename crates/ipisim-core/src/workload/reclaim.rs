@@ -7,8 +7,6 @@ use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::engine::NEVER;
 use crate::machine::Machine;
-use crate::mm::filemap::PageInfo;
-use crate::mm::Backing;
 use crate::sched::{self, Outcome, SpinOn, Step};
 use crate::sim::{CpuId, Sim, TaskId};
 
@@ -103,19 +101,11 @@ fn state(s: &mut Sim) -> &mut Reclaim {
 }
 
 pub fn start(s: &mut Sim) {
-    s.mem.page = vec![PageInfo::default(); s.mem.frames.total() as usize];
     let (n, pages) = (state(s).processes, state(s).pages);
     let j = crate::arch::x86::jiffies(s);
     for i in 0..n {
         let mm = s.mem.new_mm(j, s.k.hz);
-        let file = s.mem.new_file(pages, false);
-        let backing = Backing::File {
-            file,
-            pgoff: 0,
-            shared: true,
-        };
-        let start = s.mem.mmap(mm, pages, false, backing, false);
-        s.mem.files[file as usize].mapper = Some((mm, start));
+        let start = s.mem.map_new_file(mm, pages);
         let t = sched::spawn(s, mm, 1 + i);
         debug_assert_eq!(t, i);
         state(s).readers.push((start, 0));
