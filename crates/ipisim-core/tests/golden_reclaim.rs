@@ -121,3 +121,17 @@ fn a_batch_reaches_each_cpu_once() {
         c.tlb
     );
 }
+
+/// The reclaim model is deterministic: the same inputs give byte-identical results.
+#[test]
+fn lru_file_mmap_read_is_deterministic() {
+    let req = RunRequest {
+        scenario: "vm-scalability/lru-file-mmap-read".into(),
+        machine: Some("xeon-4n-48c-64g".into()),
+        kernel: Some("linux-4.2".into()),
+        sets: vec![("scale".into(), "0.004".into())],
+        seed: 3,
+    };
+    let a = run(&req).unwrap().json.to_string();
+    assert_eq!(a, run(&req).unwrap().json.to_string());
+}
