@@ -225,6 +225,25 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_reproduce(args: argparse.Namespace) -> int:
+    from ipisim import reproduce
+
+    def progress(msg: str) -> None:
+        print(f"reproduce: {msg}", file=sys.stderr, flush=True)
+
+    out = Path(args.out)
+    try:
+        entries = reproduce.reproduce(
+            quick=args.quick, out_dir=out, json_path=Path(args.json) if args.json else None, progress=progress
+        )
+    except OSError as e:
+        raise UsageError(f"{e.filename}: cannot write: {e.strerror}") from e
+    print(reproduce.render_table(entries), end="")
+    passed = sum(e.passed for e in entries)
+    print(f"\n{passed}/{len(entries)} published figures within tolerance; report: {out / 'report.html'}")
+    return 0 if passed == len(entries) else 1
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ipisim", description=__doc__)
     p.add_argument("--version", action="version", version=f"ipisim {ipisim.__version__}")
@@ -236,6 +255,14 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     r.add_argument("--profile", action="store_true", help="print CPU time by kernel function")
     r.set_defaults(func=cmd_run)
+
+    rp = sub.add_parser("reproduce", help="run every seed experiment and compare with the published figures")
+    rp.add_argument("--quick", action="store_true", help="scaled down, for CI (figures will not match)")
+    rp.add_argument(
+        "--out", default="ipisim-report", help="directory for report.html (default ipisim-report)"
+    )
+    rp.add_argument("--json", metavar="PATH", help="write the entries here (default OUT/reproduce.json)")
+    rp.set_defaults(func=cmd_reproduce)
 
     ls = sub.add_parser("list", help="list scenarios, machines and kernel presets")
     ls.set_defaults(func=cmd_list)
