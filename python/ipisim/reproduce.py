@@ -126,7 +126,7 @@ def _series(label: str, r: ipisim.RunResult) -> Series:
 
 def _bars_svg(entries: Sequence[Entry]) -> str:
     """A horizontal bar chart: each figure's simulated value as a multiple of the published one."""
-    width, row = 640, 34
+    width, row = 720, 34
     rows = []
     for i, e in enumerate(entries):
         ratio = e.simulated / e.published if e.published else 0.0
@@ -159,7 +159,7 @@ def render_html(
         "<!doctype html><html><head><meta charset='utf-8'><title>ipisim reproduce</title>",
         "<style>body{font-family:sans-serif;max-width:1000px;margin:2em auto}"
         "pre{background:#f4f4f4;padding:1em;overflow-x:auto}"
-        "td,th{padding:2px 8px;text-align:right}td:first-child{text-align:left}"
+        "td,th{padding:2px 8px;text-align:right}td:first-child,th:first-child{text-align:left}"
         ".PASS{color:#2e7d32}.FAIL{color:#c62828}</style></head><body>",
         f"<h1>ipisim reproduce{' (quick: scaled down)' if quick else ''}</h1>",
         f"<p>ipisim {html.escape(ipisim.__version__)}: {passed} of {len(entries)} published figures"
