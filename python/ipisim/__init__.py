@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from ipisim import _native
 from ipisim._native import ConfigError
 
 __version__: str = _native.__version__
-__all__ = ["ConfigError", "RunResult", "describe", "list_builtins", "run"]
+__all__ = ["ConfigError", "RunResult", "Trace", "describe", "list_builtins", "run"]
 
 Sets = Mapping[str, object] | Iterable[tuple[str, object]]
 
@@ -32,11 +33,29 @@ def _set_pairs(sets: Sets) -> list[tuple[str, str]]:
 
 
 @dataclass(frozen=True)
+class Trace:
+    """A recorded window of a run: Chrome trace-event JSON (opens in Perfetto) and ftrace text."""
+
+    chrome_json: str
+    ftrace: str
+    truncated: bool
+
+    def write(self, path: str | Path) -> tuple[Path, Path]:
+        """Write PATH (the JSON) and PATH with suffix .txt (the ftrace text); return both."""
+        json_path = Path(path)
+        text_path = json_path.with_suffix(".txt")
+        json_path.write_text(self.chrome_json)
+        text_path.write_text(self.ftrace)
+        return json_path, text_path
+
+
+@dataclass(frozen=True)
 class RunResult:
     """One simulation's result: the parsed result JSON plus convenient views of it."""
 
     data: dict[str, Any]
     events: int
+    trace: Trace | None = None
 
     @property
     def elapsed_s(self) -> float:
@@ -82,10 +101,20 @@ def run(
     kernel: str | None = None,
     sets: Sets = (),
     seed: int = 1,
+    trace_window: tuple[float, float] | None = None,
 ) -> RunResult:
-    """Run `scenario` on a machine profile and kernel preset (built-in names or .toml paths)."""
-    text, events = _native.run(scenario, machine, kernel, _set_pairs(sets), seed)
-    return RunResult(json.loads(text), events)
+    """Run `scenario` on a machine profile and kernel preset (built-in names or .toml paths).
+
+    With `trace_window=(start_s, end_s)`, also record that span of simulated time as a Trace.
+    """
+    if trace_window is None:
+        text, events = _native.run(scenario, machine, kernel, _set_pairs(sets), seed)
+        return RunResult(json.loads(text), events)
+    start, end = trace_window
+    text, events, chrome, ftrace, cut = _native.run_traced(
+        scenario, machine, kernel, _set_pairs(sets), seed, start, end
+    )
+    return RunResult(json.loads(text), events, Trace(chrome, ftrace, cut))
 
 
 def list_builtins() -> dict[str, list[dict[str, str]]]:

@@ -1,6 +1,6 @@
 """The compiled core (crates/ipisim-py). Results cross as JSON text."""
 
-__all__ = ["ConfigError", "__version__", "describe", "list_builtins", "run"]
+__all__ = ["ConfigError", "__version__", "describe", "list_builtins", "run", "run_traced"]
 __version__: str
 
 class ConfigError(ValueError):
@@ -13,5 +13,14 @@ def run(
     sets: list[tuple[str, str]] = ...,
     seed: int = 1,
 ) -> tuple[str, int]: ...
+def run_traced(
+    scenario: str,
+    machine: str | None,
+    kernel: str | None,
+    sets: list[tuple[str, str]],
+    seed: int,
+    start_s: float,
+    end_s: float,
+) -> tuple[str, int, str, str, bool]: ...
 def list_builtins() -> str: ...
 def describe(thing: str) -> str: ...

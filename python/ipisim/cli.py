@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -48,6 +49,46 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
 
 
+def _add_trace_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--trace", metavar="PATH", help="write a Perfetto-loadable trace to PATH and ftrace text to PATH.txt"
+    )
+    p.add_argument(
+        "--trace-window",
+        metavar="START:END",
+        help="simulated seconds to trace, e.g. 0.05:0.06 (default: all)",
+    )
+
+
+def _trace_window(args: argparse.Namespace) -> tuple[float, float] | None:
+    if not args.trace:
+        if args.trace_window:
+            raise UsageError("--trace-window: needs --trace PATH")
+        return None
+    if not args.trace_window:
+        return (0.0, math.inf)
+    start, sep, end = args.trace_window.partition(":")
+    try:
+        window = (float(start or 0), float(end) if end else math.inf)
+    except ValueError:
+        window = (-1.0, -1.0)
+    if not sep or window[0] < 0 or window[1] <= window[0]:
+        raise UsageError(
+            f"--trace-window: expected START:END in seconds with START < END, got {args.trace_window!r}"
+        )
+    return window
+
+
+def _write_trace(path: str, trace: ipisim.Trace | None) -> None:
+    assert trace is not None
+    try:
+        written = trace.write(path)
+    except OSError as e:
+        raise UsageError(f"{e.filename}: cannot write: {e.strerror}") from e
+    cut = " (cut at the record limit: narrow --trace-window)" if trace.truncated else ""
+    print(f"trace: {written[0]} (Perfetto), {written[1]} (ftrace){cut}", file=sys.stderr)
+
+
 def _summary(r: ipisim.RunResult) -> str:
     d = r.data
     ops = "  ".join(f"{k}={v:.6g}" if isinstance(v, float) else f"{k}={v}" for k, v in r.ops.items())
@@ -69,9 +110,17 @@ def _profile(r: ipisim.RunResult, top: int = 20) -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    window = _trace_window(args)
     r = ipisim.run(
-        args.scenario, machine=args.machine, kernel=args.kernel, sets=_parse_sets(args.set), seed=args.seed
+        args.scenario,
+        machine=args.machine,
+        kernel=args.kernel,
+        sets=_parse_sets(args.set),
+        seed=args.seed,
+        trace_window=window,
     )
+    if window:
+        _write_trace(args.trace, r.trace)
     print(_summary(r), end="")
     if args.profile:
         print("\n" + _profile(r), end="")
@@ -206,11 +255,17 @@ def cmd_compare(args: argparse.Namespace) -> int:
             raise UsageError(f"--kernel: duplicate label {label!r}")
     common = [("scale", str(args.scale))] if args.scale is not None else []
     common += _parse_sets(args.set)
+    window = _trace_window(args)
     runs = []
     for i, (label, preset, own) in enumerate(variants, 1):
         t0 = time.perf_counter()
         sets = common + own
-        r = ipisim.run(args.scenario, machine=args.machine, kernel=preset, sets=sets, seed=args.seed)
+        r = ipisim.run(
+            args.scenario, machine=args.machine, kernel=preset, sets=sets, seed=args.seed, trace_window=window
+        )
+        if window:
+            path = Path(args.trace)
+            _write_trace(str(path.with_name(f"{path.stem}-{label}{path.suffix or '.json'}")), r.trace)
         dt = time.perf_counter() - t0
         print(f"variant {i}/{len(variants)} {label}: done in {dt:.2f} s", file=sys.stderr)
         runs.append((label, preset, sets, r))
@@ -254,6 +309,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(r)
     r.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     r.add_argument("--profile", action="store_true", help="print CPU time by kernel function")
+    _add_trace_options(r)
     r.set_defaults(func=cmd_run)
 
     rp = sub.add_parser("reproduce", help="run every seed experiment and compare with the published figures")
@@ -294,6 +350,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--scale", type=float, help="the same as --set scale=F")
     c.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     c.add_argument("--json", metavar="PATH", help="write every variant's full result as JSON")
+    _add_trace_options(c)
     c.set_defaults(func=cmd_compare)
 
     v = sub.add_parser("validate", help="measure the shootdown grid on this machine; compare")

@@ -19,9 +19,37 @@ pub use observe::RunOutput;
 
 /// Resolve the request, run it to completion, and return the result.
 pub fn run(req: &RunRequest) -> Result<RunOutput, ConfigError> {
+    run_traced(req, None).map(|(out, _)| out)
+}
+
+/// A trace of a run: Chrome trace-event JSON, ftrace text, and whether the record cap cut it.
+pub struct TraceOutput {
+    pub chrome_json: String,
+    pub ftrace: String,
+    pub truncated: bool,
+}
+
+/// Like [`run`], also recording a trace of simulated time [start, end) (seconds) when asked.
+pub fn run_traced(
+    req: &RunRequest,
+    window: Option<(f64, f64)>,
+) -> Result<(RunOutput, Option<TraceOutput>), ConfigError> {
     let r = config::resolve(req)?;
     let mut s = sim::Sim::new(&r)?;
+    if let Some((from, to)) = window {
+        let ps = |x: f64| (x * engine::PS_PER_S as f64) as engine::Time;
+        s.trace = Some(Box::new(observe::TraceLog::new(
+            s.m.ncpus(),
+            ps(from),
+            ps(to),
+        )));
+    }
     let limit = s.work.time_limit();
     s.run(limit);
-    Ok(observe::to_json(&s, &r))
+    let trace = s.trace.as_ref().map(|tr| TraceOutput {
+        chrome_json: tr.chrome_json(&s),
+        ftrace: tr.ftrace_text(&s),
+        truncated: tr.truncated,
+    });
+    Ok((observe::to_json(&s, &r), trace))
 }

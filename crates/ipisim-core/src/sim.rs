@@ -21,7 +21,7 @@ pub enum Event {
     /// A CPU's current step ended, or the condition it spun on came true. Stale if `gen` moved on.
     Resume { cpu: u32, gen: u32 },
     /// An IPI reaches a CPU's local APIC.
-    IpiArrive { cpu: u32 },
+    IpiArrive { cpu: u32, flow: u32 },
     /// A polling idle CPU notices work queued for it without an IPI (set_nr_if_polling).
     PollKick { cpu: u32 },
     /// A CPU returns from its interrupt handler.
@@ -48,6 +48,8 @@ pub struct Sim {
     pub work: Workload,
     /// Set when the workload says it is finished, or at the time limit.
     pub end: Option<Time>,
+    /// What `--trace` records, when asked for.
+    pub trace: Option<Box<crate::observe::TraceLog>>,
 }
 
 impl Sim {
@@ -78,6 +80,7 @@ impl Sim {
             stats: Stats::new(n),
             work,
             end: None,
+            trace: None,
             m,
             k,
         };
@@ -106,7 +109,12 @@ impl Sim {
     fn dispatch(&mut self, ev: Event) {
         match ev {
             Event::Resume { cpu, gen } => sched::resume(self, cpu as usize, gen),
-            Event::IpiArrive { cpu } => sched::ipi_arrive(self, cpu as usize),
+            Event::IpiArrive { cpu, flow } => {
+                if let Some(tr) = self.trace.as_mut() {
+                    tr.ipi_arrived(cpu as usize, flow);
+                }
+                sched::ipi_arrive(self, cpu as usize)
+            }
             Event::PollKick { cpu } => sched::poll_kick(self, cpu as usize),
             Event::IrqExit { cpu } => sched::irq_exit(self, cpu as usize),
             Event::Wake { task } => sched::wake(self, task as usize),

@@ -38,6 +38,41 @@ fn run(
     Ok((out.json.to_string(), out.events))
 }
 
+/// Run one simulation recording [start_s, end_s) of simulated time; returns (result JSON,
+/// events handled, Chrome trace JSON, ftrace text, whether the record cap cut the trace).
+#[pyfunction]
+#[pyo3(signature = (scenario, machine, kernel, sets, seed, start_s, end_s))]
+#[allow(clippy::too_many_arguments)]
+fn run_traced(
+    py: Python<'_>,
+    scenario: String,
+    machine: Option<String>,
+    kernel: Option<String>,
+    sets: Vec<(String, String)>,
+    seed: u64,
+    start_s: f64,
+    end_s: f64,
+) -> PyResult<(String, u64, String, String, bool)> {
+    let req = RunRequest {
+        scenario,
+        machine,
+        kernel,
+        sets,
+        seed,
+    };
+    let (out, trace) = py
+        .detach(|| ipisim_core::run_traced(&req, Some((start_s, end_s))))
+        .map_err(to_py)?;
+    let trace = trace.expect("a window was given");
+    Ok((
+        out.json.to_string(),
+        out.events,
+        trace.chrome_json,
+        trace.ftrace,
+        trace.truncated,
+    ))
+}
+
 /// Built-in scenarios, machines and kernels, as JSON.
 #[pyfunction]
 fn list_builtins() -> String {
@@ -57,6 +92,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("ConfigError", m.py().get_type::<ConfigError>())?;
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(run_traced, m)?)?;
     m.add_function(wrap_pyfunction!(list_builtins, m)?)?;
     m.add_function(wrap_pyfunction!(describe, m)?)?;
     Ok(())

@@ -6,7 +6,7 @@ use super::filemap::{PTE_MAPPED, PTE_YOUNG};
 use crate::arch::x86::FlushRange;
 use crate::engine::{CpuMask, Time};
 use crate::machine::Cost;
-use crate::observe::{Func, Irq, Trace, Vm};
+use crate::observe::{Func, Irq, Vm};
 use crate::sched::{self, Outcome, Step};
 use crate::sim::{CpuId, Sim, TaskId};
 use crate::smp::{self, CallFunc, Cond};
@@ -105,7 +105,8 @@ pub fn try_to_unmap_flush(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     } else {
         CallFunc::FlushTlbPfns
     };
-    s.stats.trace(Trace::TlbFlushRemoteShootdown);
+    // 4.3 traced the batch flush as a remote shootdown of every page (-1).
+    crate::observe::tracelog::tlb_flush(s, cpu, 1, -1);
     if mask.any_but(cpu) {
         s.stats.vm(Vm::TlbRemoteFlush, 1);
     }

@@ -3,9 +3,11 @@
 
 mod func;
 mod result;
+pub mod tracelog;
 
 pub use func::Func;
 pub use result::{to_json, RunOutput};
+pub use tracelog::TraceLog;
 
 use crate::engine::Time;
 

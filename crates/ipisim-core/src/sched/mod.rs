@@ -67,6 +67,8 @@ pub struct Task {
     pub gather: crate::mm::MmuGather,
     /// Page reclaim state, including the batched-flush tlb_ubc.
     pub reclaim: crate::mm::vmscan::Reclaim,
+    /// The command name traces show.
+    pub comm: String,
 }
 
 /// The `mm` of a kernel thread: it has none and borrows the previous task's (lazy TLB).
@@ -90,6 +92,7 @@ pub fn spawn_at(s: &mut Sim, mm: usize, cpu: CpuId, at: Time) -> TaskId {
         times: TaskTimes::default(),
         gather: crate::mm::MmuGather::default(),
         reclaim: Default::default(),
+        comm: "task".into(),
     });
     if at != NEVER {
         s.q.schedule(at, Event::Wake { task: t as u32 });
@@ -155,9 +158,15 @@ fn spin_func(on: SpinOn) -> Func {
 fn close_period(s: &mut Sim, cpu: CpuId) {
     let now = s.now();
     let dt = now - s.cpus[cpu].since;
+    let since = s.cpus[cpu].since;
     s.cpus[cpu].since = now;
     match s.cpus[cpu].mode {
-        Mode::Spin(on) => charge(s, s.cpus[cpu].task, spin_func(on), dt),
+        Mode::Spin(on) => {
+            if let Some(tr) = s.trace.as_mut() {
+                tr.slice(cpu, since, now, spin_func(on).name());
+            }
+            charge(s, s.cpus[cpu].task, spin_func(on), dt)
+        }
         Mode::Idle => s.stats.idle[cpu] += dt,
         Mode::Busy { .. } => {}
     }
@@ -172,6 +181,9 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
             return;
         }
         let t = s.cpus[cpu].task.expect("run() on a CPU without a task");
+        if let Some(tr) = s.trace.as_mut() {
+            tr.step_end(cpu, s.q.now());
+        }
         if s.cpus[cpu].need_resched {
             // Wakeup preemption at a step boundary: the current task waits its turn.
             s.cpus[cpu].need_resched = false;
@@ -187,6 +199,9 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
             Outcome::Next => continue,
             Outcome::Busy { ps, irqs_off } => {
                 let until = s.q.now() + ps;
+                if let Some(tr) = s.trace.as_mut() {
+                    tr.step_begin(cpu, step.name(), s.q.now());
+                }
                 if s.q.peek_time().is_none_or(|next| next > until) {
                     // Nothing happens anywhere before this step ends: run on without an event
                     // (the Resume would be the very next event popped).
@@ -286,6 +301,9 @@ fn switch_in(s: &mut Sim, cpu: CpuId) {
     let cs = s.m.cost[Cost::ContextSwitch];
     charge(s, Some(t), Func::Schedule, cs);
     charge(s, Some(t), Func::SwitchMm, switch_mm);
+    if let Some(tr) = s.trace.as_mut() {
+        tr.step_begin(cpu, Func::Schedule.name(), s.q.now());
+    }
     let c = &mut s.cpus[cpu];
     let until = s.q.now() + cs + switch_mm;
     c.mode = Mode::Busy { until };
@@ -395,9 +413,15 @@ fn irq_enter(s: &mut Sim, cpu: CpuId, from_idle_poll: bool) {
     c.in_irq = true;
     c.irq_pending = false;
     let task = if c.mode == Mode::Idle { None } else { c.task };
+    if let Some(tr) = s.trace.as_mut() {
+        tr.handler_start(cpu, now);
+    }
     let handler = crate::smp::flush_smp_call_function_queue(s, cpu, task, now + entry);
     charge(s, task, Func::CallFunctionInterrupt, entry + exit);
     let end = now + entry + handler + exit;
+    if let Some(tr) = s.trace.as_mut() {
+        tr.slice(cpu, now, end, Func::CallFunctionInterrupt.name());
+    }
     if task.is_none() {
         // Interrupt time on an idle CPU belongs to no task; keep the idle clock honest.
         s.cpus[cpu].since = end;
@@ -449,12 +473,20 @@ pub fn irq_exit(s: &mut Sim, cpu: CpuId) {
 /// Charge the periods still open when the run ends.
 pub fn finish_accounting(s: &mut Sim, end: Time) {
     for cpu in 0..s.cpus.len() {
+        if let Some(tr) = s.trace.as_mut() {
+            tr.step_end(cpu, end);
+        }
         if matches!(s.cpus[cpu].mode, Mode::Spin(_) | Mode::Idle) && !s.cpus[cpu].in_irq {
             let since = s.cpus[cpu].since.min(end);
             let dt = end - since;
             s.cpus[cpu].since = end;
             match s.cpus[cpu].mode {
-                Mode::Spin(on) => charge(s, s.cpus[cpu].task, spin_func(on), dt),
+                Mode::Spin(on) => {
+                    if let Some(tr) = s.trace.as_mut() {
+                        tr.slice(cpu, since, end, spin_func(on).name());
+                    }
+                    charge(s, s.cpus[cpu].task, spin_func(on), dt)
+                }
                 _ => s.stats.idle[cpu] += dt,
             }
         }

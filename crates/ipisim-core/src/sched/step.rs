@@ -77,6 +77,35 @@ pub enum Step {
     TlbUbcClear,
 }
 
+impl Step {
+    /// The kernel (or user) function a trace names this step by.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Step::User => "[user]",
+            Step::Work { func, .. } => func.name(),
+            Step::Syscall(_) => "entry_SYSCALL_64",
+            Step::Touch { .. } | Step::FileRead { .. } => "[user]",
+            Step::Zap { .. } => "zap_pte_range",
+            Step::Protect { .. } => "change_pte_range",
+            Step::FreePgtables { .. } => "free_pgtables",
+            Step::TlbFlushMmu => "tlb_flush_mmu",
+            Step::TlbBatchPagesFlush => "tlb_batch_pages_flush",
+            Step::FlushTlbMmRange(_) => "flush_tlb_mm_range",
+            Step::FlushTlbOthers => "smp_call_function_many_cond",
+            Step::LocalCall(_) => "flush_tlb_func",
+            Step::CsdLockWait => "csd_lock_wait",
+            Step::FileFault { .. } => "filemap_map_pages",
+            Step::Readahead { .. } => "__do_page_cache_readahead",
+            Step::DirectReclaim { .. } => "try_to_free_pages",
+            Step::ShrinkNode { .. } => "shrink_inactive_list",
+            Step::ShrinkPageList => "shrink_page_list",
+            Step::ShrinkFinish => "putback_inactive_pages",
+            Step::TryToUnmapFlush => "try_to_unmap_flush",
+            Step::TlbUbcClear => "try_to_unmap_flush",
+        }
+    }
+}
+
 /// What a step asks of the CPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {

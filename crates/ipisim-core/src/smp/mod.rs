@@ -84,7 +84,14 @@ fn cond_holds(s: &Sim, cond: Cond, cpu: CpuId, sender: CpuId) -> bool {
 fn send_ipi(s: &mut Sim, from: CpuId, to: CpuId, at: Time) {
     s.stats.ipis_sent += 1;
     let arrive = at + s.m.ipi_wire(from, to);
-    s.q.schedule(arrive, Event::IpiArrive { cpu: to as u32 });
+    let flow = s.trace.as_mut().map_or(0, |tr| tr.ipi_sent(from, at));
+    s.q.schedule(
+        arrive,
+        Event::IpiArrive {
+            cpu: to as u32,
+            flow,
+        },
+    );
 }
 
 /// smp_call_function_many_cond(): queue `func` on every CPU of `mask` (but this one) for which
@@ -149,13 +156,13 @@ pub fn smp_call_function_many_cond(
             let at = now + setup + s.m.line_transfer(cpu, last);
             s.q.schedule(at, Event::PollKick { cpu: last as u32 });
         } else {
-            s.stats.trace(Trace::IpiSendCpu);
+            crate::observe::tracelog::ipi_send_cpu(s, cpu, last);
             send += s.m.cost[Cost::IpiSend];
             send_ipi(s, cpu, last, now + setup + send);
         }
     } else if nr_ipi > 1 {
         // send_call_function_ipi_mask() traces the whole mask once.
-        s.stats.trace(Trace::IpiSendCpumask);
+        crate::observe::tracelog::ipi_send_cpumask(s, cpu, &ipi_mask);
         // One ICR write per target (default_send_IPI_mask_sequence_phys / x2apic physical mode).
         for t in ipi_mask.iter() {
             send += s.m.cost[Cost::IpiSend];

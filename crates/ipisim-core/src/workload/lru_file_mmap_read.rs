@@ -102,7 +102,8 @@ pub fn start(s: &mut Sim) {
         let start = s.mem.map_new_file(mm, pages);
         // The case script starts the readers one after another.
         let at = cpu as Time * s.m.cost[Cost::ThreadCreate];
-        sched::spawn_at(s, mm, cpu, at);
+        let t = sched::spawn_at(s, mm, cpu, at);
+        s.tasks[t].comm = "usemem".into();
         state(s).readers.push(Reader {
             start_vpn: start,
             next: start,
@@ -114,6 +115,7 @@ pub fn start(s: &mut Sim) {
     // kswapd<n>, sleeping until the allocator wakes it; it shares the node's first CPU.
     for node in 0..s.m.nodes {
         let t = sched::spawn_at(s, KTHREAD, node * s.m.cpus_per_node, NEVER);
+        s.tasks[t].comm = format!("kswapd{node}");
         s.mem.kswapd[node] = Some(t);
     }
 }

@@ -108,10 +108,12 @@ pub fn start(s: &mut Sim) {
         let start = s.mem.map_new_file(mm, pages);
         let t = sched::spawn(s, mm, 1 + i);
         debug_assert_eq!(t, i);
+        s.tasks[t].comm = "reader".into();
         state(s).readers.push((start, 0));
     }
     let mm = s.mem.new_mm(j, s.k.hz);
     let t = sched::spawn_at(s, mm, 0, NEVER);
+    s.tasks[t].comm = "reclaimer".into();
     state(s).reclaimer = t;
 }
 

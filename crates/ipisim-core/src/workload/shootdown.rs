@@ -134,6 +134,9 @@ pub fn start(s: &mut Sim) {
     for i in 0..threads {
         sched::spawn(s, mm, 1 + i);
     }
+    for t in &mut s.tasks {
+        t.comm = "shootdown".into();
+    }
     let w = state(s);
     w.region = region;
     w.main = main;

@@ -195,6 +195,14 @@ pub fn start(s: &mut Sim) {
         let at = i as u64 * s.m.cost[Cost::ThreadCreate];
         let t = sched::spawn_at(s, mm, i, at);
         debug_assert_eq!(t, i);
+        // The harness's binaries: tests/<test>.c built as <test>_threads or <test>_processes.
+        let test = match mapping {
+            Mapping::FilePrivate => "tlb_flush1",
+            Mapping::Anon => "tlb_flush2",
+            Mapping::FileShared => "tlb_flush3",
+        };
+        let mode = if threads { "threads" } else { "processes" };
+        s.tasks[t].comm = format!("{test}_{mode}");
         state(s).tasks[i].backing = backing;
     }
 }

@@ -5,7 +5,8 @@ use super::{FlushInfo, FlushRange, LazyTlb, MmCpumask, INIT_MM_CTX_ID, TLB_FLUSH
 use crate::arch::tlb::NR_ASID_SLOTS;
 use crate::engine::{Time, PS_PER_S};
 use crate::machine::Cost;
-use crate::observe::{Func, Irq, Trace, Vm};
+use crate::observe::tracelog::tlb_flush;
+use crate::observe::{Func, Irq, Vm};
 use crate::sched::{self, Outcome, Step};
 use crate::sim::{CpuId, Sim, TaskId};
 use crate::smp::{self, CallFunc, Cond};
@@ -87,12 +88,16 @@ pub fn switch_mm_irqs_off(s: &mut Sim, cpu: CpuId, next: Option<usize>) -> Time 
             tlb_gen: next_tlb_gen,
         };
         s.tlb[cpu].flush_asid(asid);
-        s.stats.trace(Trace::tlb_flush(TLB_FLUSH_ON_TASK_SWITCH));
-    } else {
-        s.stats.trace(Trace::tlb_flush(TLB_FLUSH_ON_TASK_SWITCH));
     }
     st.loaded_mm = next;
     st.loaded_asid = asid;
+    // switch_mm_irqs_off traces TLB_FLUSH_ALL when it flushed, 0 when the ASID was current.
+    tlb_flush(
+        s,
+        cpu,
+        TLB_FLUSH_ON_TASK_SWITCH,
+        if need_flush { -1 } else { 0 },
+    );
     // Every CR3 write costs about the same; a flushing one also empties the ASID.
     s.m.cost[Cost::Cr3Flush]
 }
@@ -169,7 +174,12 @@ pub fn flush_tlb_multi(s: &mut Sim, cpu: CpuId, task: TaskId, run_local: bool) -
     let info = s.x86.info[cpu];
     let mm = info.mm.expect("flush_tlb_multi without an mm");
     s.stats.vm(Vm::TlbRemoteFlush, 1);
-    s.stats.trace(Trace::tlb_flush(TLB_REMOTE_SEND_IPI));
+    let pages = if info.end == TLB_FLUSH_ALL {
+        -1
+    } else {
+        (info.end - info.start) as i64
+    };
+    tlb_flush(s, cpu, TLB_REMOTE_SEND_IPI, pages);
     // Lazy CPUs may skip the IPI unless page tables are being freed: a lazy CPU must not walk
     // them speculatively (4.19). Before that every CPU in the mask got it.
     let cond = match s.k.lazy_tlb {
@@ -221,7 +231,7 @@ pub fn flush_tlb_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: Cpu
         // The CPU was left in the mm_cpumask of the target mm: clear it (6.13+).
         if s.k.mm_cpumask == MmCpumask::LazyTrim {
             s.mem.mms[target].cpumask.clear(cpu);
-            s.stats.trace(Trace::tlb_flush(TLB_REMOTE_WRONG_CPU));
+            tlb_flush(s, cpu, TLB_REMOTE_WRONG_CPU, 0);
         }
         return cost;
     }
@@ -238,6 +248,7 @@ pub fn flush_tlb_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: Cpu
     }
     let asid = s.x86.cpu[cpu].loaded_asid;
     let mut partial = f.end != TLB_FLUSH_ALL;
+    let mut pages = -1;
     if s.k.pcid {
         let local_gen = s.x86.cpu[cpu].ctxs[asid as usize].tlb_gen;
         if f.new_tlb_gen != 0 && f.new_tlb_gen <= local_gen {
@@ -247,7 +258,7 @@ pub fn flush_tlb_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: Cpu
         let mm_gen = s.mem.mms[mm].tlb_gen;
         if local_gen == mm_gen {
             // A concurrent flush caught us all the way up.
-            trace_flush_done(s, local, f.mm.is_none());
+            trace_flush_done(s, cpu, local, f.mm.is_none(), 0);
             return cost;
         }
         // Partial only if it brings this CPU exactly up to date.
@@ -263,6 +274,7 @@ pub fn flush_tlb_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: Cpu
             vpn += step;
         }
         let t = n * s.m.cost[Cost::Invlpg];
+        pages = n as i64;
         sched::charge(s, task, Func::NativeFlushTlbOneUser, t);
         cost += t;
         if local {
@@ -277,11 +289,11 @@ pub fn flush_tlb_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: Cpu
             s.stats.vm(Vm::TlbLocalFlushAll, 1);
         }
     }
-    trace_flush_done(s, local, f.mm.is_none());
+    trace_flush_done(s, cpu, local, f.mm.is_none(), pages);
     cost
 }
 
-fn trace_flush_done(s: &mut Sim, local: bool, no_mm: bool) {
+fn trace_flush_done(s: &mut Sim, cpu: CpuId, local: bool, no_mm: bool, pages: i64) {
     let reason = if !local {
         TLB_REMOTE_SHOOTDOWN
     } else if no_mm {
@@ -289,5 +301,5 @@ fn trace_flush_done(s: &mut Sim, local: bool, no_mm: bool) {
     } else {
         TLB_LOCAL_MM_SHOOTDOWN
     };
-    s.stats.trace(Trace::tlb_flush(reason));
+    tlb_flush(s, cpu, reason, pages);
 }
