@@ -299,6 +299,38 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
     return 0 if passed == len(entries) else 1
 
 
+def cmd_sweep(args: argparse.Namespace) -> int:
+    try:
+        from ipisim import sweep
+    except ImportError as e:  # pragma: no cover - only without the extras
+        raise UsageError(f"sweep: needs {e.name}: pip install 'ipisim[sweep]'") from e
+
+    open_line = False
+
+    def progress(done: int, total: int) -> None:
+        nonlocal open_line
+        bar = "#" * (30 * done // max(total, 1))
+        open_line = done < total
+        print(
+            f"\rsweep: [{bar:<30}] {done}/{total}", end="" if open_line else "\n", file=sys.stderr, flush=True
+        )
+
+    out = Path(args.out)
+    try:
+        grid = sweep.load_grid(Path(args.grid))
+        table = sweep.sweep(grid, out, scheduler=args.scheduler, workers=args.workers, progress=progress)
+        print(f"results: {table} ({len(grid.points)} runs)")
+        if grid.plot_x and grid.plot_y:
+            print(f"plot: {sweep.plot(table, grid.plot_x, grid.plot_y, out / 'plot.png')}")
+    except sweep.GridError as e:
+        if open_line:
+            print(file=sys.stderr)
+        raise UsageError(str(e)) from e
+    except OSError as e:
+        raise UsageError(f"{e.filename or args.scheduler}: {e.strerror or e}") from e
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="ipisim", description=__doc__)
     p.add_argument("--version", action="version", version=f"ipisim {ipisim.__version__}")
@@ -319,6 +351,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rp.add_argument("--json", metavar="PATH", help="write the entries here (default OUT/reproduce.json)")
     rp.set_defaults(func=cmd_reproduce)
+
+    sw = sub.add_parser(
+        "sweep", help="run a grid of runs locally or on a Dask cluster; Parquet table and plot"
+    )
+    sw.add_argument("grid", help="GRID.toml: scenario, machine, kernels, seeds, [axes], [plot]")
+    sw.add_argument("--scheduler", metavar="ADDRESS", help="a Dask scheduler, e.g. tcp://127.0.0.1:8786")
+    sw.add_argument("--out", default="ipisim-sweep", help="output directory (default ipisim-sweep)")
+    sw.add_argument("--workers", type=int, help="local processes (default: one per CPU)")
+    sw.set_defaults(func=cmd_sweep)
 
     ls = sub.add_parser("list", help="list scenarios, machines and kernel presets")
     ls.set_defaults(func=cmd_list)

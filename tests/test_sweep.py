@@ -1,0 +1,160 @@
+"""`ipisim sweep`: a grid on local processes and on a real Dask cluster on loopback, and resume."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pq = pytest.importorskip("pyarrow.parquet")
+pytest.importorskip("distributed")
+
+from ipisim import sweep  # noqa: E402
+from ipisim.cli import main  # noqa: E402
+
+GRID = """
+scenario = "shootdown"
+machine = "xeon-4n-48c-64g"
+kernels = ["linux-6.18", "linux-4.3"]
+seeds = [1, 2]
+
+[axes]
+remote_threads = [1, 4, 16]
+remote = ["busy", "sleeping"]
+
+[plot]
+x = "remote_threads"
+y = "interrupts.TLB"
+"""
+
+
+@pytest.fixture
+def grid(tmp_path: Path) -> Path:
+    path = tmp_path / "grid.toml"
+    path.write_text(GRID)
+    return path
+
+
+def table(path: Path) -> list[dict[str, object]]:
+    return list(pq.read_table(path).to_pylist())
+
+
+def test_grid_points_are_the_product_of_kernels_axes_and_seeds(grid: Path) -> None:
+    g = sweep.load_grid(grid)
+    assert len(g.points) == 2 * 3 * 2 * 2
+    assert len({p.id for p in g.points}) == len(g.points)
+
+
+def test_local_sweep_writes_table_and_png(grid: Path, tmp_path: Path) -> None:
+    assert main(["sweep", str(grid), "--out", str(tmp_path / "out"), "--workers", "2"]) == 0
+    rows = table(tmp_path / "out" / "results.parquet")
+    assert len(rows) == 24
+    busy = [r for r in rows if r["remote"] == "busy" and r["kernel"] == "linux-6.18"]
+    assert all(r["interrupts.TLB"] == 512 * int(str(r["remote_threads"])) for r in busy)
+    assert (tmp_path / "out" / "plot.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_interrupted_sweep_resumes_to_the_same_table(grid: Path, tmp_path: Path) -> None:
+    g = sweep.load_grid(grid)
+    whole = table(sweep.sweep(g, tmp_path / "whole", workers=2))
+    with pytest.raises(KeyboardInterrupt):
+        sweep.sweep(g, tmp_path / "resumed", workers=1, stop_after=7)
+    assert len(list((tmp_path / "resumed" / "runs").glob("*.parquet"))) >= 7
+    assert table(sweep.sweep(g, tmp_path / "resumed", workers=2)) == whole
+
+
+@pytest.fixture
+def dask_cluster(tmp_path: Path) -> Iterator[str]:
+    if shutil.which("dask") is None:
+        pytest.skip("no dask command")
+    info = tmp_path / "scheduler.json"
+    procs = [
+        subprocess.Popen(
+            [
+                "dask",
+                "scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--no-dashboard",
+                "--scheduler-file",
+                str(info),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
+    try:
+        for _ in range(300):
+            if info.exists() and info.stat().st_size > 0:
+                break
+            time.sleep(0.1)
+        address = json.loads(info.read_text())["address"]
+        for _ in range(2):
+            procs.append(
+                subprocess.Popen(
+                    ["dask", "worker", address, "--nworkers", "1", "--nthreads", "1", "--no-dashboard"],
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+        from distributed import Client
+
+        with Client(address, timeout="30s") as client:
+            client.wait_for_workers(2, timeout=60)
+        yield address
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            p.wait(timeout=30)
+
+
+def test_dask_cluster_gives_the_same_table_as_local_processes(
+    grid: Path, tmp_path: Path, dask_cluster: str
+) -> None:
+    g = sweep.load_grid(grid)
+    local = table(sweep.sweep(g, tmp_path / "local", workers=2))
+    assert main(["sweep", str(grid), "--out", str(tmp_path / "dask"), "--scheduler", dask_cluster]) == 0
+    assert table(tmp_path / "dask" / "results.parquet") == local
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("kernels = ['linux-6.18']", "scenario: missing"),
+        ("scenario = 'shootdown'\nkernels = []", "kernels"),
+        ("scenario = 'shootdown'\nkernels = ['linux-6.18']\n[axes]\nbatch = []", "axes"),
+        ("scenario = 'nosuch'\nkernels = ['linux-6.18']", "unknown scenario"),
+        ("scenario = [", "malformed TOML"),
+    ],
+)
+def test_bad_grid_is_one_line_exit_2(text: str, message: str, tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "ipisim.cli",
+            "sweep",
+            str(path),
+            "--out",
+            str(tmp_path / "o"),
+            "--workers",
+            "1",
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stderr
+    lines = [ln for ln in proc.stderr.splitlines() if ln.startswith("ipisim:")]
+    assert len(lines) == 1 and message in lines[0], proc.stderr
