@@ -24,18 +24,11 @@ fn main() {
         j["ops"],
         j["safety"]
     );
-    let tlb: u64 = j["interrupts"]["TLB"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .sum();
-    let cal: u64 = j["interrupts"]["CAL"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|v| v.as_u64().unwrap())
-        .sum();
+    let row = |name: &str| -> u64 {
+        let cpus = j["interrupts"][name].as_array().unwrap();
+        cpus.iter().map(|v| v.as_u64().unwrap()).sum()
+    };
+    let (tlb, cal) = (row("TLB"), row("CAL"));
     println!("TLB {tlb} CAL {cal} vmstat {}", j["vmstat"]);
     for p in j["profile"].as_array().unwrap().iter().take(14) {
         println!(

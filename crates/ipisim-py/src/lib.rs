@@ -16,6 +16,22 @@ fn to_py(e: ipisim_core::ConfigError) -> PyErr {
     ConfigError::new_err(e.to_string())
 }
 
+fn request(
+    scenario: String,
+    machine: Option<String>,
+    kernel: Option<String>,
+    sets: Vec<(String, String)>,
+    seed: u64,
+) -> RunRequest {
+    RunRequest {
+        scenario,
+        machine,
+        kernel,
+        sets,
+        seed,
+    }
+}
+
 /// Run one simulation; returns (result JSON, events handled).
 #[pyfunction]
 #[pyo3(signature = (scenario, machine=None, kernel=None, sets=Vec::new(), seed=1))]
@@ -27,13 +43,7 @@ fn run(
     sets: Vec<(String, String)>,
     seed: u64,
 ) -> PyResult<(String, u64)> {
-    let req = RunRequest {
-        scenario,
-        machine,
-        kernel,
-        sets,
-        seed,
-    };
+    let req = request(scenario, machine, kernel, sets, seed);
     let out = py.detach(|| ipisim_core::run(&req)).map_err(to_py)?;
     Ok((out.json.to_string(), out.events))
 }
@@ -53,13 +63,7 @@ fn run_traced(
     start_s: f64,
     end_s: f64,
 ) -> PyResult<(String, u64, String, String, bool)> {
-    let req = RunRequest {
-        scenario,
-        machine,
-        kernel,
-        sets,
-        seed,
-    };
+    let req = request(scenario, machine, kernel, sets, seed);
     let (out, trace) = py
         .detach(|| ipisim_core::run_traced(&req, Some((start_s, end_s))))
         .map_err(to_py)?;
