@@ -26,10 +26,23 @@ pub struct Reclaim {
     keep: Vec<u32>,
     activate: Vec<u32>,
     free: Vec<u32>,
-    /// Pages freed since this reclaim started.
+    /// Pages freed since this reclaim started, and since it began on the current zone.
     reclaimed: u32,
+    zone_reclaimed: u32,
+    /// Direct reclaim's place: its priority, the zonelist position, pages left to scan there.
+    direct: Option<DirectScan>,
     pub ubc: TlbUbc,
 }
+
+#[derive(Debug, Clone, Copy)]
+struct DirectScan {
+    priority: u32,
+    zone: usize,
+    to_scan: Option<u64>,
+}
+
+/// DEF_PRIORITY: the first pass scans lru_size >> 12 pages of each list.
+const DEF_PRIORITY: u32 = 12;
 
 fn is_kswapd(s: &Sim, t: TaskId) -> bool {
     s.mem.kswapd.contains(&Some(t))
@@ -60,9 +73,10 @@ pub fn kswapd(s: &mut Sim, t: TaskId) -> Outcome {
         return Outcome::Sleep(crate::engine::NEVER);
     }
     s.stats.vm(Vm::PageOutRun, 1);
-    s.tasks[t]
-        .steps
-        .push(Step::ShrinkNode { node: node as u32 });
+    s.tasks[t].steps.push(Step::ShrinkNode {
+        node: node as u32,
+        nr: SWAP_CLUSTER_MAX as u32,
+    });
     Outcome::Next
 }
 
@@ -70,26 +84,61 @@ fn reclaimable(s: &Sim, node: usize) -> bool {
     !s.mem.lru[node].inactive.is_empty() || !s.mem.lru[node].active.is_empty()
 }
 
-/// try_to_free_pages(): shrink the zonelist's nodes in order until `want` pages are freed.
+/// do_try_to_free_pages(): for each priority from DEF_PRIORITY down, shrink every node of the
+/// zonelist by inactive_size >> priority pages, SWAP_CLUSTER_MAX at a time, until `want` pages
+/// were freed. At DEF_PRIORITY a node is scanned to the end (shrink_lruvec's scan_adjusted);
+/// below it, a node stops once it has given `want` pages.
 pub fn direct_reclaim(s: &mut Sim, cpu: CpuId, t: TaskId, want: u32) -> Outcome {
-    if s.tasks[t].reclaim.reclaimed >= want {
-        s.tasks[t].reclaim.reclaimed = 0;
-        return Outcome::Next;
-    }
     let home = s.m.node_of(cpu);
-    let node = zonelist(s.m.nodes, home)
-        .find(|&n| reclaimable(s, n))
-        .expect("out of memory: nothing left to reclaim");
-    s.tasks[t].steps.push(Step::DirectReclaim { want });
-    s.tasks[t]
-        .steps
-        .push(Step::ShrinkNode { node: node as u32 });
+    let nodes = s.m.nodes;
+    let mut d = s.tasks[t].reclaim.direct.unwrap_or(DirectScan {
+        priority: DEF_PRIORITY,
+        zone: 0,
+        to_scan: None,
+    });
+    loop {
+        let r = &s.tasks[t].reclaim;
+        if d.zone < nodes {
+            let node = zonelist(nodes, home).nth(d.zone).expect("in range");
+            let left = d
+                .to_scan
+                .unwrap_or(s.mem.lru[node].inactive.len() as u64 >> d.priority);
+            let satisfied = d.priority < DEF_PRIORITY && r.zone_reclaimed >= want;
+            if left > 0 && reclaimable(s, node) && !satisfied {
+                let nr = left.min(SWAP_CLUSTER_MAX as u64);
+                d.to_scan = Some(left - nr);
+                s.tasks[t].reclaim.direct = Some(d);
+                s.tasks[t].steps.push(Step::DirectReclaim { want });
+                s.tasks[t].steps.push(Step::ShrinkNode {
+                    node: node as u32,
+                    nr: nr as u32,
+                });
+                return Outcome::Next;
+            }
+            d.zone += 1;
+            d.to_scan = None;
+            s.tasks[t].reclaim.zone_reclaimed = 0;
+            continue;
+        }
+        if r.reclaimed >= want {
+            break;
+        }
+        assert!(
+            d.priority > 0,
+            "out of memory: reclaim at every priority freed {} of {want} pages",
+            r.reclaimed
+        );
+        d.priority -= 1;
+        d.zone = 0;
+    }
+    let r = &mut s.tasks[t].reclaim;
+    (r.direct, r.reclaimed, r.zone_reclaimed) = (None, 0, 0);
     Outcome::Next
 }
 
 /// shrink_lruvec() -> shrink_inactive_list(): keep the inactive list at least as long as the
 /// active one (shrink_active_list), then isolate up to SWAP_CLUSTER_MAX pages from its tail.
-pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize) -> Outcome {
+pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -> Outcome {
     let mut ps: Time = 0;
     let lru = &s.mem.lru[node];
     if lru.inactive.len() < lru.active.len() {
@@ -106,7 +155,7 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize) -> Outcome {
     }
     let mut isolated = std::mem::take(&mut s.tasks[t].reclaim.isolated);
     isolated.clear();
-    for _ in 0..SWAP_CLUSTER_MAX {
+    for _ in 0..nr.min(SWAP_CLUSTER_MAX) {
         let Some(p) = s.mem.lru[node].inactive.pop_back() else {
             break;
         };
@@ -228,6 +277,7 @@ pub fn shrink_finish(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     s.stats.vm(Vm::PgFree, free.len() as u64);
     let r = &mut s.tasks[t].reclaim;
     r.reclaimed += free.len() as u32;
+    r.zone_reclaimed += free.len() as u32;
     let node = r.node;
     let (keep, activate) = (std::mem::take(&mut r.keep), std::mem::take(&mut r.activate));
     for &p in &keep {

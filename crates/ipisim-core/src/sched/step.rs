@@ -65,8 +65,8 @@ pub enum Step {
     Readahead { file: u32, index: u64, n: u32 },
     /// try_to_free_pages: reclaim until `want` pages were freed.
     DirectReclaim { want: u32 },
-    /// One shrink_inactive_list pass on a node.
-    ShrinkNode { node: u32 },
+    /// One shrink_inactive_list pass on a node, isolating up to `nr` pages.
+    ShrinkNode { node: u32, nr: u32 },
     /// shrink_page_list over the isolated pages.
     ShrinkPageList,
     /// Free the reclaimed pages and put the others back.
@@ -153,7 +153,9 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::FileFault { vpn } => mm::filemap::file_fault(s, cpu, t, vpn),
         Step::Readahead { file, index, n } => mm::filemap::readahead(s, cpu, t, file, index, n),
         Step::DirectReclaim { want } => mm::vmscan::direct_reclaim(s, cpu, t, want),
-        Step::ShrinkNode { node } => mm::vmscan::shrink_node(s, cpu, t, node as usize),
+        Step::ShrinkNode { node, nr } => {
+            mm::vmscan::shrink_node(s, cpu, t, node as usize, nr as usize)
+        }
         Step::ShrinkPageList => mm::vmscan::shrink_page_list(s, cpu, t),
         Step::ShrinkFinish => mm::vmscan::shrink_finish(s, cpu, t),
         Step::TryToUnmapFlush => mm::rmap::try_to_unmap_flush(s, cpu, t),

@@ -125,9 +125,10 @@ pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
             .find(|&n| !s.mem.lru[n].inactive.is_empty() || !s.mem.lru[n].active.is_empty());
         return match node {
             Some(node) => {
-                s.tasks[t]
-                    .steps
-                    .push(Step::ShrinkNode { node: node as u32 });
+                s.tasks[t].steps.push(Step::ShrinkNode {
+                    node: node as u32,
+                    nr: 32,
+                });
                 Outcome::Next
             }
             None => {
