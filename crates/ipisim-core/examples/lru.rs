@@ -17,7 +17,7 @@ fn main() {
         out.events
     );
     println!(
-        "elapsed {:.2} user {:.1} system {:.1} ops {} safety {}",
+        "elapsed {:.2} user {:.4} system {:.1} ops {} safety {}",
         j["elapsed_s"].as_f64().unwrap(),
         j["user_s"].as_f64().unwrap(),
         j["system_s"].as_f64().unwrap(),

@@ -74,6 +74,16 @@ pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32) -> Outcom
     let asid = s.x86.cpu[cpu].loaded_asid;
     let (read, walk) = (s.m.cost[Cost::UserReadPage], s.m.cost[Cost::TlbMiss]);
     let mut user: Time = 0;
+    // The loop's own text and stack: resident, but refilled after a full flush.
+    let (ws, ws_n) = s.tasks[t].working_set;
+    for w in ws..ws + ws_n as u64 {
+        let (hit, slot) = s.tlb[cpu].access(asid, w);
+        if hit.is_none() {
+            let pte = s.mem.pte(mm, w);
+            user += walk;
+            s.tlb[cpu].fill_at(slot, asid, w, pte.pfn(), pte.write(), pte.dirty());
+        }
+    }
     for i in 0..n as u64 {
         let v = vpn + i;
         let pfn = s.mem.files[file].pages[(first + i) as usize];

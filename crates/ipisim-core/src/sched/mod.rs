@@ -69,6 +69,9 @@ pub struct Task {
     pub reclaim: crate::mm::vmscan::Reclaim,
     /// The command name traces show.
     pub comm: String,
+    /// Pages the task's own code keeps using while it reads file pages (its text and stack):
+    /// (first page, count). A full TLB flush makes them miss again.
+    pub working_set: (u64, u32),
 }
 
 /// The `mm` of a kernel thread: it has none and borrows the previous task's (lazy TLB).
@@ -93,6 +96,7 @@ pub fn spawn_at(s: &mut Sim, mm: usize, cpu: CpuId, at: Time) -> TaskId {
         gather: crate::mm::MmuGather::default(),
         reclaim: Default::default(),
         comm: "task".into(),
+        working_set: (0, 0),
     });
     if at != NEVER {
         s.q.schedule(at, Event::Wake { task: t as u32 });

@@ -7,6 +7,7 @@ use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::engine::{secs, Time, NEVER};
 use crate::machine::{Cost, Machine};
+use crate::mm::Backing;
 use crate::sched::{self, Outcome, Step, KTHREAD};
 use crate::sim::{CpuId, Sim, TaskId};
 
@@ -104,6 +105,14 @@ pub fn start(s: &mut Sim) {
         let at = cpu as Time * s.m.cost[Cost::ThreadCreate];
         let t = sched::spawn_at(s, mm, cpu, at);
         s.tasks[t].comm = "usemem".into();
+        // usemem's text and stack pages, touched at the start.
+        let ws = s.mem.mmap(mm, 2, true, Backing::Anon, false);
+        s.tasks[t].working_set = (ws, 2);
+        s.tasks[t].steps.push(Step::Touch {
+            vpn: ws,
+            n: 2,
+            write: true,
+        });
         state(s).readers.push(Reader {
             start_vpn: start,
             next: start,
