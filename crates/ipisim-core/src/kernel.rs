@@ -3,6 +3,7 @@
 
 use crate::arch::x86::{LazyTlb, MmCpumask};
 use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::mm::drain::PcpDrain;
 use crate::mm::rmap::ReclaimFlush;
 use crate::smp::CallFunction;
 
@@ -27,6 +28,7 @@ pub const PARAMS: &[Param] = &[
     Param { key: "kernel.pcp_high", kind: Kind::Int { min: 1, max: 65536 }, unit: "pages", default: "378", doc: "per-CPU page list high mark: above it, free a batch back to the buddy allocator" },
     Param { key: "kernel.fault_around_bytes", kind: Kind::Size, unit: "bytes", default: "64KiB", doc: "do_fault_around(): map this much of the page cache around a read fault (3.15)" },
     Param { key: "kernel.readahead_pages", kind: Kind::Int { min: 1, max: 4096 }, unit: "pages", default: "32", doc: "mmap read-around / readahead window (ra_pages, 128 KiB)" },
+    Param { key: "kernel.pcp_drain", kind: Kind::Choice(PcpDrain::NAMES), unit: "", default: "remote_no_ipi", doc: "drain_all_pages: all_cpus (an IPI to every CPU, to 3.3), cpus_with_pages (IPIs only to CPUs holding pcp pages, 74046494ea68, 3.4), workqueue (per-CPU work items under pcpu_drain_mutex, 4.11), remote_no_ipi (the caller drains under pcp->lock, 6.0)" },
     Param { key: "kernel.cal_counts_tlb", kind: Kind::Bool, unit: "", default: "true", doc: "/proc/interrupts CAL includes TLB shootdowns (since 4.8); false: CAL = calls - TLB, as before" },
 ];
 
@@ -53,6 +55,7 @@ pub struct KernelConfig {
     pub pcp_high: usize,
     pub fault_around_pages: u64,
     pub readahead_pages: u64,
+    pub pcp_drain: PcpDrain,
 }
 
 impl KernelConfig {
@@ -78,6 +81,7 @@ impl KernelConfig {
             pcp_high: r.int("kernel.pcp_high") as usize,
             fault_around_pages: (r.uint("kernel.fault_around_bytes") >> 12).max(1),
             readahead_pages: r.int("kernel.readahead_pages") as u64,
+            pcp_drain: PcpDrain::from_name(r.str("kernel.pcp_drain")),
         })
     }
 }

@@ -180,6 +180,8 @@ pub fn readahead(s: &mut Sim, cpu: CpuId, t: TaskId, file: u32, index: u64, n: u
         let pfn = match alloc_page(s, cpu, t) {
             Ok((pfn, cost)) => {
                 ps += cost;
+                let r = &mut s.tasks[t].reclaim;
+                (r.after_reclaim, r.drained) = (false, false);
                 pfn
             }
             Err(NeedReclaim) => {
@@ -188,8 +190,17 @@ pub fn readahead(s: &mut Sim, cpu: CpuId, t: TaskId, file: u32, index: u64, n: u
                     index: i,
                     n: (end - i) as u32,
                 });
-                s.tasks[t].steps.push(Step::DirectReclaim { want: 32 });
-                s.stats.vm(Vm::AllocStall, 1);
+                // __alloc_pages_direct_reclaim(): reclaim; if the retry still fails, drain the
+                // pcp lists once and retry again.
+                let r = &mut s.tasks[t].reclaim;
+                if r.after_reclaim && !r.drained {
+                    r.drained = true;
+                    s.tasks[t].steps.push(Step::DrainAllPages);
+                } else {
+                    (r.after_reclaim, r.drained) = (true, false);
+                    s.tasks[t].steps.push(Step::DirectReclaim { want: 32 });
+                    s.stats.vm(Vm::AllocStall, 1);
+                }
                 break;
             }
         };

@@ -2,6 +2,7 @@
 //! page faults, and the syscalls that change mappings (madvise, munmap, mprotect).
 //! Addresses are page numbers (vpn); a PTE table covers 512 of them (one PMD, 2 MiB).
 
+pub mod drain;
 mod fault;
 pub mod filemap;
 pub mod lru;
@@ -110,6 +111,8 @@ pub struct Memory {
     pub kswapd: Vec<Option<usize>>,
     /// When kswapd was first woken (the start of the steady phase).
     pub reclaim_started: Option<crate::engine::Time>,
+    /// drain_all_pages() in its workqueue era.
+    pub drain: drain::DrainState,
 }
 
 impl Memory {
@@ -127,6 +130,7 @@ impl Memory {
             pagevec: vec![Vec::new(); ncpus],
             kswapd: vec![None; nodes],
             reclaim_started: None,
+            drain: drain::DrainState::new(ncpus),
         }
     }
 

@@ -31,6 +31,9 @@ pub struct Reclaim {
     zone_reclaimed: u32,
     /// Direct reclaim's place: its priority, the zonelist position, pages left to scan there.
     direct: Option<DirectScan>,
+    /// The current allocation already went through direct reclaim, and through a drain.
+    pub after_reclaim: bool,
+    pub drained: bool,
     pub ubc: TlbUbc,
 }
 
@@ -60,15 +63,17 @@ pub fn wakeup_kswapd(s: &mut Sim, node: usize) {
     sched::wake(s, t);
 }
 
+/// A kernel thread with nothing queued: kswapd's loop, or a kworker going back to sleep.
+pub fn kthread(s: &mut Sim, t: TaskId) -> Outcome {
+    match s.mem.kswapd.iter().position(|&k| k == Some(t)) {
+        Some(node) => kswapd(s, t, node),
+        None => Outcome::Sleep(crate::engine::NEVER),
+    }
+}
+
 /// kswapd's main loop (balance_pgdat): shrink its node until the zone is above the high
 /// watermark, then sleep until woken.
-pub fn kswapd(s: &mut Sim, t: TaskId) -> Outcome {
-    let node = s
-        .mem
-        .kswapd
-        .iter()
-        .position(|&k| k == Some(t))
-        .expect("kswapd");
+fn kswapd(s: &mut Sim, t: TaskId, node: usize) -> Outcome {
     if s.mem.frames.zones[node].watermark_ok(WMARK_HIGH) || !reclaimable(s, node) {
         return Outcome::Sleep(crate::engine::NEVER);
     }

@@ -36,5 +36,6 @@ named_enum! {
         RemoveMapping = "__remove_mapping",
         SpinLock = "native_queued_spin_lock_slowpath",
         FlushTlbBatchPages = "percpu_flush_tlb_batch_pages",
+        DrainPages = "drain_pages",
     }
 }

@@ -43,6 +43,9 @@ named_enum! {
         PgRotated = "pgrotated",
         AllocStall = "allocstall",
         PageOutRun = "pageoutrun",
+        // The seed 004 series' debug counters (patch 8/8), never merged upstream.
+        PcpGlobalDrain = "pcp_global_drain",
+        PcpGlobalIpiSaved = "pcp_global_ipi_saved",
     }
 }
 

@@ -332,8 +332,16 @@ pub fn wake(s: &mut Sim, t: TaskId) {
     s.cpus[cpu].runq.push(t);
     if s.cpus[cpu].task.is_none() && s.cpus[cpu].mode == Mode::Idle && !s.cpus[cpu].in_irq {
         switch_in(s, cpu);
-    } else if s.cpus[cpu].task.is_some() {
-        s.cpus[cpu].need_resched = true;
+    } else if let Some(cur) = s.cpus[cpu].task {
+        if s.cpus[cpu].mode == Mode::Spin(SpinOn::UserForever) && !s.cpus[cpu].in_irq {
+            // A task spinning in user space is preempted at once (the reschedule IPI).
+            close_period(s, cpu);
+            s.cpus[cpu].runq.push(cur);
+            s.cpus[cpu].task = None;
+            switch_in(s, cpu);
+        } else {
+            s.cpus[cpu].need_resched = true;
+        }
     }
 }
 

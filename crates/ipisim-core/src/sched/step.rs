@@ -75,6 +75,10 @@ pub enum Step {
     TryToUnmapFlush,
     /// Empty the task's tlb_ubc once its flush is done.
     TlbUbcClear,
+    /// drain_all_pages(NULL).
+    DrainAllPages,
+    /// A kworker's drain work item (the workqueue era).
+    DrainWork,
 }
 
 impl Step {
@@ -102,6 +106,8 @@ impl Step {
             Step::ShrinkFinish => "putback_inactive_pages",
             Step::TryToUnmapFlush => "try_to_unmap_flush",
             Step::TlbUbcClear => "try_to_unmap_flush",
+            Step::DrainAllPages => "drain_all_pages",
+            Step::DrainWork => "drain_local_pages_wq",
         }
     }
 }
@@ -123,7 +129,7 @@ pub enum Outcome {
 
 pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
     match step {
-        Step::User if s.tasks[t].mm == super::KTHREAD => mm::vmscan::kswapd(s, t),
+        Step::User if s.tasks[t].mm == super::KTHREAD => mm::vmscan::kthread(s, t),
         Step::User => crate::workload::next_op(s, cpu, t),
         Step::Work { func, ps, irqs_off } => {
             super::charge(s, Some(t), func, ps);
@@ -160,5 +166,7 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::ShrinkFinish => mm::vmscan::shrink_finish(s, cpu, t),
         Step::TryToUnmapFlush => mm::rmap::try_to_unmap_flush(s, cpu, t),
         Step::TlbUbcClear => mm::rmap::tlb_ubc_clear(s, t),
+        Step::DrainAllPages => mm::drain::drain_all_pages(s, cpu, t),
+        Step::DrainWork => mm::drain::drain_work(s, cpu, t),
     }
 }

@@ -31,6 +31,8 @@ pub enum CallFunc {
     FlushTlbBatchPages,
     /// The PFN-list variant: INVLPG each page of the sender's batch.
     FlushTlbPfns,
+    /// drain_local_pages: this CPU's pcp lists back to the buddy allocator.
+    DrainLocalPages,
 }
 
 /// on_each_cpu_cond_mask's per-CPU condition.
@@ -195,6 +197,7 @@ fn run_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId, func: 
         CallFunc::FlushTlbFunc => crate::arch::x86::flush_tlb_func(s, cpu, task, sender),
         CallFunc::FlushTlbBatchPages => crate::mm::rmap::flush_tlb_batch_pages(s, cpu, task),
         CallFunc::FlushTlbPfns => crate::mm::rmap::flush_tlb_pfns(s, cpu, task, sender),
+        CallFunc::DrainLocalPages => crate::mm::drain::drain_local_pages(s, cpu, task),
     }
 }
 

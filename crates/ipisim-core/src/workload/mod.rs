@@ -1,6 +1,7 @@
 //! Scenarios: what user space does. Each scenario declares its parameters and drives its tasks'
 //! user programs (touch pages, make syscalls, spin, sleep, exit).
 
+mod drain;
 mod lru_file_mmap_read;
 mod reclaim;
 mod shootdown;
@@ -29,6 +30,7 @@ pub enum ScenarioKind {
     WillItScale(will_it_scale::Mapping, u64),
     LruFileMmapRead,
     Reclaim,
+    Drain,
 }
 
 pub const SCENARIOS: &[ScenarioDecl] = &[
@@ -38,6 +40,7 @@ pub const SCENARIOS: &[ScenarioDecl] = &[
     will_it_scale::TLB_FLUSH3,
     lru_file_mmap_read::DECL,
     reclaim::DECL,
+    drain::DECL,
 ];
 
 pub fn find(name: &str) -> Option<&'static ScenarioDecl> {
@@ -49,6 +52,7 @@ pub enum Workload {
     WillItScale(will_it_scale::WillItScale),
     LruFileMmapRead(lru_file_mmap_read::LruFileMmapRead),
     Reclaim(reclaim::Reclaim),
+    Drain(drain::Drain),
 }
 
 impl Workload {
@@ -62,6 +66,7 @@ impl Workload {
                 lru_file_mmap_read::LruFileMmapRead::new(r, m).map(Workload::LruFileMmapRead)
             }
             ScenarioKind::Reclaim => reclaim::Reclaim::new(r, m).map(Workload::Reclaim),
+            ScenarioKind::Drain => drain::Drain::new(r, m).map(Workload::Drain),
         }
     }
 
@@ -70,7 +75,9 @@ impl Workload {
         match self {
             Workload::Shootdown(_) => crate::engine::NEVER,
             Workload::WillItScale(w) => w.duration,
-            Workload::LruFileMmapRead(_) | Workload::Reclaim(_) => crate::engine::NEVER,
+            Workload::LruFileMmapRead(_) | Workload::Reclaim(_) | Workload::Drain(_) => {
+                crate::engine::NEVER
+            }
         }
     }
 }
@@ -82,6 +89,7 @@ pub fn start(s: &mut Sim) -> Result<(), ConfigError> {
         Workload::WillItScale(_) => will_it_scale::start(s),
         Workload::LruFileMmapRead(_) => lru_file_mmap_read::start(s),
         Workload::Reclaim(_) => reclaim::start(s),
+        Workload::Drain(_) => drain::start(s),
     }
     Ok(())
 }
@@ -93,6 +101,7 @@ pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         Workload::WillItScale(_) => will_it_scale::next_op(s, cpu, t),
         Workload::LruFileMmapRead(_) => lru_file_mmap_read::next_op(s, cpu, t),
         Workload::Reclaim(_) => reclaim::next_op(s, cpu, t),
+        Workload::Drain(_) => drain::next_op(s, cpu, t),
     }
 }
 
@@ -111,6 +120,7 @@ pub fn ops(s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         Workload::WillItScale(w) => w.ops(s),
         Workload::LruFileMmapRead(w) => w.ops(s),
         Workload::Reclaim(w) => w.ops(s),
+        Workload::Drain(w) => w.ops(s),
     }
 }
 
@@ -120,6 +130,7 @@ pub fn metrics(s: &Sim) -> &'static [(&'static str, bool)] {
         Workload::Shootdown(_) => &[("ns_per_syscall", true)],
         Workload::WillItScale(_) => &[("loops_per_s", false)],
         Workload::Reclaim(_) => &[("tlb_shootdowns", true)],
+        Workload::Drain(_) => &[("drain_s", true)],
         Workload::LruFileMmapRead(_) => &[
             ("lru-file-mmap-read-elapsed", true),
             ("lru-file-mmap-read-time_range", true),

@@ -1,0 +1,183 @@
+//! drain_all_pages() (mm/page_alloc.c): pull every CPU's per-CPU free pages back to the buddy
+//! allocator, as four kernel eras did it (`kernel.pcp_drain`).
+
+use super::page_alloc::Frames;
+use crate::engine::{CpuMask, Time, NEVER};
+use crate::machine::Cost;
+use crate::observe::{Func, Vm};
+use crate::sched::{self, Outcome, Step, KTHREAD};
+use crate::sim::{CpuId, Sim, TaskId};
+use crate::smp::{self, CallFunc, Cond};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PcpDrain {
+    /// on_each_cpu(drain_local_pages, NULL, 1): an IPI to every CPU (before 3.4).
+    AllCpus,
+    /// on_each_cpu_mask(cpus_with_pcps, ...): only CPUs holding pages (74046494ea68, 3.4).
+    CpusWithPages,
+    /// A work item on each CPU with pages, then flush_work, under pcpu_drain_mutex (0ccce3b92421, 4.11).
+    Workqueue,
+    /// The caller drains every CPU's lists itself under each pcp->lock: no IPI, no work (6.0).
+    RemoteNoIpi,
+}
+
+impl PcpDrain {
+    pub const NAMES: &'static [&'static str] =
+        &["all_cpus", "cpus_with_pages", "workqueue", "remote_no_ipi"];
+    pub fn from_name(n: &str) -> PcpDrain {
+        match n {
+            "all_cpus" => PcpDrain::AllCpus,
+            "cpus_with_pages" => PcpDrain::CpusWithPages,
+            "workqueue" => PcpDrain::Workqueue,
+            _ => PcpDrain::RemoteNoIpi,
+        }
+    }
+}
+
+/// CPUs whose pcp lists hold a page in any zone (the cpus_with_pcps mask).
+pub fn cpus_with_pcps(f: &Frames) -> CpuMask {
+    let mut m = CpuMask::new();
+    for (cpu, lists) in f.pcp.iter().enumerate() {
+        if lists.iter().any(|l| !l.is_empty()) {
+            m.set(cpu);
+        }
+    }
+    m
+}
+
+/// drain_pages(cpu) run by `by`: every page of `cpu`'s lists back to its zone under zone->lock.
+pub fn drain_pages(s: &mut Sim, by: CpuId, cpu: CpuId) -> Time {
+    let mut ps = 0;
+    for zone in 0..s.mem.frames.zones.len() {
+        let pages = std::mem::take(&mut s.mem.frames.pcp[cpu][zone]);
+        if pages.is_empty() {
+            continue;
+        }
+        let hold = pages.len() as Time * s.m.cost[Cost::BuddyPage];
+        let now = s.q.now();
+        let m = &s.m;
+        let z = &mut s.mem.frames.zones[zone];
+        ps += z.lock.acquire(now, by, hold, |a, b| m.line_transfer(a, b)) + hold;
+        for &p in &pages {
+            z.give(p);
+        }
+        s.mem.frames.pcp[cpu][zone] = pages;
+        s.mem.frames.pcp[cpu][zone].clear();
+    }
+    ps
+}
+
+/// drain_local_pages(): the call-function (or work item) that drains the CPU it runs on.
+pub fn drain_local_pages(s: &mut Sim, cpu: CpuId, task: Option<TaskId>) -> Time {
+    let ps = drain_pages(s, cpu, cpu);
+    sched::charge(s, task, Func::DrainPages, ps);
+    ps
+}
+
+/// drain_all_pages(NULL) from task `t` on `cpu`.
+pub fn drain_all_pages(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    let with = cpus_with_pcps(&s.mem.frames);
+    let ncpus = s.m.ncpus();
+    // The seed's unmerged debug counters (patch 8/8): every call, and calls where fewer than
+    // half the online CPUs held pages.
+    s.stats.vm(Vm::PcpGlobalDrain, 1);
+    if with.weight() < ncpus / 2 {
+        s.stats.vm(Vm::PcpGlobalIpiSaved, 1);
+    }
+    match s.k.pcp_drain {
+        PcpDrain::AllCpus | PcpDrain::CpusWithPages => {
+            let mask = if s.k.pcp_drain == PcpDrain::AllCpus {
+                let mut all = CpuMask::new();
+                (0..ncpus).for_each(|c| all.set(c));
+                all
+            } else {
+                with
+            };
+            smp::smp_call_function_many_cond(
+                s,
+                cpu,
+                t,
+                &mask,
+                CallFunc::DrainLocalPages,
+                Cond::Always,
+                true,
+                true,
+            )
+        }
+        PcpDrain::RemoteNoIpi => {
+            let mut ps = 0;
+            for c in with.iter() {
+                ps += drain_pages(s, cpu, c);
+            }
+            sched::charge(s, Some(t), Func::DrainPages, ps);
+            Outcome::Busy {
+                ps,
+                irqs_off: false,
+            }
+        }
+        PcpDrain::Workqueue => {
+            // mutex_trylock(&pcpu_drain_mutex): a NULL-zone caller gives up if a drain runs.
+            if s.mem.drain.owner.is_some() {
+                return Outcome::Next;
+            }
+            s.mem.drain.owner = Some(t);
+            s.mem.drain.pending = with.weight() as u32;
+            for c in with.iter() {
+                let w = kworker(s, c);
+                s.tasks[w].steps.push(Step::DrainWork);
+                sched::wake(s, w);
+            }
+            if s.mem.drain.pending == 0 {
+                s.mem.drain.owner = None;
+                return Outcome::Next;
+            }
+            // flush_work() on each: sleep until the last work item completes.
+            Outcome::Sleep(NEVER)
+        }
+    }
+}
+
+/// The per-CPU kworker that runs drain work items on `cpu` (created on first use).
+fn kworker(s: &mut Sim, cpu: CpuId) -> TaskId {
+    if let Some(t) = s.mem.drain.kworkers[cpu] {
+        return t;
+    }
+    let t = sched::spawn_at(s, KTHREAD, cpu, NEVER);
+    s.tasks[t].comm = format!("kworker/{cpu}:1");
+    s.mem.drain.kworkers[cpu] = Some(t);
+    t
+}
+
+/// A kworker's drain work item: drain this CPU, then wake the drainer if it was the last.
+pub fn drain_work(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    let ps = drain_local_pages(s, cpu, Some(t));
+    s.mem.drain.pending -= 1;
+    if s.mem.drain.pending == 0 {
+        let owner = s.mem.drain.owner.take().expect("a drain is running");
+        sched::wake(s, owner);
+    }
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}
+
+/// State of the workqueue era's drains.
+#[derive(Debug)]
+pub struct DrainState {
+    /// Who holds pcpu_drain_mutex.
+    pub owner: Option<TaskId>,
+    /// Work items not yet done.
+    pub pending: u32,
+    pub kworkers: Vec<Option<TaskId>>,
+}
+
+impl DrainState {
+    pub fn new(ncpus: usize) -> DrainState {
+        DrainState {
+            owner: None,
+            pending: 0,
+            kworkers: vec![None; ncpus],
+        }
+    }
+}

@@ -1,0 +1,153 @@
+//! `drain`: a microbenchmark of drain_all_pages(). `drainers` tasks on CPUs 0..D call
+//! drain_all_pages() at the same moment while the next `holders` CPUs each hold `pages` pages on
+//! their per-CPU lists; the other CPUs are idle or spin in user space. Which CPUs get an IPI, and
+//! who waits for whom, depend on `kernel.pcp_drain`.
+
+use super::{ScenarioDecl, ScenarioKind};
+use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::engine::{secs, Time};
+use crate::machine::Machine;
+use crate::mm::drain::cpus_with_pcps;
+use crate::sched::{self, Outcome, SpinOn, Step};
+use crate::sim::{CpuId, Sim, TaskId};
+
+const OTHERS: &[&str] = &["idle", "busy"];
+
+pub const DECL: ScenarioDecl = ScenarioDecl {
+    name: "drain",
+    description:
+        "microbenchmark: some CPUs hold per-CPU pages, others call drain_all_pages at once",
+    params: &[
+        Param {
+            key: "drainers",
+            kind: Kind::Int { min: 1, max: 1023 },
+            unit: "tasks",
+            default: "1",
+            doc: "tasks on CPUs 0..D calling drain_all_pages together",
+        },
+        Param {
+            key: "holders",
+            kind: Kind::Int { min: 0, max: 1023 },
+            unit: "CPUs",
+            default: "1",
+            doc: "CPUs 1..N hold pages on their per-CPU lists",
+        },
+        Param {
+            key: "pages",
+            kind: Kind::Int { min: 1, max: 65536 },
+            unit: "pages",
+            default: "31",
+            doc: "pages on each holder's list",
+        },
+        Param {
+            key: "others",
+            kind: Kind::Choice(OTHERS),
+            unit: "",
+            default: "idle",
+            doc: "what CPUs other than 0 do: nothing, or spin in user space",
+        },
+    ],
+    kind: ScenarioKind::Drain,
+};
+
+pub struct Drain {
+    drainers: usize,
+    holders: usize,
+    pages: usize,
+    busy: bool,
+    started: Time,
+    /// Per drainer task: has it called drain_all_pages yet.
+    issued: Vec<bool>,
+    finished: usize,
+}
+
+impl Drain {
+    pub fn new(r: &Resolved, m: &Machine) -> Result<Drain, ConfigError> {
+        let (drainers, holders) = (r.int("drainers") as usize, r.int("holders") as usize);
+        if drainers + holders > m.ncpus() {
+            return Err(r.error(
+                "holders",
+                format!(
+                    "{drainers} drainers and {holders} holders need {} CPUs; the machine has {}",
+                    drainers + holders,
+                    m.ncpus()
+                ),
+            ));
+        }
+        Ok(Drain {
+            drainers,
+            holders,
+            pages: r.int("pages") as usize,
+            busy: r.str("others") == "busy",
+            started: 0,
+            issued: vec![false; drainers],
+            finished: 0,
+        })
+    }
+
+    pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        let left = cpus_with_pcps(&s.mem.frames).weight();
+        m.insert("drain_ipis".into(), s.stats.ipis_sent.into());
+        m.insert(
+            "drain_s".into(),
+            secs(s.end.unwrap_or(s.now()) - self.started).into(),
+        );
+        m.insert("cpus_with_pages_after".into(), left.into());
+        m
+    }
+}
+
+fn state(s: &mut Sim) -> &mut Drain {
+    match &mut s.work {
+        super::Workload::Drain(w) => w,
+        _ => unreachable!(),
+    }
+}
+
+pub fn start(s: &mut Sim) {
+    let w = state(s);
+    let (drainers, holders, pages, busy) = (w.drainers, w.holders, w.pages, w.busy);
+    for cpu in drainers..drainers + holders {
+        let zone = s.m.node_of(cpu);
+        for _ in 0..pages {
+            let p = s.mem.frames.zones[zone]
+                .take()
+                .expect("memory for the lists");
+            s.mem.frames.pcp[cpu][zone].push(p);
+        }
+    }
+    let j = crate::arch::x86::jiffies(s);
+    // After the others have settled (spinning or idle), the drainers start together.
+    let at = s.m.cost[crate::machine::Cost::ThreadCreate];
+    for cpu in 0..drainers {
+        let mm = s.mem.new_mm(j, s.k.hz);
+        let t = sched::spawn_at(s, mm, cpu, at);
+        debug_assert_eq!(t, cpu);
+        s.tasks[t].comm = "drainer".into();
+    }
+    if busy {
+        for cpu in drainers..s.m.ncpus() {
+            let mm = s.mem.new_mm(j, s.k.hz);
+            sched::spawn(s, mm, cpu);
+        }
+    }
+    state(s).started = at;
+}
+
+pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
+    let w = state(s);
+    if t >= w.drainers {
+        return Outcome::Spin(SpinOn::UserForever);
+    }
+    if !w.issued[t] {
+        w.issued[t] = true;
+        s.tasks[t].steps.push(Step::DrainAllPages);
+        return Outcome::Next;
+    }
+    w.finished += 1;
+    if w.finished == w.drainers {
+        s.end = Some(s.now());
+    }
+    Outcome::Exit
+}
