@@ -21,7 +21,6 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
 };
 
 struct Reader {
-    start_vpn: u64,
     next: u64,
     end: u64,
     started: Time,
@@ -114,7 +113,6 @@ pub fn start(s: &mut Sim) {
             write: true,
         });
         state(s).readers.push(Reader {
-            start_vpn: start,
             next: start,
             end: start + pages,
             started: at,
@@ -140,7 +138,6 @@ pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
     let n = chunk.min(r.end - r.next);
     let vpn = r.next;
     r.next += n;
-    debug_assert!(vpn >= r.start_vpn);
     s.tasks[t].steps.push(Step::FileRead { vpn, n: n as u32 });
     Outcome::Next
 }
