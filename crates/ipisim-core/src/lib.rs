@@ -19,7 +19,7 @@ pub use observe::RunOutput;
 
 /// Resolve the request, run it to completion, and return the result.
 pub fn run(req: &RunRequest) -> Result<RunOutput, ConfigError> {
-    run_traced(req, None).map(|(out, _)| out)
+    run_traced(req, None, &mut |_, _| {}).map(|(out, _)| out)
 }
 
 /// A trace of a run: Chrome trace-event JSON, ftrace text, and whether the record cap cut it.
@@ -29,10 +29,12 @@ pub struct TraceOutput {
     pub truncated: bool,
 }
 
-/// Like [`run`], also recording a trace of simulated time [start, end) (seconds) when asked.
+/// Like [`run`], also recording a trace of simulated time [start, end) (seconds) when asked,
+/// and calling `progress(simulated seconds, events)` now and then on long runs.
 pub fn run_traced(
     req: &RunRequest,
     window: Option<(f64, f64)>,
+    progress: &mut dyn FnMut(f64, u64),
 ) -> Result<(RunOutput, Option<TraceOutput>), ConfigError> {
     let r = config::resolve(req)?;
     let mut s = sim::Sim::new(&r)?;
@@ -45,7 +47,7 @@ pub fn run_traced(
         )));
     }
     let limit = s.work.time_limit();
-    s.run(limit);
+    s.run(limit, progress);
     let trace = s.trace.as_ref().map(|tr| TraceOutput {
         chrome_json: tr.chrome_json(&s),
         ftrace: tr.ftrace_text(&s),

@@ -13,6 +13,9 @@ use crate::smp::Smp;
 use crate::workload::Workload;
 
 pub type CpuId = usize;
+
+/// How often a long run reports progress, in events (about a second of host time).
+pub const PROGRESS_EVENTS: u64 = 1 << 23;
 pub type TaskId = usize;
 
 /// Everything that happens at a point in simulated time.
@@ -92,14 +95,18 @@ impl Sim {
         self.q.now()
     }
 
-    /// Run until the workload finishes or `limit` passes.
-    pub fn run(&mut self, limit: Time) {
+    /// Run until the workload finishes or `limit` passes; `progress(simulated seconds, events)`
+    /// is called every PROGRESS_EVENTS events.
+    pub fn run(&mut self, limit: Time, progress: &mut dyn FnMut(f64, u64)) {
         if limit != NEVER {
             self.q.schedule(limit, Event::Stop);
         }
         while self.end.is_none() {
             let Some((_, ev)) = self.q.pop() else { break };
             self.dispatch(ev);
+            if self.q.popped() % PROGRESS_EVENTS == 0 {
+                progress(crate::engine::secs(self.now()), self.q.popped());
+            }
         }
         let end = self.end.unwrap_or(self.now());
         self.end = Some(end);

@@ -16,6 +16,34 @@ fn to_py(e: ipisim_core::ConfigError) -> PyErr {
     ConfigError::new_err(e.to_string())
 }
 
+/// Run with progress: long runs say how far they got on one rewritten stderr line, when stderr
+/// is a terminal, and wipe it when done.
+fn run_with_progress(
+    req: &RunRequest,
+    window: Option<(f64, f64)>,
+) -> Result<(ipisim_core::RunOutput, Option<ipisim_core::TraceOutput>), ipisim_core::ConfigError> {
+    use std::io::{IsTerminal, Write};
+    let tty = std::io::stderr().is_terminal();
+    let mut shown = false;
+    let mut report = |simulated_s: f64, events: u64| {
+        if tty {
+            let mut err = std::io::stderr();
+            let _ = write!(
+                err,
+                "\ripisim: {simulated_s:.3} s simulated, {}M events\x1b[K",
+                events >> 20
+            );
+            let _ = err.flush();
+            shown = true;
+        }
+    };
+    let out = ipisim_core::run_traced(req, window, &mut report);
+    if shown {
+        let _ = write!(std::io::stderr(), "\r\x1b[K");
+    }
+    out
+}
+
 fn request(
     scenario: String,
     machine: Option<String>,
@@ -44,7 +72,7 @@ fn run(
     seed: u64,
 ) -> PyResult<(String, u64)> {
     let req = request(scenario, machine, kernel, sets, seed);
-    let out = py.detach(|| ipisim_core::run(&req)).map_err(to_py)?;
+    let (out, _) = py.detach(|| run_with_progress(&req, None)).map_err(to_py)?;
     Ok((out.json.to_string(), out.events))
 }
 
@@ -65,7 +93,7 @@ fn run_traced(
 ) -> PyResult<(String, u64, String, String, bool)> {
     let req = request(scenario, machine, kernel, sets, seed);
     let (out, trace) = py
-        .detach(|| ipisim_core::run_traced(&req, Some((start_s, end_s))))
+        .detach(|| run_with_progress(&req, Some((start_s, end_s))))
         .map_err(to_py)?;
     let trace = trace.expect("a window was given");
     Ok((
