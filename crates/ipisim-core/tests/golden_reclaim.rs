@@ -135,3 +135,19 @@ fn lru_file_mmap_read_is_deterministic() {
     let a = run(&req).unwrap().json.to_string();
     assert_eq!(a, run(&req).unwrap().json.to_string());
 }
+
+/// The safety check can fail: freeing pages before the batched flush leaves the readers' CPUs
+/// with translations to freed pages.
+#[test]
+fn freeing_before_the_flush_is_caught() {
+    let safe = reclaim("linux-4.3", 3, "busy", &[]);
+    let unsafe_ = reclaim(
+        "linux-4.3",
+        3,
+        "busy",
+        &[("kernel.flush_before_free", "false")],
+    );
+    assert_eq!(safe.stale, 0);
+    assert!(unsafe_.stale > 0, "{}", unsafe_.stale);
+    assert_eq!(unsafe_.tlb, safe.tlb, "the same flushes, only later");
+}

@@ -244,9 +244,15 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             };
         }
     }
-    // End of the list: try_to_unmap_flush() before the pages are freed.
-    s.tasks[t].steps.push(Step::ShrinkFinish);
-    s.tasks[t].steps.push(Step::TryToUnmapFlush);
+    // End of the list: try_to_unmap_flush() before the pages are freed (or, in the unsafe
+    // what-if, after).
+    let (first, then) = (Step::TryToUnmapFlush, Step::ShrinkFinish);
+    let steps = &mut s.tasks[t].steps;
+    if s.k.flush_before_free {
+        steps.extend([then, first]);
+    } else {
+        steps.extend([first, then]);
+    }
     Outcome::Busy {
         ps,
         irqs_off: false,
