@@ -9,10 +9,10 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import ipisim
-from ipisim.mmtests import Metric, Series, render_compare, render_counters, render_duration
+from ipisim.mmtests import metrics_of, render_compare, render_counters, render_duration, series_of
 from ipisim.procfs import format_interrupts, format_vmstat
 
 
@@ -25,14 +25,16 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(f"{self.prog}: {message}")
 
 
+def _key_value(item: str, expected: str) -> tuple[str, str]:
+    """Split key=value; otherwise a UsageError "<expected>, got <item>"."""
+    key, sep, value = item.partition("=")
+    if not sep or not key.strip():
+        raise UsageError(f"{expected}, got {item!r}")
+    return key.strip(), value.strip()
+
+
 def _parse_sets(items: Sequence[str]) -> list[tuple[str, str]]:
-    pairs = []
-    for item in items:
-        key, sep, value = item.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--set: expected key=value, got {item!r}")
-        pairs.append((key.strip(), value.strip()))
-    return pairs
+    return [_key_value(item, "--set: expected key=value") for item in items]
 
 
 def _write(path: str, text: str) -> None:
@@ -215,36 +217,8 @@ def _parse_kernel(item: str) -> tuple[str, str, list[tuple[str, str]]]:
     preset, *pairs = rest.split(",")
     if not sep or not label.strip() or not preset.strip():
         raise UsageError(f"--kernel: expected LABEL=PRESET[,key=value...], got {item!r}")
-    sets = []
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key.strip():
-            raise UsageError(f"--kernel {label.strip()}: expected key=value after the preset, got {pair!r}")
-        sets.append((key.strip(), value.strip()))
-    return label.strip(), preset.strip(), sets
-
-
-def _metrics(data: dict[str, Any]) -> list[Metric]:
-    """The result's benchmark metrics; without a "metrics" list, every numeric op, lower is better."""
-    if "metrics" in data:
-        return [Metric(m["name"], m["better"] == "lower") for m in data["metrics"]]
-    return [Metric(k, True) for k, v in data["ops"].items() if _is_number(v)]
-
-
-def _is_number(v: object) -> bool:
-    return isinstance(v, int | float) and not isinstance(v, bool)
-
-
-def _series(label: str, r: ipisim.RunResult) -> Series:
-    """One variant's column: its numeric ops, CPU times and simulator counters."""
-    ops = {k: float(v) for k, v in r.ops.items() if _is_number(v)}
-    counters: dict[str, float] = {}
-    if "interrupts_per_s_steady" in ops:
-        counters["Interrupts/sec (steady)"] = ops["interrupts_per_s_steady"]
-    counters["TLB shootdown IPIs"] = sum(r.interrupts.get("TLB", []))
-    counters["Function call IPIs"] = sum(r.interrupts.get("CAL", []))
-    counters.update((k, v) for k, v in r.vmstat.items() if k.startswith("nr_tlb_"))
-    return Series(label, ops, r.user_s, r.system_s, r.elapsed_s, counters)
+    expected = f"--kernel {label.strip()}: expected key=value after the preset"
+    return label.strip(), preset.strip(), [_key_value(pair, expected) for pair in pairs]
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -269,9 +243,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
         dt = time.perf_counter() - t0
         print(f"variant {i}/{len(variants)} {label}: done in {dt:.2f} s", file=sys.stderr)
         runs.append((label, preset, sets, r))
-    series = [_series(label, r) for label, _, _, r in runs]
+    series = [series_of(label, r) for label, _, _, r in runs]
     names = list(dict.fromkeys(name for s in series for name in s.counters))
-    print(render_compare(series, _metrics(runs[0][3].data)))
+    print(render_compare(series, metrics_of(runs[0][3].data)))
     print(render_duration(series))
     print(render_counters(series, names), end="")
     if args.json:

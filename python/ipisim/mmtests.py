@@ -6,6 +6,10 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from ipisim import RunResult
 
 FIELD_LENGTH = 12
 COUNTER_FIELD_LENGTH = 15
@@ -131,3 +135,29 @@ def render_counters(series: Sequence[Series], names: Sequence[str]) -> str:
         cells = "".join(f"{s.counters.get(name, 0.0):{w}.2f}" for s, w in zip(series, widths, strict=True))
         lines.append(f"{STAT} {name:<{w2}}" + cells)
     return "\n".join(lines) + "\n"
+
+
+# ---- From simulation results to table columns.
+
+
+def metrics_of(data: Mapping[str, Any]) -> list[Metric]:
+    """The result's benchmark metrics; without a "metrics" list, every numeric op, lower is better."""
+    if "metrics" in data:
+        return [Metric(m["name"], m["better"] == "lower") for m in data["metrics"]]
+    return [Metric(k, True) for k, v in data["ops"].items() if _is_number(v)]
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def series_of(label: str, r: RunResult) -> Series:
+    """One variant's column: its numeric ops, CPU times and simulator counters."""
+    ops = {k: float(v) for k, v in r.ops.items() if _is_number(v)}
+    counters: dict[str, float] = {}
+    if "interrupts_per_s_steady" in ops:
+        counters["Interrupts/sec (steady)"] = ops["interrupts_per_s_steady"]
+    counters["TLB shootdown IPIs"] = sum(r.interrupts.get("TLB", []))
+    counters["Function call IPIs"] = sum(r.interrupts.get("CAL", []))
+    counters.update((k, v) for k, v in r.vmstat.items() if k.startswith("nr_tlb_"))
+    return Series(label, ops, r.user_s, r.system_s, r.elapsed_s, counters)

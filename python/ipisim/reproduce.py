@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import ipisim
-from ipisim.mmtests import Metric, Series, pndiff, render_compare, render_duration
+from ipisim.mmtests import metrics_of, pndiff, render_compare, render_duration, series_of
 
 
 @dataclass(frozen=True)
@@ -120,10 +120,6 @@ def render_table(entries: Sequence[Entry]) -> str:
     return "\n".join(line.rstrip() for line in lines) + "\n"
 
 
-def _series(label: str, r: ipisim.RunResult) -> Series:
-    return Series(label, r.ops, r.user_s, r.system_s, r.elapsed_s)
-
-
 def _bars_svg(entries: Sequence[Entry]) -> str:
     """A horizontal bar chart: each figure's simulated value as a multiple of the published one."""
     width, row = 720, 34
@@ -177,10 +173,8 @@ def render_html(
     for exp in experiments:
         mine = [e for e in entries if e.experiment == exp["id"]]
         runs = results[exp["id"]]
-        series = [_series(label, r) for label, r in runs.items()]
-        metrics = [
-            Metric(m["name"], m["better"] == "lower") for m in next(iter(runs.values())).data["metrics"]
-        ]
+        series = [series_of(label, r) for label, r in runs.items()]
+        metrics = metrics_of(next(iter(runs.values())).data)
         parts += [
             f"<h2>{html.escape(exp['id'])}: {html.escape(exp['title'])}</h2>",
             f"<p>{html.escape(exp['author'])}, {html.escape(exp['date'])}; {html.escape(exp['machine'])}.<br>"
