@@ -64,16 +64,8 @@ pub struct Drain {
 impl Drain {
     pub fn new(r: &Resolved, m: &Machine) -> Result<Drain, ConfigError> {
         let (drainers, holders) = (r.int("drainers") as usize, r.int("holders") as usize);
-        if drainers + holders > m.ncpus() {
-            return Err(r.error(
-                "holders",
-                format!(
-                    "{drainers} drainers and {holders} holders need {} CPUs; the machine has {}",
-                    drainers + holders,
-                    m.ncpus()
-                ),
-            ));
-        }
+        let what = format!("{drainers} drainers and {holders} holders");
+        super::need_cpus(r, m, "holders", what, drainers + holders)?;
         Ok(Drain {
             drainers,
             holders,

@@ -43,6 +43,21 @@ pub const SCENARIOS: &[ScenarioDecl] = &[
     drain::DECL,
 ];
 
+/// A scenario's CPU demand against the machine: "<what> need <cpus> CPUs; the machine has N".
+fn need_cpus(
+    r: &Resolved,
+    m: &Machine,
+    key: &str,
+    what: String,
+    cpus: usize,
+) -> Result<(), ConfigError> {
+    if cpus <= m.ncpus() {
+        return Ok(());
+    }
+    let msg = format!("{what} need {cpus} CPUs; the machine has {}", m.ncpus());
+    Err(r.error(key, msg))
+}
+
 pub fn find(name: &str) -> Option<&'static ScenarioDecl> {
     SCENARIOS.iter().find(|s| s.name == name)
 }

@@ -58,16 +58,13 @@ pub struct Reclaim {
 impl Reclaim {
     pub fn new(r: &Resolved, m: &Machine) -> Result<Reclaim, ConfigError> {
         let processes = r.int("processes") as usize;
-        if processes + 1 > m.ncpus() {
-            return Err(r.error(
-                "processes",
-                format!(
-                    "{processes} processes need {} CPUs; the machine has {}",
-                    processes + 1,
-                    m.ncpus()
-                ),
-            ));
-        }
+        super::need_cpus(
+            r,
+            m,
+            "processes",
+            format!("{processes} processes"),
+            processes + 1,
+        )?;
         let pages = r.int("pages") as u64;
         if processes as u64 * pages * 4096 > m.mem_per_node * m.nodes as u64 / 2 {
             return Err(r.error("pages", "more than half the machine's memory"));

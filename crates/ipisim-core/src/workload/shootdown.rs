@@ -66,16 +66,8 @@ impl Shootdown {
         } else {
             r.int("remote_threads") as usize
         };
-        if remote_threads + 1 > m.ncpus() {
-            return Err(r.error(
-                "remote_threads",
-                format!(
-                    "{remote_threads} remote threads need {} CPUs; the machine has {}",
-                    remote_threads + 1,
-                    m.ncpus()
-                ),
-            ));
-        }
+        let what = format!("{remote_threads} remote threads");
+        super::need_cpus(r, m, "remote_threads", what, remote_threads + 1)?;
         let pages = r.int("pages") as u64;
         if pages * 4096 > m.mem_per_node * m.nodes as u64 / 2 {
             return Err(r.error("pages", "more than half the machine's memory"));
