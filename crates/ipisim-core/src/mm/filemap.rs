@@ -3,7 +3,7 @@
 //! read as zeros, so readahead allocates and clears pages without I/O).
 
 use super::page_alloc::{alloc_page, NeedReclaim};
-use super::{Backing, NONE};
+use super::{Backing, Vma, NONE};
 use crate::engine::Time;
 use crate::machine::Cost;
 use crate::observe::{Func, Vm};
@@ -55,13 +55,13 @@ pub fn touch_page(s: &mut Sim, cpu: CpuId, pfn: u32) -> Time {
 }
 
 /// The file, its first page offset and the VMA start of the mapping that covers `vpn`.
-fn mapping_at(s: &Sim, mm: usize, vpn: u64) -> (usize, u64) {
-    let vma = s
+fn mapping_at(s: &Sim, mm: usize, vpn: u64) -> (usize, u64, Vma) {
+    let vma = *s
         .mem
         .vma_at(mm, vpn)
         .unwrap_or_else(|| panic!("workload read unmapped page {vpn:#x}"));
     match vma.backing {
-        Backing::File { file, pgoff, .. } => (file as usize, pgoff + vpn - vma.start),
+        Backing::File { file, pgoff, .. } => (file as usize, pgoff + vpn - vma.start, vma),
         Backing::Anon => panic!("file read of an anonymous mapping at {vpn:#x}"),
     }
 }
@@ -70,7 +70,7 @@ fn mapping_at(s: &Sim, mm: usize, vpn: u64) -> (usize, u64) {
 /// a miss walks the page table (setting the accessed bit) or, with no PTE, faults.
 pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32) -> Outcome {
     let mm = s.tasks[t].mm;
-    let (file, first) = mapping_at(s, mm, vpn);
+    let (file, first, _) = mapping_at(s, mm, vpn);
     let asid = s.x86.cpu[cpu].loaded_asid;
     let (read, walk) = (s.m.cost[Cost::UserReadPage], s.m.cost[Cost::TlbMiss]);
     let mut user: Time = 0;
@@ -128,7 +128,7 @@ pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32) -> Outcom
 /// map every cached page of the aligned `fault_around_bytes` window around it.
 pub fn file_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
     let mm = s.tasks[t].mm;
-    let (file, index) = mapping_at(s, mm, vpn);
+    let (file, index, vma) = mapping_at(s, mm, vpn);
     if s.mem.files[file].pages[index as usize] == NONE {
         // page_cache_sync_readahead(), then the fault is retried.
         s.tasks[t].steps.push(Step::FileFault { vpn });
@@ -140,7 +140,6 @@ pub fn file_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
         return Outcome::Next;
     }
     s.stats.vm(Vm::PgFault, 1);
-    let vma = *s.mem.vma_at(mm, vpn).expect("mapped");
     let fa = s.k.fault_around_pages;
     let start = (vpn - vpn % fa).max(vma.start);
     let end = (vpn - vpn % fa + fa).min(vma.end);
