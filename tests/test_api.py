@@ -43,3 +43,33 @@ def test_describe_lists_every_cost_with_a_source() -> None:
     assert d["kind"] == "machine"
     assert all(c["source"] for c in d["costs"])
     assert {c["key"] for c in d["costs"]} >= {"machine.cost.invlpg", "machine.cost.cr3_flush"}
+
+
+def test_compare_runs_each_variant_with_common_then_own_sets() -> None:
+    c = ipisim.compare(
+        "shootdown",
+        {"new": "linux-6.18", "old": "linux-4.3,batch=33"},
+        sets={"remote": "sleeping", "op": "mprotect"},
+    )
+    assert [v.label for v in c.variants] == ["new", "old"]
+    assert c.variants[1].sets == [("remote", "sleeping"), ("op", "mprotect"), ("batch", "33")]
+    # 6.18 skips the lazy CPU; 4.3 sends it one IPI, on which it leaves the mm (leave_mm).
+    assert [sum(v.result.interrupts["TLB"]) for v in c.variants] == [0, 1]
+    assert c.table().splitlines()[1].split() == ["new", "old"]
+
+
+def test_compare_converts_to_pandas() -> None:
+    pd = pytest.importorskip("pandas")
+    c = ipisim.compare("shootdown", {"a": "linux-6.18", "b": "linux-6.18,batch=512"})
+    df = c.to_pandas()
+    assert isinstance(df, pd.DataFrame)
+    assert list(df.index) == ["a", "b"]
+    assert list(df["interrupts.TLB"]) == [512, 1]
+    assert df.loc["b", "ops.syscalls"] == 1.0
+    assert ipisim.run("shootdown").to_pandas().shape[0] == 1
+
+
+@pytest.mark.parametrize("text", ["", "linux-6.18,batch", "linux-6.18,=3"])
+def test_bad_variant_is_a_config_error(text: str) -> None:
+    with pytest.raises(ipisim.ConfigError, match="kernel variant"):
+        ipisim.compare("shootdown", {"x": text})

@@ -15,7 +15,7 @@ import pytest
 pq = pytest.importorskip("pyarrow.parquet")
 pytest.importorskip("distributed")
 
-from ipisim import sweep  # noqa: E402
+from ipisim import grid  # noqa: E402
 from ipisim.cli import main  # noqa: E402
 
 GRID = """
@@ -35,7 +35,7 @@ y = "interrupts.TLB"
 
 
 @pytest.fixture
-def grid(tmp_path: Path) -> Path:
+def grid_file(tmp_path: Path) -> Path:
     path = tmp_path / "grid.toml"
     path.write_text(GRID)
     return path
@@ -45,14 +45,14 @@ def table(path: Path) -> list[dict[str, object]]:
     return list(pq.read_table(path).to_pylist())
 
 
-def test_grid_points_are_the_product_of_kernels_axes_and_seeds(grid: Path) -> None:
-    g = sweep.load_grid(grid)
+def test_grid_points_are_the_product_of_kernels_axes_and_seeds(grid_file: Path) -> None:
+    g = grid.load_grid(grid_file)
     assert len(g.points) == 2 * 3 * 2 * 2
     assert len({p.id for p in g.points}) == len(g.points)
 
 
-def test_local_sweep_writes_table_and_png(grid: Path, tmp_path: Path) -> None:
-    assert main(["sweep", str(grid), "--out", str(tmp_path / "out"), "--workers", "2"]) == 0
+def test_local_sweep_writes_table_and_png(grid_file: Path, tmp_path: Path) -> None:
+    assert main(["sweep", str(grid_file), "--out", str(tmp_path / "out"), "--workers", "2"]) == 0
     rows = table(tmp_path / "out" / "results.parquet")
     assert len(rows) == 24
     busy = [r for r in rows if r["remote"] == "busy" and r["kernel"] == "linux-6.18"]
@@ -60,13 +60,26 @@ def test_local_sweep_writes_table_and_png(grid: Path, tmp_path: Path) -> None:
     assert (tmp_path / "out" / "plot.png").read_bytes()[:4] == b"\x89PNG"
 
 
-def test_interrupted_sweep_resumes_to_the_same_table(grid: Path, tmp_path: Path) -> None:
-    g = sweep.load_grid(grid)
-    whole = table(sweep.sweep(g, tmp_path / "whole", workers=2))
+def test_interrupted_sweep_resumes_to_the_same_table(grid_file: Path, tmp_path: Path) -> None:
+    g = grid.load_grid(grid_file)
+    whole = table(grid.sweep(g, tmp_path / "whole", workers=2))
     with pytest.raises(KeyboardInterrupt):
-        sweep.sweep(g, tmp_path / "resumed", workers=1, stop_after=7)
+        grid.sweep(g, tmp_path / "resumed", workers=1, stop_after=7)
     assert len(list((tmp_path / "resumed" / "runs").glob("*.parquet"))) >= 7
-    assert table(sweep.sweep(g, tmp_path / "resumed", workers=2)) == whole
+    assert table(grid.sweep(g, tmp_path / "resumed", workers=2)) == whole
+
+
+def test_api_sweep_returns_a_table_that_converts_to_pandas(grid_file: Path, tmp_path: Path) -> None:
+    pytest.importorskip("pandas")
+    import ipisim
+
+    result = ipisim.sweep(grid_file, tmp_path / "api", workers=2)
+    df = result.to_pandas()
+    assert len(df) == 24 and list(df["kernel"].unique()) == ["linux-6.18", "linux-4.3"]
+    assert df.to_dict("records") == result.rows() == table(tmp_path / "api" / "results.parquet")
+    busy = df[(df["remote"] == "busy") & (df["remote_threads"] == "4")]
+    assert set(busy["interrupts.TLB"]) == {2048}
+    assert result.plot("remote_threads", "interrupts.TLB", tmp_path / "p.png").read_bytes()[:4] == b"\x89PNG"
 
 
 @pytest.fixture
@@ -118,11 +131,11 @@ def dask_cluster(tmp_path: Path) -> Iterator[str]:
 
 
 def test_dask_cluster_gives_the_same_table_as_local_processes(
-    grid: Path, tmp_path: Path, dask_cluster: str
+    grid_file: Path, tmp_path: Path, dask_cluster: str
 ) -> None:
-    g = sweep.load_grid(grid)
-    local = table(sweep.sweep(g, tmp_path / "local", workers=2))
-    assert main(["sweep", str(grid), "--out", str(tmp_path / "dask"), "--scheduler", dask_cluster]) == 0
+    g = grid.load_grid(grid_file)
+    local = table(grid.sweep(g, tmp_path / "local", workers=2))
+    assert main(["sweep", str(grid_file), "--out", str(tmp_path / "dask"), "--scheduler", dask_cluster]) == 0
     assert table(tmp_path / "dask" / "results.parquet") == local
 
 

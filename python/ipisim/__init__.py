@@ -4,21 +4,41 @@
 >>> r = ipisim.run("shootdown", machine="host-2cpu", kernel="linux-6.18", sets={"batch": 33})
 >>> r.interrupts["TLB"]
 [0, 16]
+>>> c = ipisim.compare("shootdown", {"new": "linux-6.18", "old": "linux-4.3"}, sets={"remote": "sleeping"})
+>>> print(c.table())  # the mmtests compare-kernels table; c.to_pandas() for a DataFrame
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ipisim import _native
 from ipisim._native import ConfigError
 
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from ipisim.grid import Grid
+
 __version__: str = _native.__version__
-__all__ = ["ConfigError", "RunResult", "Trace", "describe", "list_builtins", "run"]
+__all__ = [
+    "Comparison",
+    "ConfigError",
+    "RunResult",
+    "SweepResult",
+    "Trace",
+    "Variant",
+    "compare",
+    "describe",
+    "list_builtins",
+    "parse_variant",
+    "run",
+    "sweep",
+]
 
 Sets = Mapping[str, object] | Iterable[tuple[str, object]]
 
@@ -93,6 +113,27 @@ class RunResult:
         """The result as pretty JSON text; byte-identical for the same inputs."""
         return json.dumps(self.data, indent=2) + "\n"
 
+    def row(self) -> dict[str, Any]:
+        """The result as one flat row: times, numeric ops, interrupt rows summed, vmstat, config."""
+        row: dict[str, Any] = {"scenario": self.data["scenario"], "machine": self.data["machine"]}
+        row["kernel"] = self.data["kernel"]
+        row |= {"elapsed_s": self.elapsed_s, "user_s": self.user_s, "system_s": self.system_s}
+        row |= {f"ops.{k}": float(v) for k, v in self.ops.items() if _is_number(v)}
+        row |= {f"interrupts.{k}": sum(v) for k, v in self.interrupts.items()}
+        row |= {f"vmstat.{k}": v for k, v in self.vmstat.items()}
+        row["ipis_sent"] = self.data["ipis_sent"]
+        return row
+
+    def to_pandas(self) -> pd.DataFrame:
+        """A one-row DataFrame of row()."""
+        import pandas as pd
+
+        return pd.DataFrame([self.row()])
+
+
+def _is_number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
 
 def run(
     scenario: str,
@@ -127,3 +168,134 @@ def describe(thing: str) -> dict[str, Any]:
     """Every parameter of a scenario, machine profile or kernel preset, with units and sources."""
     result: dict[str, Any] = json.loads(_native.describe(thing))
     return result
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One kernel variant of a comparison: its label, preset, its own sets and its result."""
+
+    label: str
+    kernel: str
+    sets: list[tuple[str, str]]
+    result: RunResult
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """Kernel variants of one scenario, run alike: what `ipisim compare` prints."""
+
+    scenario: str
+    variants: list[Variant]
+
+    def table(self) -> str:
+        """The mmtests compare-kernels table, the User/System/Elapsed block and the counters."""
+        from ipisim.mmtests import metrics_of, render_compare, render_counters, render_duration, series_of
+
+        series = [series_of(v.label, v.result) for v in self.variants]
+        names = list(dict.fromkeys(name for s in series for name in s.counters))
+        return "\n".join(
+            [
+                render_compare(series, metrics_of(self.variants[0].result.data)),
+                render_duration(series),
+                render_counters(series, names),
+            ]
+        )
+
+    def to_json(self) -> str:
+        """Every variant's full result, as `ipisim compare --json` writes it."""
+        records = [
+            {"label": v.label, "kernel": v.kernel, "sets": v.sets, "result": v.result.data}
+            for v in self.variants
+        ]
+        return json.dumps({"scenario": self.scenario, "variants": records}, indent=2) + "\n"
+
+    def to_pandas(self) -> pd.DataFrame:
+        """One row per variant (RunResult.row()), indexed by label."""
+        import pandas as pd
+
+        return pd.DataFrame([v.result.row() for v in self.variants], index=[v.label for v in self.variants])
+
+
+def parse_variant(text: str) -> tuple[str, list[tuple[str, str]]]:
+    """Split "PRESET[,key=value...]" into the preset and the variant's own sets."""
+    preset, *pairs = text.split(",")
+    if not preset.strip():
+        raise ConfigError(f"kernel variant {text!r}: expected PRESET[,key=value...]")
+    sets = []
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"kernel variant {text!r}: expected key=value after the preset, got {pair!r}")
+        sets.append((key.strip(), value.strip()))
+    return preset.strip(), sets
+
+
+def compare(
+    scenario: str,
+    kernels: Mapping[str, str],
+    *,
+    machine: str | None = None,
+    sets: Sets = (),
+    seed: int = 1,
+    trace_window: tuple[float, float] | None = None,
+    progress: Callable[[Variant, int, int], None] | None = None,
+) -> Comparison:
+    """Run `scenario` once per kernel variant, {label: "PRESET[,key=value...]"}, in order.
+
+    `sets` apply to every variant before the variant's own; `progress(variant, i, n)` is called
+    as each one finishes.
+    """
+    common = _set_pairs(sets)
+    variants = []
+    for i, (label, text) in enumerate(kernels.items(), 1):
+        preset, own = parse_variant(text)
+        both = common + own
+        r = run(scenario, machine=machine, kernel=preset, sets=both, seed=seed, trace_window=trace_window)
+        variants.append(Variant(label, preset, both, r))
+        if progress:
+            progress(variants[-1], i, len(kernels))
+    return Comparison(scenario, variants)
+
+
+@dataclass(frozen=True)
+class SweepResult:
+    """A finished sweep: its Parquet table, one row per point in grid order."""
+
+    table: Path
+
+    def rows(self) -> list[dict[str, Any]]:
+        import pyarrow.parquet as pq
+
+        rows: list[dict[str, Any]] = pq.read_table(self.table).to_pylist()
+        return rows
+
+    def to_pandas(self) -> pd.DataFrame:
+        import pandas as pd
+
+        return pd.read_parquet(self.table)
+
+    def plot(self, x: str, y: str, out: str | Path) -> Path:
+        """A PNG of column `y` against column `x`, one line per kernel."""
+        from ipisim import grid
+
+        return grid.plot(self.table, x, y, Path(out))
+
+
+def sweep(
+    grid_file: str | Path | Grid,
+    out: str | Path,
+    *,
+    scheduler: str | None = None,
+    workers: int | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> SweepResult:
+    """Run every point of a grid file not yet under OUT (locally, or on the Dask `scheduler`)."""
+    from ipisim import grid
+
+    g = grid_file if isinstance(grid_file, grid.Grid) else grid.load_grid(Path(grid_file))
+    table = grid.sweep(g, Path(out), scheduler=scheduler, workers=workers, progress=progress or _quiet)
+    return SweepResult(table)
+
+
+def _quiet(done: int, total: int) -> None:
+    pass

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import time
@@ -12,7 +11,6 @@ from pathlib import Path
 from typing import NoReturn
 
 import ipisim
-from ipisim.mmtests import metrics_of, render_compare, render_counters, render_duration, series_of
 from ipisim.procfs import format_interrupts, format_vmstat
 
 
@@ -211,46 +209,40 @@ def cmd_validate(args: argparse.Namespace) -> int:
     return 1 if bad else 0
 
 
-def _parse_kernel(item: str) -> tuple[str, str, list[tuple[str, str]]]:
-    """Split LABEL=PRESET[,key=value...] into the label, the preset and the variant's own sets."""
-    label, sep, rest = item.partition("=")
-    preset, *pairs = rest.split(",")
-    if not sep or not label.strip() or not preset.strip():
-        raise UsageError(f"--kernel: expected LABEL=PRESET[,key=value...], got {item!r}")
-    expected = f"--kernel {label.strip()}: expected key=value after the preset"
-    return label.strip(), preset.strip(), [_key_value(pair, expected) for pair in pairs]
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
-    variants = [_parse_kernel(item) for item in args.kernel]
-    labels = [label for label, _, _ in variants]
-    for label in labels:
-        if labels.count(label) > 1:
+    kernels: dict[str, str] = {}
+    for item in args.kernel:
+        label, sep, variant = (part.strip() for part in item.partition("="))
+        if not sep or not label or not variant:
+            raise UsageError(f"--kernel: expected LABEL=PRESET[,key=value...], got {item!r}")
+        if label in kernels:
             raise UsageError(f"--kernel: duplicate label {label!r}")
+        kernels[label] = variant
     common = [("scale", str(args.scale))] if args.scale is not None else []
     common += _parse_sets(args.set)
-    window = _trace_window(args)
-    runs = []
-    for i, (label, preset, own) in enumerate(variants, 1):
-        t0 = time.perf_counter()
-        sets = common + own
-        r = ipisim.run(
-            args.scenario, machine=args.machine, kernel=preset, sets=sets, seed=args.seed, trace_window=window
-        )
-        if window:
+    t0 = time.perf_counter()
+
+    def progress(v: ipisim.Variant, i: int, n: int) -> None:
+        nonlocal t0
+        if args.trace:
             path = Path(args.trace)
-            _write_trace(str(path.with_name(f"{path.stem}-{label}{path.suffix or '.json'}")), r.trace)
-        dt = time.perf_counter() - t0
-        print(f"variant {i}/{len(variants)} {label}: done in {dt:.2f} s", file=sys.stderr)
-        runs.append((label, preset, sets, r))
-    series = [series_of(label, r) for label, _, _, r in runs]
-    names = list(dict.fromkeys(name for s in series for name in s.counters))
-    print(render_compare(series, metrics_of(runs[0][3].data)))
-    print(render_duration(series))
-    print(render_counters(series, names), end="")
+            name = f"{path.stem}-{v.label}{path.suffix or '.json'}"
+            _write_trace(str(path.with_name(name)), v.result.trace)
+        print(f"variant {i}/{n} {v.label}: done in {time.perf_counter() - t0:.2f} s", file=sys.stderr)
+        t0 = time.perf_counter()
+
+    c = ipisim.compare(
+        args.scenario,
+        kernels,
+        machine=args.machine,
+        sets=common,
+        seed=args.seed,
+        trace_window=_trace_window(args),
+        progress=progress,
+    )
+    print(c.table(), end="")
     if args.json:
-        records = [{"label": la, "kernel": k, "sets": st, "result": r.data} for la, k, st, r in runs]
-        _write(args.json, json.dumps({"scenario": args.scenario, "variants": records}, indent=2) + "\n")
+        _write(args.json, c.to_json())
     return 0
 
 
@@ -274,10 +266,7 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
-    try:
-        from ipisim import sweep
-    except ImportError as e:  # pragma: no cover - only without the extras
-        raise UsageError(f"sweep: needs {e.name}: pip install 'ipisim[sweep]'") from e
+    from ipisim import grid
 
     open_line = False
 
@@ -291,12 +280,14 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     try:
-        grid = sweep.load_grid(Path(args.grid))
-        table = sweep.sweep(grid, out, scheduler=args.scheduler, workers=args.workers, progress=progress)
-        print(f"results: {table} ({len(grid.points)} runs)")
-        if grid.plot_x and grid.plot_y:
-            print(f"plot: {sweep.plot(table, grid.plot_x, grid.plot_y, out / 'plot.png')}")
-    except sweep.GridError as e:
+        g = grid.load_grid(Path(args.grid))
+        result = ipisim.sweep(g, out, scheduler=args.scheduler, workers=args.workers, progress=progress)
+        print(f"results: {result.table} ({len(g.points)} runs)")
+        if g.plot_x and g.plot_y:
+            print(f"plot: {result.plot(g.plot_x, g.plot_y, out / 'plot.png')}")
+    except ImportError as e:  # pragma: no cover - only without the extras
+        raise UsageError(f"sweep: needs {e.name}: pip install 'ipisim[sweep]'") from e
+    except grid.GridError as e:
         if open_line:
             print(file=sys.stderr)
         raise UsageError(str(e)) from e
