@@ -5,6 +5,7 @@
 //! CPU busy for its cost. An IPI interrupts a busy or spinning CPU at once unless IRQs are off, and
 //! the interrupted work is delayed by the handler; a halted idle CPU also pays its wakeup latency.
 
+mod membarrier;
 mod step;
 
 pub use step::{exec, Outcome, SpinOn, Step};

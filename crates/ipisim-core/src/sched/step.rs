@@ -79,6 +79,10 @@ pub enum Step {
     DrainAllPages,
     /// A kworker's drain work item (the workqueue era).
     DrainWork,
+    /// sys_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED): syscall entry.
+    Membarrier,
+    /// membarrier_private_expedited(): the ipi_mb IPIs and the wait for them.
+    MembarrierIpis,
 }
 
 impl Step {
@@ -108,6 +112,8 @@ impl Step {
             Step::TlbUbcClear => "try_to_unmap_flush",
             Step::DrainAllPages => "drain_all_pages",
             Step::DrainWork => "drain_local_pages_wq",
+            Step::Membarrier => "entry_SYSCALL_64",
+            Step::MembarrierIpis => "membarrier_private_expedited",
         }
     }
 }
@@ -168,5 +174,7 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::TlbUbcClear => mm::rmap::tlb_ubc_clear(s, t),
         Step::DrainAllPages => mm::drain::drain_all_pages(s, cpu, t),
         Step::DrainWork => mm::drain::drain_work(s, cpu, t),
+        Step::Membarrier => super::membarrier::sys_membarrier(s, t),
+        Step::MembarrierIpis => super::membarrier::membarrier_private_expedited(s, cpu, t),
     }
 }

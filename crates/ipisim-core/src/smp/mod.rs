@@ -33,6 +33,8 @@ pub enum CallFunc {
     FlushTlbPfns,
     /// drain_local_pages: this CPU's pcp lists back to the buddy allocator.
     DrainLocalPages,
+    /// ipi_mb (kernel/sched/membarrier.c): smp_mb() on the target, for membarrier.
+    IpiMb,
 }
 
 /// on_each_cpu_cond_mask's per-CPU condition.
@@ -198,6 +200,8 @@ fn run_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId, func: 
         CallFunc::FlushTlbBatchPages => crate::mm::rmap::flush_tlb_batch_pages(s, cpu, task),
         CallFunc::FlushTlbPfns => crate::mm::rmap::flush_tlb_pfns(s, cpu, task, sender),
         CallFunc::DrainLocalPages => crate::mm::drain::drain_local_pages(s, cpu, task),
+        // ipi_mb(): one smp_mb(), a few dozen cycles: within the noise of irq_entry_exit.
+        CallFunc::IpiMb => 0,
     }
 }
 

@@ -3,6 +3,7 @@
 
 mod drain;
 mod lru_file_mmap_read;
+mod membarrier;
 mod reclaim;
 mod shootdown;
 mod will_it_scale;
@@ -31,6 +32,7 @@ pub enum ScenarioKind {
     LruFileMmapRead,
     Reclaim,
     Drain,
+    Membarrier,
 }
 
 pub const SCENARIOS: &[ScenarioDecl] = &[
@@ -41,6 +43,7 @@ pub const SCENARIOS: &[ScenarioDecl] = &[
     lru_file_mmap_read::DECL,
     reclaim::DECL,
     drain::DECL,
+    membarrier::DECL,
 ];
 
 /// A scenario's CPU demand against the machine: "<what> need <cpus> CPUs; the machine has N".
@@ -68,6 +71,7 @@ pub enum Workload {
     LruFileMmapRead(lru_file_mmap_read::LruFileMmapRead),
     Reclaim(reclaim::Reclaim),
     Drain(drain::Drain),
+    Membarrier(membarrier::Membarrier),
 }
 
 impl Workload {
@@ -82,6 +86,7 @@ impl Workload {
             }
             ScenarioKind::Reclaim => reclaim::Reclaim::new(r, m).map(Workload::Reclaim),
             ScenarioKind::Drain => drain::Drain::new(r, m).map(Workload::Drain),
+            ScenarioKind::Membarrier => membarrier::Membarrier::new(r, m).map(Workload::Membarrier),
         }
     }
 
@@ -90,9 +95,10 @@ impl Workload {
         match self {
             Workload::Shootdown(_) => crate::engine::NEVER,
             Workload::WillItScale(w) => w.duration,
-            Workload::LruFileMmapRead(_) | Workload::Reclaim(_) | Workload::Drain(_) => {
-                crate::engine::NEVER
-            }
+            Workload::LruFileMmapRead(_)
+            | Workload::Reclaim(_)
+            | Workload::Drain(_)
+            | Workload::Membarrier(_) => crate::engine::NEVER,
         }
     }
 }
@@ -105,6 +111,7 @@ pub fn start(s: &mut Sim) -> Result<(), ConfigError> {
         Workload::LruFileMmapRead(_) => lru_file_mmap_read::start(s),
         Workload::Reclaim(_) => reclaim::start(s),
         Workload::Drain(_) => drain::start(s),
+        Workload::Membarrier(_) => membarrier::start(s),
     }
     Ok(())
 }
@@ -117,13 +124,16 @@ pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         Workload::LruFileMmapRead(_) => lru_file_mmap_read::next_op(s, cpu, t),
         Workload::Reclaim(_) => reclaim::next_op(s, cpu, t),
         Workload::Drain(_) => drain::next_op(s, cpu, t),
+        Workload::Membarrier(_) => membarrier::next_op(s, cpu, t),
     }
 }
 
 pub fn task_exited(s: &mut Sim, t: TaskId) {
     match &s.work {
         Workload::Shootdown(w) if t == w.main => s.end = Some(s.now()),
+        Workload::Membarrier(w) if t == w.main => s.end = Some(s.now()),
         Workload::LruFileMmapRead(_) => lru_file_mmap_read::task_exited(s),
+        Workload::WillItScale(_) => will_it_scale::task_exited(s),
         _ => {}
     }
 }
@@ -136,6 +146,7 @@ pub fn ops(s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         Workload::LruFileMmapRead(w) => w.ops(s),
         Workload::Reclaim(w) => w.ops(s),
         Workload::Drain(w) => w.ops(s),
+        Workload::Membarrier(w) => w.ops(s),
     }
 }
 
@@ -146,6 +157,7 @@ pub fn metrics(s: &Sim) -> &'static [(&'static str, bool)] {
         Workload::WillItScale(_) => &[("loops_per_s", false)],
         Workload::Reclaim(_) => &[("tlb_shootdowns", true)],
         Workload::Drain(_) => &[("drain_s", true)],
+        Workload::Membarrier(_) => &[("ns_per_call", true)],
         Workload::LruFileMmapRead(_) => &[
             ("lru-file-mmap-read-elapsed", true),
             ("lru-file-mmap-read-time_range", true),

@@ -37,6 +37,16 @@ const PARAMS: &[Param] = &[
         default: "100ms",
         doc: "simulated time to run",
     },
+    Param {
+        key: "loops",
+        kind: Kind::Int {
+            min: 0,
+            max: 1 << 40,
+        },
+        unit: "iterations",
+        default: "0",
+        doc: "each task exits after this many iterations; 0 = run for `duration`",
+    },
 ];
 
 // tlb_flush1.c / tlb_flush3.c: FILESIZE 128 MiB of a tmp file; tlb_flush2.c: MEMORYSIZE 1 MiB.
@@ -78,6 +88,8 @@ enum Phase {
     Madvise,
     Read,
     Munmap,
+    /// `loops` iterations done: the task exits.
+    Done,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -96,6 +108,8 @@ pub struct WillItScale {
     pages: u64,
     threads: bool,
     pub duration: Time,
+    /// Iterations per task before it exits (0: no limit).
+    loops: u64,
     tasks: Vec<Task>,
 }
 
@@ -141,7 +155,11 @@ impl WillItScale {
             mapping,
             pages,
             threads: r.str("mode") == "thread",
-            duration: r.uint("duration"),
+            duration: match r.int("loops") {
+                0 => r.uint("duration"),
+                _ => crate::engine::NEVER,
+            },
+            loops: r.int("loops") as u64,
             tasks: vec![task; tasks],
         })
     }
@@ -151,6 +169,7 @@ impl WillItScale {
         let t = secs(s.end.unwrap_or(s.now())).max(1e-12);
         let mut m = serde_json::Map::new();
         m.insert("iterations".into(), total.into());
+        m.insert("elapsed_s".into(), t.into());
         m.insert("loops_per_s".into(), (total as f64 / t).into());
         let per = if self.threads {
             "per_thread_ops"
@@ -239,10 +258,13 @@ pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
             Phase::Read,
         ),
         Phase::Read => {
+            let loops = state(s).loops;
             let w = &mut state(s).tasks[t];
             w.iterations += 1;
             w.page += 1;
-            let next = if w.page == pages {
+            let next = if w.iterations == loops {
+                Phase::Done
+            } else if w.page == pages {
                 Phase::Munmap
             } else {
                 Phase::Write
@@ -261,8 +283,17 @@ pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
             });
             (step, Phase::Mmap)
         }
+        Phase::Done => return Outcome::Exit,
     };
     state(s).tasks[t].phase = phase;
     s.tasks[t].steps.push(step);
     Outcome::Next
+}
+
+/// A task exited: with `loops`, the run ends when the last one has.
+pub fn task_exited(s: &mut Sim) {
+    let w = state(s);
+    if w.tasks.iter().all(|t| t.phase == Phase::Done) {
+        s.end = Some(s.now());
+    }
 }

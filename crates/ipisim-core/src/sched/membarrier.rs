@@ -1,0 +1,46 @@
+//! membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) as kernel/sched/membarrier.c does it (6.18):
+//! an IPI that runs ipi_mb() on every other CPU whose rq->curr is a thread of the caller's mm,
+//! sent with smp_call_function_many(wait=1), so the caller waits for every target's handler.
+
+use super::{charge, Mode, Outcome, Step, TaskState};
+use crate::engine::CpuMask;
+use crate::machine::Cost;
+use crate::observe::Func;
+use crate::sim::{CpuId, Sim, TaskId};
+use crate::smp::{self, CallFunc, Cond};
+
+/// sys_membarrier() entry: the syscall, then membarrier_private_expedited() below.
+pub fn sys_membarrier(s: &mut Sim, t: TaskId) -> Outcome {
+    let ps = s.m.cost[Cost::Syscall];
+    charge(s, Some(t), Func::Syscall, ps);
+    s.tasks[t].steps.push(Step::MembarrierIpis);
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}
+
+/// membarrier_private_expedited(0, -1): which CPUs get ipi_mb, then the IPIs and the wait.
+pub fn membarrier_private_expedited(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    let mm = s.tasks[t].mm;
+    // atomic_read(&mm->mm_users) == 1 || num_online_cpus() == 1: nothing to order against.
+    let users = s
+        .tasks
+        .iter()
+        .filter(|x| x.mm == mm && x.state != TaskState::Exited)
+        .count();
+    if users == 1 || s.m.ncpus() == 1 {
+        return Outcome::Next;
+    }
+    // for_each_online_cpu: p = rcu_dereference(cpu_rq(cpu)->curr); if (p && p->mm == mm).
+    // An idle CPU's curr is its idle task (mm NULL), even while it lazily keeps this mm loaded.
+    let mut mask = CpuMask::new();
+    for c in 0..s.cpus.len() {
+        let curr = s.cpus[c].task.filter(|_| s.cpus[c].mode != Mode::Idle);
+        if curr.is_some_and(|p| s.tasks[p].mm == mm) {
+            mask.set(c);
+        }
+    }
+    // smp_call_function_many(tmpmask, ipi_mb, NULL, true) skips the calling CPU itself.
+    smp::smp_call_function_many_cond(s, cpu, t, &mask, CallFunc::IpiMb, Cond::Always, true, false)
+}

@@ -1,0 +1,139 @@
+//! `membarrier`: one thread on CPU 0 calls membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0)
+//! `calls` times while `remote_threads` threads of the same process sit on CPUs 1.. spinning in
+//! user space (`busy`), blocked (`sleeping`) or absent. Each call sends one ipi_mb IPI to every
+//! other CPU running a thread of the process and waits for them (kernel/sched/membarrier.c).
+//! The same program runs for real in python/ipisim/native/membarrier.c.
+
+use super::{ScenarioDecl, ScenarioKind};
+use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::engine::{Time, NEVER};
+use crate::machine::Machine;
+use crate::observe::Irq;
+use crate::sched::{self, Outcome, SpinOn, Step};
+use crate::sim::{CpuId, Sim, TaskId};
+
+const REMOTE: &[&str] = &["busy", "sleeping", "none"];
+
+pub const DECL: ScenarioDecl = ScenarioDecl {
+    name: "membarrier",
+    description: "microbenchmark: one thread calls membarrier(PRIVATE_EXPEDITED) while other threads of its process spin, sleep or are absent",
+    params: &[
+        Param { key: "calls", kind: Kind::Int { min: 1, max: 1 << 30 }, unit: "calls", default: "10000", doc: "membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) calls" },
+        Param { key: "remote", kind: Kind::Choice(REMOTE), unit: "", default: "busy", doc: "the other threads: spinning in user space, blocked, or not created" },
+        Param { key: "remote_threads", kind: Kind::Int { min: 0, max: 1023 }, unit: "threads", default: "1", doc: "threads on CPUs 1..N (ignored with remote=none)" },
+        Param { key: "settle", kind: Kind::Duration, unit: "s", default: "50ms", doc: "the main thread sleeps this long before the first call, so the remote threads spin or idle" },
+    ],
+    kind: ScenarioKind::Membarrier,
+};
+
+pub struct Membarrier {
+    calls: u64,
+    remote: &'static str,
+    remote_threads: usize,
+    settle: Time,
+    pub main: TaskId,
+    settled: bool,
+    done: u64,
+    op_start: Time,
+    op_end: Time,
+    irqs_at_start: [Vec<u64>; 2],
+}
+
+impl Membarrier {
+    pub fn new(r: &Resolved, m: &Machine) -> Result<Membarrier, ConfigError> {
+        let remote = REMOTE
+            .iter()
+            .find(|n| **n == r.str("remote"))
+            .expect("validated choice");
+        let remote_threads = if *remote == "none" {
+            0
+        } else {
+            r.int("remote_threads") as usize
+        };
+        let what = format!("{remote_threads} remote threads");
+        super::need_cpus(r, m, "remote_threads", what, remote_threads + 1)?;
+        Ok(Membarrier {
+            calls: r.int("calls") as u64,
+            remote,
+            remote_threads,
+            settle: r.uint("settle"),
+            main: 0,
+            settled: false,
+            done: 0,
+            op_start: 0,
+            op_end: 0,
+            irqs_at_start: [Vec::new(), Vec::new()],
+        })
+    }
+
+    pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+        let delta = |row: Irq| -> u64 {
+            let now: u64 = s.stats.irqs[row as usize].iter().sum();
+            now - self.irqs_at_start[row as usize].iter().sum::<u64>()
+        };
+        let op_time = self.op_end.saturating_sub(self.op_start);
+        let mut m = serde_json::Map::new();
+        m.insert("calls".into(), self.done.into());
+        m.insert("op_time_s".into(), crate::engine::secs(op_time).into());
+        m.insert(
+            "ns_per_call".into(),
+            (op_time as f64 / 1000.0 / self.done.max(1) as f64).into(),
+        );
+        m.insert("call_function_interrupts".into(), delta(Irq::Cal).into());
+        m.insert("tlb_shootdowns".into(), delta(Irq::Tlb).into());
+        m
+    }
+}
+
+fn state(s: &mut Sim) -> &mut Membarrier {
+    match &mut s.work {
+        super::Workload::Membarrier(w) => w,
+        _ => unreachable!(),
+    }
+}
+
+pub fn start(s: &mut Sim) {
+    let j = crate::arch::x86::jiffies(s);
+    let mm = s.mem.new_mm(j, s.k.hz);
+    let threads = state(s).remote_threads;
+    let main = sched::spawn(s, mm, 0);
+    for i in 0..threads {
+        sched::spawn(s, mm, 1 + i);
+    }
+    for t in &mut s.tasks {
+        t.comm = "membarrier".into();
+    }
+    state(s).main = main;
+}
+
+pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
+    let now = s.now();
+    let w = state(s);
+    if t != w.main {
+        return match w.remote {
+            "busy" => Outcome::Spin(SpinOn::UserForever),
+            _ => Outcome::Sleep(NEVER),
+        };
+    }
+    if !w.settled {
+        w.settled = true;
+        return if w.settle > 0 {
+            Outcome::Sleep(now + w.settle)
+        } else {
+            Outcome::Next
+        };
+    }
+    if w.done == 0 && w.op_start == 0 {
+        w.op_start = now.max(1);
+        let irqs = s.stats.irqs.clone();
+        state(s).irqs_at_start = irqs;
+    }
+    let w = state(s);
+    if w.done == w.calls {
+        w.op_end = now;
+        return Outcome::Exit;
+    }
+    w.done += 1;
+    s.tasks[t].steps.push(Step::Membarrier);
+    Outcome::Next
+}
