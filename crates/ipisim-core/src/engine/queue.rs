@@ -1,4 +1,8 @@
 //! One event queue ordered by (time, sequence number): ties break by insertion order (SimPy's rule).
+//!
+//! The popped event stays at the top of the heap until the next schedule() overwrites it in place
+//! (one sift-down instead of a pop and a push): the usual pattern is a CPU's event handing over to
+//! that CPU's next one. The order of events is the same either way, as keys are unique.
 
 use super::Time;
 use std::cmp::Ordering;
@@ -30,21 +34,24 @@ impl<E> Ord for Entry<E> {
 
 pub struct EventQueue<E> {
     heap: BinaryHeap<Entry<E>>,
+    /// The top of the heap was popped already (see the module comment).
+    top_popped: bool,
     next_seq: u64,
     now: Time,
     popped: u64,
 }
 
-impl<E> Default for EventQueue<E> {
+impl<E: Copy> Default for EventQueue<E> {
     fn default() -> Self {
         Self::new()
     }
 }
 
-impl<E> EventQueue<E> {
+impl<E: Copy> EventQueue<E> {
     pub fn new() -> Self {
         EventQueue {
             heap: BinaryHeap::with_capacity(1024),
+            top_popped: false,
             next_seq: 0,
             now: 0,
             popped: 0,
@@ -64,14 +71,24 @@ impl<E> EventQueue<E> {
         debug_assert!(time >= self.now, "event scheduled in the past");
         let seq = self.next_seq;
         self.next_seq += 1;
-        self.heap.push(Entry {
+        let entry = Entry {
             key: ((time as u128) << 64) | seq as u128,
             event,
-        });
+        };
+        if self.top_popped {
+            self.top_popped = false;
+            *self.heap.peek_mut().expect("popped top") = entry;
+        } else {
+            self.heap.push(entry);
+        }
     }
 
     pub fn pop(&mut self) -> Option<(Time, E)> {
-        let e = self.heap.pop()?;
+        if self.top_popped {
+            self.heap.pop();
+        }
+        let e = self.heap.peek()?;
+        self.top_popped = true;
         self.now = (e.key >> 64) as Time;
         self.popped += 1;
         Some((self.now, e.event))
@@ -85,7 +102,13 @@ impl<E> EventQueue<E> {
     }
 
     pub fn peek_time(&self) -> Option<Time> {
-        self.heap.peek().map(|e| (e.key >> 64) as Time)
+        if !self.top_popped {
+            return self.heap.peek().map(|e| (e.key >> 64) as Time);
+        }
+        // The earliest event after the popped top is one of its two children.
+        let h = self.heap.as_slice();
+        let next = h.get(1..3.min(h.len()))?.iter().map(|e| e.key).min()?;
+        Some((next >> 64) as Time)
     }
 }
 
@@ -103,5 +126,21 @@ mod tests {
         let order: Vec<char> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
         assert_eq!(order, vec!['a', 'b', 'c', 'd']);
         assert_eq!(q.now(), 5);
+    }
+
+    #[test]
+    fn scheduling_after_a_pop_keeps_the_order() {
+        let mut q = EventQueue::new();
+        for (t, e) in [(4, 'x'), (2, 'a'), (9, 'z'), (4, 'y')] {
+            q.schedule(t, e);
+        }
+        assert_eq!(q.pop(), Some((2, 'a')));
+        assert_eq!(q.peek_time(), Some(4));
+        q.schedule(3, 'b');
+        q.schedule(4, 'c');
+        assert_eq!(q.peek_time(), Some(3));
+        let order: Vec<char> = std::iter::from_fn(|| q.pop().map(|(_, e)| e)).collect();
+        assert_eq!(order, vec!['b', 'x', 'y', 'c', 'z']);
+        assert_eq!(q.peek_time(), None);
     }
 }
