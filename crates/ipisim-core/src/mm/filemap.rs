@@ -20,6 +20,10 @@ pub const PG_REFERENCED: u8 = 4;
 pub const PTE_MAPPED: u8 = 8;
 /// That PTE's accessed bit.
 pub const PTE_YOUNG: u8 = 16;
+/// That PTE is writable and dirty (a shared writable mapping after its write fault).
+pub const PTE_DIRTY: u8 = 32;
+/// PG_dirty: the page must be written back before it can be freed.
+pub const PG_DIRTY: u8 = 64;
 
 /// What the kernel's `struct page` says about a page-cache page: its file and index, flags, and
 /// the CPU that last wrote it (whose cache holds its line).
@@ -66,9 +70,10 @@ fn mapping_at(s: &Sim, mm: usize, vpn: u64) -> (usize, u64, Vma) {
     }
 }
 
-/// User reads of whole pages [vpn, vpn + n) of a file mapping. Each page goes through the TLB;
-/// a miss walks the page table (setting the accessed bit) or, with no PTE, faults.
-pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32) -> Outcome {
+/// User reads (or writes) of whole pages [vpn, vpn + n) of a file mapping. Each page goes through
+/// the TLB; a miss walks the page table (setting the accessed bit) or, with no PTE, faults. A
+/// write needs a dirty entry: a clean one is walked again (x86), a read-only PTE write-faults.
+pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) -> Outcome {
     let mm = s.tasks[t].mm;
     let (file, first, _) = mapping_at(s, mm, vpn);
     let asid = s.x86.cpu[cpu].loaded_asid;
@@ -87,9 +92,14 @@ pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32) -> Outcom
     for i in 0..n as u64 {
         let v = vpn + i;
         let pfn = s.mem.files[file].pages[(first + i) as usize];
-        let mapped = pfn != NONE && s.mem.page[pfn as usize].flags & PTE_MAPPED != 0;
+        let flags = if pfn == NONE {
+            0
+        } else {
+            s.mem.page[pfn as usize].flags
+        };
+        let mapped = flags & PTE_MAPPED != 0 && (!write || flags & PTE_DIRTY != 0);
         let (hit, slot) = s.tlb[cpu].access(asid, v);
-        match hit {
+        match hit.filter(|e| !write || e.dirty) {
             Some(e) => {
                 // The CPU uses the cached translation; it must still be the page's mapping.
                 if !mapped || e.pfn != pfn {
@@ -100,14 +110,19 @@ pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32) -> Outcom
                 // The page walk sets the PTE's accessed bit (x86 sets it only on a walk).
                 user += walk;
                 s.mem.page[pfn as usize].flags |= PTE_YOUNG;
-                s.tlb[cpu].fill_at(slot, asid, v, pfn, false, false);
+                s.tlb[cpu].fill_at(slot, asid, v, pfn, write, write);
             }
             None => {
                 s.tasks[t].steps.push(Step::FileRead {
                     vpn: v,
                     n: n - i as u32,
+                    write,
                 });
-                s.tasks[t].steps.push(Step::FileFault { vpn: v });
+                s.tasks[t].steps.push(if write {
+                    Step::FileWriteFault { vpn: v }
+                } else {
+                    Step::FileFault { vpn: v }
+                });
                 sched::charge(s, Some(t), Func::User, user);
                 return Outcome::Busy {
                     ps: user,
@@ -158,6 +173,32 @@ pub fn file_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
         }
     }
     let ps = mapped * s.m.cost[Cost::FaultFile] + lines;
+    sched::charge(s, Some(t), Func::FilemapFault, ps);
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}
+
+/// A write fault on a shared file mapping (do_shared_fault, or do_wp_page -> wp_page_shared on a
+/// read-only PTE): read the page in if needed, then page_mkwrite, a writable dirty PTE and
+/// set_page_dirty(). No fault-around: 4.x maps around only on read faults.
+pub fn file_write_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
+    let mm = s.tasks[t].mm;
+    let (file, index, _) = mapping_at(s, mm, vpn);
+    let pfn = s.mem.files[file].pages[index as usize];
+    if pfn == NONE {
+        s.tasks[t].steps.push(Step::FileWriteFault { vpn });
+        s.tasks[t].steps.push(Step::Readahead {
+            file: file as u32,
+            index,
+            n: s.k.readahead_pages as u32,
+        });
+        return Outcome::Next;
+    }
+    s.stats.vm(Vm::PgFault, 1);
+    let ps = s.m.cost[Cost::FaultFile] + touch_page(s, cpu, pfn);
+    s.mem.page[pfn as usize].flags |= PTE_MAPPED | PTE_YOUNG | PTE_DIRTY | PG_DIRTY;
     sched::charge(s, Some(t), Func::FilemapFault, ps);
     Outcome::Busy {
         ps,

@@ -14,6 +14,9 @@ pub struct NodeLru {
     pub inactive: VecDeque<u32>,
     pub active: VecDeque<u32>,
     pub lock: SpinLock,
+    /// ZONE_DIRTY: a whole pass found only dirty pages not under writeback, so kswapd writes
+    /// dirty file pages itself until the zone is balanced again.
+    pub zone_dirty: bool,
 }
 
 /// Take `node`'s lru_lock now for list operations on `pages`, whose `struct page` lines must come

@@ -2,7 +2,7 @@
 //! TLB for them: at once per page (to 4.2), batched into one full flush per CPU (4.3,
 //! 72b252aed506), or batched as a PFN list flushed page by page (the v1-v5 series).
 
-use super::filemap::{PTE_MAPPED, PTE_YOUNG};
+use super::filemap::{PG_DIRTY, PTE_DIRTY, PTE_MAPPED, PTE_YOUNG};
 use crate::arch::x86::FlushRange;
 use crate::engine::{CpuMask, Time};
 use crate::machine::Cost;
@@ -57,7 +57,12 @@ pub fn mapping_of(s: &Sim, pfn: u32) -> (usize, u64) {
 /// steps of a flush that must happen now (and returns true); returns the time of the rmap work.
 pub fn try_to_unmap_one(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, dirty: bool) -> (Time, bool) {
     let (mm, vpn) = mapping_of(s, pfn);
-    s.mem.page[pfn as usize].flags &= !(PTE_MAPPED | PTE_YOUNG);
+    let p = &mut s.mem.page[pfn as usize];
+    // "Move the dirty bit to the physical page now the pte is gone" (set_page_dirty).
+    if dirty {
+        p.flags |= PG_DIRTY;
+    }
+    p.flags &= !(PTE_MAPPED | PTE_YOUNG | PTE_DIRTY);
     let cost = s.m.cost[Cost::RmapWalk];
     sched::charge(s, Some(t), Func::TryToUnmap, cost);
     // should_defer_flush(): only worth it when another CPU may hold the translation.
@@ -155,14 +160,17 @@ pub fn flush_tlb_pfns(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: Cpu
     ps
 }
 
-/// The safety invariant at free: no CPU may still cache a translation to the page. Only CPUs
-/// with the mm loaded can (without PCID every mm switch flushes).
-pub fn check_no_stale_tlb(s: &mut Sim, pfn: u32) {
+/// The safety invariant at free and at pageout: no CPU may still cache a translation to the
+/// page. Returns how many do. Only CPUs with the mm loaded can (without PCID every mm switch
+/// flushes).
+pub fn stale_translations(s: &Sim, pfn: u32) -> u64 {
     let (mm, vpn) = mapping_of(s, pfn);
+    let mut n = 0;
     for c in s.mem.mms[mm].cpumask.iter() {
         let st = &s.x86.cpu[c];
         if st.loaded_mm == Some(mm) && s.tlb[c].probe(st.loaded_asid, vpn) == Some(pfn) {
-            s.stats.stale_tlb_at_free += 1;
+            n += 1;
         }
     }
+    n
 }

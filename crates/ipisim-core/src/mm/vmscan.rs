@@ -1,7 +1,9 @@
 //! Page reclaim (mm/vmscan.c, 4.x): kswapd per node and direct reclaim, both shrinking a node's
 //! inactive file list SWAP_CLUSTER_MAX pages at a time through shrink_page_list().
 
-use super::filemap::{PG_ACTIVE, PG_LRU, PG_REFERENCED, PTE_MAPPED, PTE_YOUNG};
+use super::filemap::{
+    PG_ACTIVE, PG_DIRTY, PG_LRU, PG_REFERENCED, PTE_DIRTY, PTE_MAPPED, PTE_YOUNG,
+};
 use super::lru::lock_lru;
 use super::page_alloc::{free_page, zonelist, WMARK_HIGH};
 use super::rmap::{self, TlbUbc};
@@ -26,6 +28,8 @@ pub struct Reclaim {
     keep: Vec<u32>,
     activate: Vec<u32>,
     free: Vec<u32>,
+    /// Isolated pages that were dirty and not under writeback (nr_unqueued_dirty).
+    unqueued_dirty: usize,
     /// Pages freed since this reclaim started, and since it began on the current zone.
     reclaimed: u32,
     zone_reclaimed: u32,
@@ -75,6 +79,8 @@ pub fn kthread(s: &mut Sim, t: TaskId) -> Outcome {
 /// watermark, then sleep until woken.
 fn kswapd(s: &mut Sim, t: TaskId, node: usize) -> Outcome {
     if s.mem.frames.zones[node].watermark_ok(WMARK_HIGH) || !reclaimable(s, node) {
+        // balance_pgdat(): a balanced zone stops kswapd writing pages itself.
+        s.mem.lru[node].zone_dirty = false;
         return Outcome::Sleep(crate::engine::NEVER);
     }
     s.stats.vm(Vm::PageOutRun, 1);
@@ -179,6 +185,7 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
     r.isolated = isolated;
     r.pos = 0;
     r.node = node;
+    r.unqueued_dirty = 0;
     s.tasks[t].steps.push(Step::ShrinkPageList);
     sched::charge(s, Some(t), Func::IsolateLruPages, ps);
     // spin_lock_irq(&zone->lru_lock): interrupts wait while we spin for it and hold it.
@@ -198,6 +205,10 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         // trylock_page() and the rest write the struct page.
         ps += super::filemap::touch_page(s, cpu, pfn);
         let flags = s.mem.page[pfn as usize].flags;
+        // page_check_dirty_writeback(): PG_dirty before the unmap (writeback is synchronous here).
+        if flags & PG_DIRTY != 0 {
+            s.tasks[t].reclaim.unqueued_dirty += 1;
+        }
         // page_referenced(): an rmap walk if mapped; clearing the accessed bit needs no flush
         // on x86 (ptep_clear_flush_young).
         let mapped = flags & PTE_MAPPED != 0;
@@ -220,24 +231,40 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             }
             continue;
         }
-        // PAGEREF_RECLAIM(_CLEAN): unmap, then __remove_mapping().
+        // PAGEREF_RECLAIM(_CLEAN): unmap, then write out if dirty, then __remove_mapping().
         let mut flush_now = false;
         if mapped {
-            let (cost, pushed) = rmap::try_to_unmap_one(s, cpu, t, pfn, false);
+            let (cost, pushed) = rmap::try_to_unmap_one(s, cpu, t, pfn, flags & PTE_DIRTY != 0);
             ps += cost;
             flush_now = pushed;
         }
-        let info = s.mem.page[pfn as usize];
-        s.mem.files[info.file as usize].pages[info.index as usize] = NONE;
-        sched::charge(s, Some(t), Func::RemoveMapping, delete);
-        ps += delete;
-        s.tasks[t].reclaim.free.push(pfn);
-        if flush_now {
-            // The flush steps sit on top of the stack; continue the list after them.
+        let dirty = s.mem.page[pfn as usize].flags & PG_DIRTY != 0;
+        let node = s.tasks[t].reclaim.node;
+        let kswapd_writes = is_kswapd(s, t) && s.mem.lru[node].zone_dirty;
+        // Only kswapd writes file pages, once the zone is ZONE_DIRTY; a dirty page that was
+        // referenced (PAGEREF_RECLAIM_CLEAN) is kept rather than written.
+        let write = dirty && kswapd_writes && !referenced_page;
+        if dirty && !write {
+            if !kswapd_writes {
+                s.stats.vm(Vm::NrVmscanImmediateReclaim, 1);
+            }
+            s.tasks[t].reclaim.keep.push(pfn);
+        } else if !dirty {
+            ps += remove_mapping(s, t, pfn, delete);
+        }
+        if flush_now || write {
+            // The unmap's own flush, then try_to_unmap_flush_dirty() (no writable TLB entry may
+            // outlive the start of the I/O), then pageout(), then on down the list.
             let steps = &mut s.tasks[t].steps;
-            let flush = steps.pop().expect("pushed");
+            let flush = if flush_now { steps.pop() } else { None };
             steps.push(Step::ShrinkPageList);
-            steps.push(flush);
+            if write {
+                steps.push(Step::Pageout { pfn });
+                if s.tasks[t].reclaim.ubc.writable {
+                    s.tasks[t].steps.push(Step::TryToUnmapFlush);
+                }
+            }
+            s.tasks[t].steps.extend(flush);
             return Outcome::Busy {
                 ps,
                 irqs_off: false,
@@ -259,6 +286,30 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     }
 }
 
+/// __remove_mapping(): out of the page cache, onto the pass's free list.
+fn remove_mapping(s: &mut Sim, t: TaskId, pfn: u32, delete: Time) -> Time {
+    let info = s.mem.page[pfn as usize];
+    s.mem.files[info.file as usize].pages[info.index as usize] = NONE;
+    sched::charge(s, Some(t), Func::RemoveMapping, delete);
+    s.tasks[t].reclaim.free.push(pfn);
+    delete
+}
+
+/// pageout() of a dirty file page, written synchronously (a RAM-backed device, as brd): clear
+/// PG_dirty, copy the page out, and reclaim it in this pass.
+pub fn pageout(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32) -> Outcome {
+    s.stats.stale_tlb_at_pageout += rmap::stale_translations(s, pfn);
+    s.mem.page[pfn as usize].flags &= !PG_DIRTY;
+    s.stats.vm(Vm::NrVmscanWrite, 1);
+    let write = s.m.cost[Cost::PageCopy] + super::filemap::touch_page(s, cpu, pfn);
+    sched::charge(s, Some(t), Func::Pageout, write);
+    let ps = write + remove_mapping(s, t, pfn, s.m.cost[Cost::PagecacheDelete]);
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}
+
 /// The end of a pass: free_hot_cold_page_list() for the reclaimed pages (their TLB entries are
 /// gone by now), then putback_inactive_pages() for the rest.
 pub fn shrink_finish(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
@@ -269,7 +320,7 @@ pub fn shrink_finish(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             .mapper
             .is_some()
         {
-            rmap::check_no_stale_tlb(s, pfn);
+            s.stats.stale_tlb_at_free += rmap::stale_translations(s, pfn);
         }
         let last = s.mem.page[pfn as usize].cpu;
         s.mem.page[pfn as usize] = super::filemap::PageInfo {
@@ -290,6 +341,11 @@ pub fn shrink_finish(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     r.reclaimed += free.len() as u32;
     r.zone_reclaimed += free.len() as u32;
     let node = r.node;
+    // shrink_inactive_list(): dirty pages the flushers have not queued fill the whole pass.
+    if r.unqueued_dirty > 0 && r.unqueued_dirty == r.isolated.len() {
+        s.mem.lru[node].zone_dirty = true;
+    }
+    let r = &mut s.tasks[t].reclaim;
     let (keep, activate) = (std::mem::take(&mut r.keep), std::mem::take(&mut r.activate));
     for &p in &keep {
         s.mem.page[p as usize].flags |= PG_LRU;

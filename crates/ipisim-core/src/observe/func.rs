@@ -34,6 +34,7 @@ named_enum! {
         PageReferenced = "page_referenced",
         TryToUnmap = "try_to_unmap_one",
         RemoveMapping = "__remove_mapping",
+        Pageout = "pageout",
         SpinLock = "native_queued_spin_lock_slowpath",
         FlushTlbBatchPages = "percpu_flush_tlb_batch_pages",
         DrainPages = "drain_pages",

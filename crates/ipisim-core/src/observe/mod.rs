@@ -43,6 +43,8 @@ named_enum! {
         PgRotated = "pgrotated",
         AllocStall = "allocstall",
         PageOutRun = "pageoutrun",
+        NrVmscanWrite = "nr_vmscan_write",
+        NrVmscanImmediateReclaim = "nr_vmscan_immediate_reclaim",
         // The seed 004 series' debug counters (patch 8/8), never merged upstream.
         PcpGlobalDrain = "pcp_global_drain",
         PcpGlobalIpiSaved = "pcp_global_ipi_saved",
@@ -107,6 +109,9 @@ pub struct Stats {
     pub stale_tlb_use: u64,
     /// Safety: pages freed while a CPU still cached a translation to them.
     pub stale_tlb_at_free: u64,
+    /// Safety: pages written out while a CPU still cached a translation to them (a write
+    /// through it after the I/O started would be lost).
+    pub stale_tlb_at_pageout: u64,
 }
 
 /// The width of a bin of `Stats::irq_bins`.
@@ -125,6 +130,7 @@ impl Stats {
             irq_bins: Vec::new(),
             stale_tlb_use: 0,
             stale_tlb_at_free: 0,
+            stale_tlb_at_pageout: 0,
         }
     }
 

@@ -66,7 +66,11 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         "tracepoints": tracepoints,
         "ops": crate::workload::ops(s),
         "metrics": crate::workload::metrics(s).iter().map(|(name, lower)| json!({"name": name, "better": if *lower { "lower" } else { "higher" }})).collect::<Vec<_>>(),
-        "safety": {"stale_tlb_use": st.stale_tlb_use, "stale_tlb_at_free": st.stale_tlb_at_free},
+        "safety": {
+            "stale_tlb_use": st.stale_tlb_use,
+            "stale_tlb_at_free": st.stale_tlb_at_free,
+            "stale_tlb_at_pageout": st.stale_tlb_at_pageout,
+        },
         "profile": profile,
         "idle_s": st.idle.iter().map(|&t| secs(t)).collect::<Vec<_>>(),
         "ipis_sent": st.ipis_sent,

@@ -57,10 +57,12 @@ pub enum Step {
     LocalCall(CallFunc),
     /// csd_lock_wait on every csd this CPU queued.
     CsdLockWait,
-    /// User reads of `n` whole pages of a file mapping from `vpn`.
-    FileRead { vpn: u64, n: u32 },
+    /// User reads (or writes) of `n` whole pages of a file mapping from `vpn`.
+    FileRead { vpn: u64, n: u32, write: bool },
     /// filemap_fault + fault-around for `vpn`.
     FileFault { vpn: u64 },
+    /// A write fault on a shared file mapping at `vpn`.
+    FileWriteFault { vpn: u64 },
     /// Readahead of `n` pages of `file` from `index`.
     Readahead { file: u32, index: u64, n: u32 },
     /// try_to_free_pages: reclaim until `want` pages were freed.
@@ -69,6 +71,8 @@ pub enum Step {
     ShrinkNode { node: u32, nr: u32 },
     /// shrink_page_list over the isolated pages.
     ShrinkPageList,
+    /// pageout() of a dirty page, then on with shrink_page_list.
+    Pageout { pfn: u32 },
     /// Free the reclaimed pages and put the others back.
     ShrinkFinish,
     /// try_to_unmap_flush.
@@ -103,11 +107,13 @@ impl Step {
             Step::LocalCall(_) => "flush_tlb_func",
             Step::CsdLockWait => "csd_lock_wait",
             Step::FileFault { .. } => "filemap_map_pages",
+            Step::FileWriteFault { .. } => "do_shared_fault",
             Step::Readahead { .. } => "__do_page_cache_readahead",
             Step::DirectReclaim { .. } => "try_to_free_pages",
             Step::ShrinkNode { .. } => "shrink_inactive_list",
             Step::ShrinkPageList => "shrink_page_list",
             Step::ShrinkFinish => "putback_inactive_pages",
+            Step::Pageout { .. } => "pageout",
             Step::TryToUnmapFlush => "try_to_unmap_flush",
             Step::TlbUbcClear => "try_to_unmap_flush",
             Step::DrainAllPages => "drain_all_pages",
@@ -161,7 +167,8 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::FlushTlbOthers => x86::flush_tlb_multi(s, cpu, t, false),
         Step::LocalCall(f) => smp::run_local(s, cpu, t, f),
         Step::CsdLockWait => Outcome::Spin(SpinOn::CsdLockWait),
-        Step::FileRead { vpn, n } => mm::filemap::file_read(s, cpu, t, vpn, n),
+        Step::FileRead { vpn, n, write } => mm::filemap::file_read(s, cpu, t, vpn, n, write),
+        Step::FileWriteFault { vpn } => mm::filemap::file_write_fault(s, cpu, t, vpn),
         Step::FileFault { vpn } => mm::filemap::file_fault(s, cpu, t, vpn),
         Step::Readahead { file, index, n } => mm::filemap::readahead(s, cpu, t, file, index, n),
         Step::DirectReclaim { want } => mm::vmscan::direct_reclaim(s, cpu, t, want),
@@ -170,6 +177,7 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         }
         Step::ShrinkPageList => mm::vmscan::shrink_page_list(s, cpu, t),
         Step::ShrinkFinish => mm::vmscan::shrink_finish(s, cpu, t),
+        Step::Pageout { pfn } => mm::vmscan::pageout(s, cpu, t, pfn),
         Step::TryToUnmapFlush => mm::rmap::try_to_unmap_flush(s, cpu, t),
         Step::TlbUbcClear => mm::rmap::tlb_ubc_clear(s, t),
         Step::DrainAllPages => mm::drain::drain_all_pages(s, cpu, t),

@@ -138,7 +138,11 @@ pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
     let n = chunk.min(r.end - r.next);
     let vpn = r.next;
     r.next += n;
-    s.tasks[t].steps.push(Step::FileRead { vpn, n: n as u32 });
+    s.tasks[t].steps.push(Step::FileRead {
+        vpn,
+        n: n as u32,
+        write: false,
+    });
     Outcome::Next
 }
 

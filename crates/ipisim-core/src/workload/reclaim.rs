@@ -1,7 +1,9 @@
 //! `reclaim`: a microbenchmark of reclaim's TLB flushing. `processes` processes on CPUs 1..N each
-//! map their own file (MAP_SHARED, PROT_READ) and read `pages` pages of it, then spin in user
-//! space (`busy`) or sleep. Then a reclaimer on CPU 0 shrinks the LRU until it is empty. Every
+//! map their own file (MAP_SHARED) and read (or write) `pages` pages of it, then spin in user
+//! space (`busy`) or sleep. Then a reclaimer on CPU 0 shrinks the LRU until it is empty. A clean
 //! page is seen twice: the first scan finds its accessed bit and rotates it, the second reclaims.
+//! A written page is seen three times by a `kswapd` reclaimer: rotated, unmapped but kept (it was
+//! referenced, PAGEREF_RECLAIM_CLEAN), then written out and reclaimed.
 
 use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
@@ -11,6 +13,8 @@ use crate::sched::{self, Outcome, SpinOn, Step};
 use crate::sim::{CpuId, Sim, TaskId};
 
 const REMOTE: &[&str] = &["busy", "sleeping"];
+const ACCESS: &[&str] = &["read", "write"];
+const RECLAIMER: &[&str] = &["direct", "kswapd"];
 
 pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "reclaim",
@@ -41,6 +45,20 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
             default: "busy",
             doc: "after reading, the processes spin in user space or sleep",
         },
+        Param {
+            key: "access",
+            kind: Kind::Choice(ACCESS),
+            unit: "",
+            default: "read",
+            doc: "the processes read their pages (PROT_READ) or write them (PROT_WRITE: dirty)",
+        },
+        Param {
+            key: "reclaimer",
+            kind: Kind::Choice(RECLAIMER),
+            unit: "",
+            default: "direct",
+            doc: "the reclaimer counts as direct reclaim, or as node 0's kswapd (which alone writes dirty file pages)",
+        },
     ],
     kind: ScenarioKind::Reclaim,
 };
@@ -49,6 +67,8 @@ pub struct Reclaim {
     processes: usize,
     pages: u64,
     busy: bool,
+    write: bool,
+    kswapd: bool,
     /// Per reader: (first page, pages read so far).
     readers: Vec<(u64, u64)>,
     done_reading: usize,
@@ -66,6 +86,13 @@ impl Reclaim {
             processes + 1,
         )?;
         let pages = r.int("pages") as u64;
+        let (write, kswapd) = (r.str("access") == "write", r.str("reclaimer") == "kswapd");
+        if write && !kswapd {
+            return Err(r.error(
+                "access",
+                "written file pages are reclaimed only by kswapd (shrink_page_list): set reclaimer=kswapd",
+            ));
+        }
         if processes as u64 * pages * 4096 > m.mem_per_node * m.nodes as u64 / 2 {
             return Err(r.error("pages", "more than half the machine's memory"));
         }
@@ -73,6 +100,8 @@ impl Reclaim {
             processes,
             pages,
             busy: r.str("remote") == "busy",
+            write,
+            kswapd,
             readers: Vec::new(),
             done_reading: 0,
             reclaimer: 0,
@@ -111,6 +140,11 @@ pub fn start(s: &mut Sim) {
     let mm = s.mem.new_mm(j, s.k.hz);
     let t = sched::spawn_at(s, mm, 0, NEVER);
     s.tasks[t].comm = "reclaimer".into();
+    if state(s).kswapd {
+        // current_is_kswapd(): the reclaimer stands in for node 0's kswapd.
+        s.tasks[t].comm = "kswapd0".into();
+        s.mem.kswapd[0] = Some(t);
+    }
     state(s).reclaimer = t;
 }
 
@@ -138,9 +172,11 @@ pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
     if read < pages {
         let n = s.k.fault_around_pages.min(pages - read);
         state(s).readers[t].1 += n;
+        let write = state(s).write;
         s.tasks[t].steps.push(Step::FileRead {
             vpn: start + read,
             n: n as u32,
+            write,
         });
         return Outcome::Next;
     }
