@@ -46,6 +46,8 @@ cost_table! {
     PagecacheInsert = "pagecache_insert": "add_to_page_cache: one page into a file's radix tree, with accounting",
     PagecacheDelete = "pagecache_delete": "__remove_mapping: one clean page out of the radix tree",
     RmapWalk = "rmap_walk": "one rmap walk of a file page with one mapping (i_mmap lock, interval tree, PTE lookup)",
+    Membarrier = "membarrier": "sys_membarrier's own work before membarrier_private_expedited's mm_users check, besides the syscall",
+    MembarrierMask = "membarrier_mask": "membarrier_private_expedited: cpumask alloc, cpus_read_lock, the rq->curr scan, two smp_mb(), no IPI",
 }
 
 /// One entry of a profile's `[cost]` table, as written.

@@ -38,5 +38,6 @@ named_enum! {
         SpinLock = "native_queued_spin_lock_slowpath",
         FlushTlbBatchPages = "percpu_flush_tlb_batch_pages",
         DrainPages = "drain_pages",
+        Membarrier = "membarrier_private_expedited",
     }
 }

@@ -11,7 +11,7 @@ use crate::smp::{self, CallFunc, Cond};
 
 /// sys_membarrier() entry: the syscall, then membarrier_private_expedited() below.
 pub fn sys_membarrier(s: &mut Sim, t: TaskId) -> Outcome {
-    let ps = s.m.cost[Cost::Syscall];
+    let ps = s.m.cost[Cost::Syscall] + s.m.cost[Cost::Membarrier];
     charge(s, Some(t), Func::Syscall, ps);
     s.tasks[t].steps.push(Step::MembarrierIpis);
     Outcome::Busy {
@@ -20,8 +20,8 @@ pub fn sys_membarrier(s: &mut Sim, t: TaskId) -> Outcome {
     }
 }
 
-/// membarrier_private_expedited(0, -1): which CPUs get ipi_mb, then the IPIs and the wait.
-pub fn membarrier_private_expedited(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+/// membarrier_private_expedited(0, -1) up to the IPIs.
+pub fn membarrier_private_expedited(s: &mut Sim, t: TaskId) -> Outcome {
     let mm = s.tasks[t].mm;
     // atomic_read(&mm->mm_users) == 1 || num_online_cpus() == 1: nothing to order against.
     let users = s
@@ -32,8 +32,23 @@ pub fn membarrier_private_expedited(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outco
     if users == 1 || s.m.ncpus() == 1 {
         return Outcome::Next;
     }
-    // for_each_online_cpu: p = rcu_dereference(cpu_rq(cpu)->curr); if (p && p->mm == mm).
-    // An idle CPU's curr is its idle task (mm NULL), even while it lazily keeps this mm loaded.
+    // smp_mb(), zalloc_cpumask_var(), cpus_read_lock(), rcu_read_lock(), then the scan below
+    // and the smp_mb() after the IPIs: one measured cost.
+    let own = s.m.cost[Cost::MembarrierMask];
+    charge(s, Some(t), Func::Membarrier, own);
+    s.tasks[t].steps.push(Step::MembarrierIpiMb);
+    Outcome::Busy {
+        ps: own,
+        irqs_off: false,
+    }
+}
+
+/// for_each_online_cpu: p = rcu_dereference(cpu_rq(cpu)->curr); if (p && p->mm == mm) set the
+/// CPU in tmpmask; then smp_call_function_many(tmpmask, ipi_mb, NULL, true), which skips the
+/// calling CPU itself. An idle CPU's curr is its idle task (mm NULL), even while it lazily keeps
+/// this mm loaded.
+pub fn membarrier_ipi_mb(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    let mm = s.tasks[t].mm;
     let mut mask = CpuMask::new();
     for c in 0..s.cpus.len() {
         let curr = s.cpus[c].task.filter(|_| s.cpus[c].mode != Mode::Idle);
@@ -41,6 +56,5 @@ pub fn membarrier_private_expedited(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outco
             mask.set(c);
         }
     }
-    // smp_call_function_many(tmpmask, ipi_mb, NULL, true) skips the calling CPU itself.
     smp::smp_call_function_many_cond(s, cpu, t, &mask, CallFunc::IpiMb, Cond::Always, true, false)
 }

@@ -85,8 +85,10 @@ pub enum Step {
     DrainWork,
     /// sys_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED): syscall entry.
     Membarrier,
-    /// membarrier_private_expedited(): the ipi_mb IPIs and the wait for them.
+    /// membarrier_private_expedited(): its own work up to the IPIs.
     MembarrierIpis,
+    /// membarrier_private_expedited(): the rq->curr scan, the ipi_mb IPIs and the wait.
+    MembarrierIpiMb,
 }
 
 impl Step {
@@ -120,6 +122,7 @@ impl Step {
             Step::DrainWork => "drain_local_pages_wq",
             Step::Membarrier => "entry_SYSCALL_64",
             Step::MembarrierIpis => "membarrier_private_expedited",
+            Step::MembarrierIpiMb => "smp_call_function_many_cond",
         }
     }
 }
@@ -183,6 +186,7 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::DrainAllPages => mm::drain::drain_all_pages(s, cpu, t),
         Step::DrainWork => mm::drain::drain_work(s, cpu, t),
         Step::Membarrier => super::membarrier::sys_membarrier(s, t),
-        Step::MembarrierIpis => super::membarrier::membarrier_private_expedited(s, cpu, t),
+        Step::MembarrierIpis => super::membarrier::membarrier_private_expedited(s, t),
+        Step::MembarrierIpiMb => super::membarrier::membarrier_ipi_mb(s, cpu, t),
     }
 }
