@@ -193,20 +193,62 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for name, ns in costs.items():
             print(f"  {name:<22} {ns:>12.2f}")
         return 0
-    cells = []
+    if args.repeats < 1:
+        raise UsageError(f"--repeats: must be at least 1, got {args.repeats}")
+    machine = args.machine or "host-2cpu"
+    ipisim.describe(machine)  # a bad --machine fails here, before anything runs
+    rows: list[hw.Row] = []
+    t0 = time.perf_counter()
     try:
-        for cell in hw.grid(machine=args.machine, kernel=args.kernel, repeats=args.repeats):
-            progress = f"{cell.op} batch={cell.batch} remote={cell.remote}"
+        cells = []
+        for cell in hw.grid(machine=machine, kernel=args.kernel, repeats=args.repeats):
+            progress = f"shootdown {cell.op} batch={cell.batch} remote={cell.remote}"
             print(f"{progress}: real {cell.real_tlb}, simulated {cell.sim_tlb}", file=sys.stderr)
             cells.append(cell)
+        rows += hw.shootdown_rows(cells)
+        for row in hw.membarrier_rows(machine=machine, kernel=args.kernel, repeats=args.repeats):
+            print(f"{row.bench}: real {row.real_count}, simulated {row.sim_count}", file=sys.stderr)
+            rows.append(row)
+        for row in hw.tlb_flush_rows(machine=machine, kernel=args.kernel, repeats=min(args.repeats, 3)):
+            print(f"{row.bench}: real {row.real_count}, simulated {row.sim_count}", file=sys.stderr)
+            rows.append(row)
     except hw.Unavailable as e:
         raise UsageError(f"validate: cannot measure on this machine: {e}") from e
-    print(f"shootdown, 512 pages, 1 remote thread: this machine vs {args.machine} with {args.kernel}")
-    print("(TLB = TLB shootdowns received, all CPUs, median of repeats; us/call = wall time per syscall)\n")
-    print(hw.format_table(cells), end="")
-    bad = sum(not c.agrees for c in cells)
-    print(f"\n{len(cells) - bad}/{len(cells)} cells agree (exact where real <= 2, else within 1 %)")
+    print(f"this machine vs {machine} with {args.kernel}: IPIs (the /proc/interrupts row, all CPUs, median")
+    print("of repeats) and time per operation (syscall, membarrier call, or loop iteration of one thread)\n")
+    print(hw.format_rows(rows), end="")
+    bad = [r for r in rows if not r.count_ok]
+    slow = [r for r in rows if not r.time_ok]
+    print(
+        f"\nIPI counts: {len(rows) - len(bad)}/{len(rows)} agree (exact where real <= 2, else within 1 %)"
+        f"\ntime per op: {len(rows) - len(slow)}/{len(rows)} within {hw.TIME_TOLERANCE:.0%}"
+        f"\n({time.perf_counter() - t0:.1f} s)"
+    )
     return 1 if bad else 0
+
+
+def cmd_probe(args: argparse.Namespace) -> int:
+    from ipisim import hw, probe
+
+    if args.repeats < 1:
+        raise UsageError(f"--repeats: must be at least 1, got {args.repeats}")
+    t0 = time.perf_counter()
+    try:
+        p = probe.measure(
+            repeats=args.repeats, progress=lambda msg: print(f"probe: {msg}", file=sys.stderr, flush=True)
+        )
+    except hw.Unavailable as e:
+        raise UsageError(f"probe: cannot measure on this machine: {e}") from e
+    fitted = probe.fit(p)
+    print(probe.format_table(p), end="")
+    print("\nfitted cost table (cycles):")
+    print(probe.format_fit(fitted), end="")
+    if args.out:
+        _write(args.out, probe.profile_toml(p, fitted, name=Path(args.out).stem))
+        ipisim.describe(args.out)  # the profile just written must load
+        print(f"\nprofile: {args.out} (use --machine {args.out})")
+    print(f"({time.perf_counter() - t0:.1f} s)")
+    return 0
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
@@ -359,12 +401,21 @@ def build_parser() -> argparse.ArgumentParser:
     _add_trace_options(c)
     c.set_defaults(func=cmd_compare)
 
-    v = sub.add_parser("validate", help="measure the shootdown grid on this machine; compare")
-    v.add_argument("--machine", default="host-2cpu", help="profile to simulate (default host-2cpu)")
+    v = sub.add_parser("validate", help="run microbenchmarks for real and simulated; compare IPIs and times")
+    v.add_argument(
+        "--machine", help="profile to simulate, e.g. host.toml from `ipisim probe` (default host-2cpu)"
+    )
     v.add_argument("--kernel", default="linux-6.18", help="kernel preset to simulate (default linux-6.18)")
     v.add_argument("--repeats", type=int, default=5, help="real runs per cell; the median counts (default 5)")
     v.add_argument("--costs", action="store_true", help="measure this machine's per-operation costs instead")
     v.set_defaults(func=cmd_validate)
+
+    pr = sub.add_parser(
+        "probe", help="measure this machine's costs with pinned threads; write a machine profile"
+    )
+    pr.add_argument("--out", metavar="PATH", help="write the fitted profile here (a .toml for --machine)")
+    pr.add_argument("--repeats", type=int, default=3, help="runs of the measurement program (default 3)")
+    pr.set_defaults(func=cmd_probe)
     return p
 
 

@@ -134,24 +134,30 @@ def _pin_to_cpu0() -> None:
 def parse_sample(line: str) -> Sample:
     fields = dict(f.split("=", 1) for f in line.split())
     return Sample(
-        syscalls=int(fields["syscalls"]),
+        syscalls=int(fields.get("syscalls") or fields["loops"]),
         ns=float(fields["ns"]),
         tlb=[int(x) for x in fields["tlb"].split(",")],
         cal=[int(x) for x in fields["cal"].split(",")],
     )
 
 
+def _run(program: str, args: list[str]) -> list[Sample]:
+    """Run native/<program>.c pinned to CPU 0; one Sample per output line."""
+    exe = build(program)
+    proc = subprocess.run(
+        [str(exe), *args], capture_output=True, text=True, check=False, preexec_fn=_pin_to_cpu0
+    )
+    if proc.returncode != 0:
+        raise Unavailable(f"{program} {' '.join(args)}: {proc.stderr.strip()}")
+    return [parse_sample(line) for line in proc.stdout.splitlines()]
+
+
 def measure(
     op: str, batch: int, remote: str, *, pages: int = 512, threads: int = 1, repeats: int = 5
 ) -> list[Sample]:
     """Run the real program `repeats` times (one process) and return every sample."""
-    exe = build()
-    args = [str(exe), "--op", op, "--batch", str(batch), "--remote", remote, "--pages", str(pages)]
-    args += ["--threads", str(threads), "--repeats", str(repeats)]
-    proc = subprocess.run(args, capture_output=True, text=True, check=False, preexec_fn=_pin_to_cpu0)
-    if proc.returncode != 0:
-        raise Unavailable(f"shootdown {' '.join(args[1:])}: {proc.stderr.strip()}")
-    return [parse_sample(line) for line in proc.stdout.splitlines()]
+    args = ["--op", op, "--batch", str(batch), "--remote", remote, "--pages", str(pages)]
+    return _run("shootdown", [*args, "--threads", str(threads), "--repeats", str(repeats)])
 
 
 def measure_costs() -> dict[str, float]:
@@ -194,5 +200,119 @@ def format_table(cells: Sequence[Cell]) -> str:
         lines.append(
             f"{c.op:<9} {c.batch:>5} {c.remote:<8} {c.real_tlb:>9} {spread:>11} {c.sim_tlb:>8}"
             f" {c.real_us_per_call:>12.2f} {c.sim_us_per_call:>11.2f}  {'yes' if c.agrees else 'NO'}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+@dataclass(frozen=True)
+class Row:
+    """One microbenchmark of `ipisim validate`: real samples next to the simulated numbers."""
+
+    bench: str
+    counter: str
+    """The /proc/interrupts row compared: TLB or CAL (summed over CPUs)."""
+    real: list[Sample]
+    sim_count: int
+    sim_ns: float
+    """Simulated ns per operation (syscall, call or loop iteration)."""
+
+    @property
+    def real_counts(self) -> list[int]:
+        return [sum(s.tlb if self.counter == "TLB" else s.cal) for s in self.real]
+
+    @property
+    def real_count(self) -> int:
+        return int(statistics.median_low(self.real_counts))
+
+    @property
+    def real_ns(self) -> float:
+        return float(statistics.median(s.ns / s.syscalls for s in self.real))
+
+    @property
+    def ns_spread(self) -> float:
+        v = [s.ns / s.syscalls for s in self.real]
+        return (max(v) - min(v)) / statistics.median(v)
+
+    @property
+    def count_ok(self) -> bool:
+        return counts_agree(self.real_count, self.sim_count)
+
+    @property
+    def time_ratio(self) -> float:
+        return self.sim_ns / self.real_ns if self.real_ns else float("inf")
+
+    @property
+    def time_ok(self) -> bool:
+        return abs(self.time_ratio - 1) <= TIME_TOLERANCE
+
+
+TIME_TOLERANCE = 0.25
+
+
+def shootdown_rows(cells: Sequence[Cell]) -> list[Row]:
+    return [
+        Row(f"shootdown {c.op} b={c.batch} {c.remote}", "TLB", c.real, c.sim_tlb, 1000 * c.sim_us_per_call)
+        for c in cells
+    ]
+
+
+def membarrier_rows(
+    *, machine: str, kernel: str, repeats: int = 5, busy_calls: int = 10000, idle_calls: int = 1000
+) -> Iterator[Row]:
+    """membarrier(PRIVATE_EXPEDITED) with one remote thread busy, sleeping, or none.
+
+    Without a busy thread the window is kept short (idle_calls): an idle CPU takes a few
+    scheduler IPIs per second (nohz idle-balance kicks) that would show up in its CAL row.
+    """
+    check_available()
+    for remote in REMOTES:
+        calls = busy_calls if remote == "busy" else idle_calls
+        real = _run(
+            "membarrier",
+            ["--remote", remote, "--threads", "1", "--calls", str(calls), "--repeats", str(repeats)],
+        )
+        sets = {"remote": remote, "remote_threads": 1, "calls": calls}
+        sim = ipisim.run("membarrier", machine=machine, kernel=kernel, sets=sets)
+        count = int(sim.ops["call_function_interrupts"])
+        yield Row(f"membarrier {remote}", "CAL", real, count, float(sim.ops["ns_per_call"]))
+
+
+def tlb_flush_rows(
+    *, machine: str, kernel: str, repeats: int = 3, loops: int = 5120, threads: Sequence[int] = (1, 2)
+) -> Iterator[Row]:
+    """will-it-scale tlb_flush1/2/3, thread mode, `loops` iterations per thread."""
+    check_available()
+    for test in (1, 2, 3):
+        for n in threads:
+            if n > len(os.sched_getaffinity(0)):
+                continue
+            args = [
+                "--test",
+                str(test),
+                "--threads",
+                str(n),
+                "--loops",
+                str(loops),
+                "--repeats",
+                str(repeats),
+            ]
+            real = _run("tlb_flush", args)
+            sets = {"mode": "thread", "tasks": n, "loops": loops}
+            sim = ipisim.run(f"will-it-scale/tlb_flush{test}", machine=machine, kernel=kernel, sets=sets)
+            ns = float(sim.ops["elapsed_s"]) * 1e9 / loops
+            yield Row(f"tlb_flush{test} threads={n}", "TLB", real, sum(sim.interrupts["TLB"]), ns)
+
+
+def format_rows(rows: Sequence[Row]) -> str:
+    head = f"{'microbenchmark':<32} {'row':<4} {'real':>7} {'(min-max)':>13} {'sim':>7} {'count':<5}"
+    head += f" {'real ns/op':>11} {'(spread)':>8} {'sim ns/op':>10} {'ratio':>6}  time"
+    lines = [head]
+    for r in rows:
+        counts = r.real_counts
+        spread = f"({min(counts)}-{max(counts)})"
+        lines.append(
+            f"{r.bench:<32} {r.counter:<4} {r.real_count:>7} {spread:>13} {r.sim_count:>7}"
+            f" {'ok' if r.count_ok else 'DIFF':<5} {r.real_ns:>11.0f} {f'{100 * r.ns_spread:.0f}%':>8}"
+            f" {r.sim_ns:>10.0f} {r.time_ratio:>6.2f}  {'ok' if r.time_ok else 'off'}"
         )
     return "\n".join(lines) + "\n"

@@ -18,6 +18,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/membarrier.h>
 
 #define PAGE 4096UL
 #define BIG_PAGES 16384UL /* 64 MiB: more pages than the TLB holds */
@@ -38,6 +39,19 @@ static char *map(size_t pages)
 	}
 	madvise(p, pages * PAGE, MADV_NOHUGEPAGE);
 	return p;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+/* Median of v[0..n): robust to the calls during which the host descheduled a vCPU. */
+static double median(double *v, int n)
+{
+	qsort(v, (size_t)n, sizeof(*v), cmp_double);
+	return v[n / 2];
 }
 
 static double best_of(int n, double (*f)(void))
@@ -149,7 +163,7 @@ static double protect_32(void) { return protect(32); }
 
 /* The IPI test: CPU 1 spins reading the clock and records every gap (time taken from it). */
 static atomic_int spin_stop, spin_ready;
-static double gap_total;
+static double gap_total, gaps[100000];
 static long gap_count;
 
 static void *spinner(void *arg)
@@ -162,12 +176,221 @@ static void *spinner(void *arg)
 	while (!atomic_load_explicit(&spin_stop, memory_order_relaxed)) {
 		double t = now_ns();
 		if (t - last > 300) {
+			if (gap_count < 100000)
+				gaps[gap_count] = t - last;
 			gap_total += t - last;
 			gap_count++;
 		}
 		last = t;
 	}
 	return NULL;
+}
+
+/* Start `fn` in a thread pinned to `cpu`. */
+static pthread_t start_on(int cpu, void *(*fn)(void *))
+{
+	pthread_t tid;
+	pthread_attr_t attr;
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	pthread_attr_init(&attr);
+	pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+	pthread_create(&tid, &attr, fn, NULL);
+	pthread_attr_destroy(&attr);
+	return tid;
+}
+
+/* Spinners in user space on CPUs 1..n (SCHED_FIFO where allowed), as the shootdown test's. */
+static atomic_int busy_stop, busy_ready;
+static void *busy_spinner(void *arg)
+{
+	(void)arg;
+	struct sched_param sp = { .sched_priority = 1 };
+	pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+	atomic_fetch_add(&busy_ready, 1);
+	while (!atomic_load_explicit(&busy_stop, memory_order_relaxed))
+		;
+	return NULL;
+}
+
+static pthread_t busy_tids[1024];
+static void busy_start(int n)
+{
+	atomic_store(&busy_stop, 0);
+	atomic_store(&busy_ready, 0);
+	for (int i = 0; i < n; i++)
+		busy_tids[i] = start_on(1 + i, busy_spinner);
+	while (atomic_load(&busy_ready) < n)
+		;
+	usleep(1000);
+}
+
+static void busy_end(int n)
+{
+	atomic_store(&busy_stop, 1);
+	for (int i = 0; i < n; i++)
+		pthread_join(busy_tids[i], NULL);
+}
+
+/* One page touched, then one op on it, `iters` times; ns per op call (touch excluded). */
+static double op_1(int op, int iters)
+{
+	char *p = map(2);
+	static double per_call[20000];
+	iters = iters > 20000 ? 20000 : iters;
+	for (int i = 0; i < iters; i++) {
+		p[0] = 1;
+		double t = now_ns();
+		if (op == 0) {
+			madvise(p, PAGE, MADV_DONTNEED);
+		} else if (op == 1) {
+			mprotect(p, PAGE, PROT_READ);
+		} else {
+			munmap(p, PAGE);
+		}
+		per_call[i] = now_ns() - t;
+		if (op == 1)
+			mprotect(p, PAGE, PROT_READ | PROT_WRITE);
+		if (op == 2 && mmap(p, PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED,
+				    -1, 0) != p)
+			exit(1);
+	}
+	munmap(p, 2 * PAGE);
+	return median(per_call, iters);
+}
+
+/* An op over a freshly touched 512-page region (one VMA on a 2 MiB boundary) in calls of
+ * `batch` pages, as a program sweeping its memory does; ns per call, median of 15 sweeps.
+ * batch <= 256 so that no call covers the whole page table (no page-table free). */
+static double sweep_op(int op, size_t batch)
+{
+	double per_sweep[15];
+	for (int r = 0; r < 15; r++) {
+		size_t len = 512 * PAGE, slop = (2UL << 20);
+		char *raw = mmap(NULL, len + slop, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		char *p = (char *)(((uintptr_t)raw + slop - 1) & ~(slop - 1));
+		madvise(p, len, MADV_NOHUGEPAGE);
+		for (size_t i = 0; i < 512; i++)
+			p[i * PAGE] = 1;
+		long calls = 0;
+		double t = now_ns();
+		for (size_t i = 0; i < 512; i += batch, calls++) {
+			if (op == 0)
+				madvise(p + i * PAGE, batch * PAGE, MADV_DONTNEED);
+			else if (op == 1)
+				mprotect(p + i * PAGE, batch * PAGE, PROT_READ);
+			else
+				munmap(p + i * PAGE, batch * PAGE);
+		}
+		per_sweep[r] = (now_ns() - t) / calls;
+		munmap(raw, len + slop);
+	}
+	return median(per_sweep, 15);
+}
+
+/* munmap of n present pages at the start of a 64-page VMA (no page table is freed). */
+static double unmap_n(size_t n)
+{
+	double total = 0;
+	for (int r = 0; r < 200; r++) {
+		char *p = map(64);
+		for (size_t i = 0; i < n; i++)
+			p[i * PAGE] = 1;
+		double t = now_ns();
+		munmap(p, n * PAGE);
+		total += now_ns() - t;
+		munmap(p + n * PAGE, (64 - n) * PAGE);
+	}
+	return total / 200;
+}
+static double munmap_1(void) { return unmap_n(1); }
+static double munmap_32(void) { return unmap_n(32); }
+
+/* membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) per call; `busy` spinners on CPUs 1..busy, or
+ * one thread blocked on CPU 1 (busy = 0: a second mm user, no CPU to IPI). */
+static atomic_int mb_sleep_word;
+static void *mb_sleeper(void *arg)
+{
+	(void)arg;
+	while (!atomic_load(&mb_sleep_word))
+		syscall(SYS_futex, &mb_sleep_word, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+	return NULL;
+}
+
+static double membarrier_call(int busy)
+{
+	const int n = 5000;
+	pthread_t sl = 0;
+	if (busy < 0) {
+		/* Alone in the mm: mm_users == 1 returns before any IPI work. */
+	} else if (busy) {
+		busy_start(busy);
+	} else {
+		atomic_store(&mb_sleep_word, 0);
+		sl = start_on(1, mb_sleeper);
+		usleep(20000);
+	}
+	static double per_call[5000];
+	for (int i = 0; i < n; i++) {
+		double t = now_ns();
+		syscall(__NR_membarrier, MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0);
+		per_call[i] = now_ns() - t;
+	}
+	double ns = median(per_call, n);
+	if (busy < 0) {
+	} else if (busy) {
+		busy_end(busy);
+	} else {
+		atomic_store(&mb_sleep_word, 1);
+		syscall(SYS_futex, &mb_sleep_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+		pthread_join(sl, NULL);
+	}
+	return ns;
+}
+
+/* A cache line bounced between CPU 0 and CPU 1: each side waits for the other's store.
+ * ns per round trip (two line transfers). */
+static _Alignas(64) atomic_long pingpong;
+static void *ponger_line(void *arg)
+{
+	long n = (long)(intptr_t)arg;
+	for (long i = 0; i < n; i++) {
+		while (atomic_load_explicit(&pingpong, memory_order_acquire) != 2 * i + 1)
+			;
+		atomic_store_explicit(&pingpong, 2 * i + 2, memory_order_release);
+	}
+	return NULL;
+}
+
+static double line_round_trip(void)
+{
+	const long n = 200000;
+	atomic_store(&pingpong, 0);
+	pthread_t tid;
+	pthread_attr_t attr;
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(1, &set);
+	pthread_attr_init(&attr);
+	pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+	pthread_create(&tid, &attr, ponger_line, (void *)(intptr_t)n);
+	pthread_attr_destroy(&attr);
+	usleep(1000);
+	/* Best of 20 chunks, as above. */
+	double ns = 1e300;
+	for (long c = 0; c < 20; c++) {
+		double t = now_ns();
+		for (long i = c * n / 20; i < (c + 1) * n / 20; i++) {
+			atomic_store_explicit(&pingpong, 2 * i + 1, memory_order_release);
+			while (atomic_load_explicit(&pingpong, memory_order_acquire) != 2 * i + 2)
+				;
+		}
+		double v = (now_ns() - t) / (n / 20);
+		ns = v < ns ? v : ns;
+	}
+	pthread_join(tid, NULL);
+	return ns;
 }
 
 /* Per iteration: fault one page in, then madvise it away: one TLB shootdown IPI to CPU 1. */
@@ -346,8 +569,10 @@ static double idle_wakeup(void)
 	return woke_at - t;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+	int ncpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
+	int quick = argc > 1 && !strcmp(argv[1], "--remote-only"); /* skip the local costs */
 	cpu_set_t one;
 	CPU_ZERO(&one);
 	CPU_SET(0, &one);
@@ -357,6 +582,8 @@ int main(void)
 	memset(big_a, 1, BIG_PAGES * PAGE);
 	memset(big_b, 1, BIG_PAGES * PAGE);
 
+	if (quick)
+		goto remote;
 	printf("null_syscall %.1f\n", best_of(5, null_syscall));
 	printf("first_touch %.1f\n", best_of(5, first_touch));
 	printf("file_fault %.1f\n", best_of(5, file_fault));
@@ -372,9 +599,50 @@ int main(void)
 	printf("mprotect_1 %.1f\n", best_of(5, protect_1));
 	printf("mprotect_32 %.1f\n", best_of(5, protect_32));
 
+	static const char *sweep_name[] = { "madvise", "mprotect", "munmap" };
+	for (int op = 0; op < 3; op++) {
+		printf("%s_sweep_1 %.1f\n", sweep_name[op], sweep_op(op, 1));
+		printf("%s_sweep_256 %.1f\n", sweep_name[op], sweep_op(op, 256));
+	}
+	printf("munmap_1 %.1f\n", best_of(5, munmap_1));
+	printf("munmap_32 %.1f\n", best_of(5, munmap_32));
 	printf("context_switch %.1f\n", best_of(5, context_switch));
 	printf("thread_create %.1f\n", best_of(5, thread_create));
 	printf("idle_wakeup %.1f\n", best_of(5, idle_wakeup));
+
+remote:
+	if (ncpus < 2)
+		return 0;
+	/* Syscalls on one present page, alone and with 1..N-1 busy remote threads: the marginal
+	 * cost of one remote shootdown (best of 3, 5000 calls each). */
+	static const char *opname[] = { "madvise", "mprotect", "munmap" };
+	for (int op = 0; op < 3; op++) {
+		double best = 1e300;
+		for (int r = 0; r < 3; r++) {
+			double v = op_1(op, 5000);
+			best = v < best ? v : best;
+		}
+		printf("%s_1_busy0 %.1f\n", opname[op], best);
+	}
+	for (int n = 1; n < ncpus && n <= 1023; n++) {
+		busy_start(n);
+		for (int op = 0; op < 3; op++) {
+			double best = 1e300;
+			for (int r = 0; r < 3; r++) {
+				double v = op_1(op, 5000);
+				best = v < best ? v : best;
+			}
+			printf("%s_1_busy%d %.1f\n", opname[op], n, best);
+		}
+		busy_end(n);
+	}
+	if (syscall(__NR_membarrier, MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED, 0, 0) == 0) {
+		printf("membarrier_alone %.1f\n", membarrier_call(-1));
+		printf("membarrier_busy0 %.1f\n", membarrier_call(0));
+		for (int n = 1; n < ncpus && n <= 1023; n++)
+			printf("membarrier_busy%d %.1f\n", n, membarrier_call(n));
+	}
+	printf("line_round_trip %.1f\n", line_round_trip());
 
 	const int iters = 20000;
 	double alone = fault_and_zap(iters);
@@ -389,7 +657,8 @@ int main(void)
 	pthread_join(tid, NULL);
 	printf("fault_zap_alone %.1f\n", alone);
 	printf("fault_zap_ipi %.1f\n", with_ipi);
-	printf("victim_gap %.1f\n", gap_count ? gap_total / gap_count : 0.0);
+	/* Median gap: robust to the host descheduling the spinner's vCPU. */
+	printf("victim_gap %.1f\n", gap_count ? median(gaps, gap_count < 100000 ? (int)gap_count : 100000) : 0.0);
 	printf("victim_gaps_per_iter %.3f\n", (double)gap_count / iters);
 	return 0;
 }

@@ -1,0 +1,198 @@
+/*
+ * membarrier: the `membarrier` scenario run for real, to validate ipisim against this machine.
+ *
+ * The main thread (pin it before exec) registers with MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED
+ * while it is the only thread (mm_users == 1: no IPI), starts `threads` threads on the next CPUs,
+ * spinning in user space (busy) or blocked on a futex (sleeping), sleeps `settle-ms`, then calls
+ * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) `calls` times. The /proc/interrupts TLB and
+ * CAL rows are read just before the first call and just after the last. Each repeat prints:
+ *   syscalls=N ns=T tlb=a,b,... cal=a,b,...
+ * Build: cc -O2 -pthread -o membarrier membarrier.c
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_CPUS 1024
+
+enum remote { R_BUSY, R_SLEEPING, R_NONE };
+
+static atomic_int stop_flag;
+static atomic_int started;
+
+static void die(const char *what)
+{
+	fprintf(stderr, "membarrier: %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+static void usage(void)
+{
+	fprintf(stderr, "usage: membarrier --calls N --remote busy|sleeping|none --threads N "
+			"[--settle-ms N] [--repeats N]\n");
+	exit(2);
+}
+
+/* Parse the TLB and CAL rows of /proc/interrupts with one raw read (no stdio buffering). */
+static int read_irq_rows(uint64_t *tlb, uint64_t *cal, int ncpus)
+{
+	static char buf[1 << 20];
+	int fd = open("/proc/interrupts", O_RDONLY);
+	if (fd < 0)
+		die("open /proc/interrupts");
+	size_t len = 0;
+	ssize_t n;
+	while ((n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += (size_t)n;
+	close(fd);
+	buf[len] = 0;
+	int found = 0;
+	for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		char *p = line;
+		while (*p == ' ')
+			p++;
+		uint64_t *row = !strncmp(p, "TLB:", 4) ? tlb : !strncmp(p, "CAL:", 4) ? cal : NULL;
+		if (!row)
+			continue;
+		p += 4;
+		for (int c = 0; c < ncpus; c++)
+			row[c] = strtoull(p, &p, 10);
+		found++;
+	}
+	return found == 2;
+}
+
+static void *remote_thread(void *arg)
+{
+	enum remote mode = (enum remote)(intptr_t)arg;
+	atomic_fetch_add(&started, 1);
+	if (mode == R_BUSY) {
+		/* A CPU running another task is not in the membarrier mask: keep the spinner on. */
+		struct sched_param sp = { .sched_priority = 1 };
+		pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+		while (!atomic_load_explicit(&stop_flag, memory_order_relaxed))
+			;
+	} else {
+		while (!atomic_load(&stop_flag))
+			syscall(SYS_futex, &stop_flag, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+	}
+	return NULL;
+}
+
+static double now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static long membarrier(int cmd)
+{
+	return syscall(__NR_membarrier, cmd, 0, 0);
+}
+
+int main(int argc, char **argv)
+{
+	enum remote remote = R_BUSY;
+	long calls = 10000, threads = 1, settle_ms = 50, repeats = 1;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+		if (!v)
+			usage();
+		i++;
+		if (!strcmp(a, "--remote"))
+			remote = !strcmp(v, "busy") ? R_BUSY : !strcmp(v, "sleeping") ? R_SLEEPING
+			       : !strcmp(v, "none") ? R_NONE : (usage(), 0);
+		else if (!strcmp(a, "--calls"))
+			calls = atol(v);
+		else if (!strcmp(a, "--threads"))
+			threads = atol(v);
+		else if (!strcmp(a, "--settle-ms"))
+			settle_ms = atol(v);
+		else if (!strcmp(a, "--repeats"))
+			repeats = atol(v);
+		else
+			usage();
+	}
+	if (calls < 1 || threads < 0 || repeats < 1 || settle_ms < 0)
+		usage();
+	if (remote == R_NONE)
+		threads = 0;
+
+	int ncpus = (int)sysconf(_SC_NPROCESSORS_CONF);
+	int home = sched_getcpu();
+	if (ncpus > MAX_CPUS || threads + 1 > ncpus) {
+		fprintf(stderr, "membarrier: %ld remote threads need %ld CPUs; this machine has %d\n",
+			threads, threads + 1, ncpus);
+		return 2;
+	}
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	CPU_SET(home, &one);
+	if (sched_setaffinity(0, sizeof(one), &one))
+		die("sched_setaffinity");
+	/* Alone in the mm, registration sends no IPI (sync_runqueues_membarrier_state). */
+	if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED))
+		die("membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED)");
+
+	static uint64_t tlb0[MAX_CPUS], cal0[MAX_CPUS], tlb1[MAX_CPUS], cal1[MAX_CPUS];
+	if (!read_irq_rows(tlb0, cal0, ncpus)) {
+		fprintf(stderr, "membarrier: /proc/interrupts has no TLB or CAL row\n");
+		return 3;
+	}
+	for (long r = 0; r < repeats; r++) {
+		atomic_store(&stop_flag, 0);
+		atomic_store(&started, 0);
+		pthread_t tid[MAX_CPUS];
+		for (long t = 0; t < threads; t++) {
+			pthread_attr_t attr;
+			cpu_set_t set;
+			CPU_ZERO(&set);
+			CPU_SET((home + 1 + t) % ncpus, &set);
+			pthread_attr_init(&attr);
+			pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+			if (pthread_create(&tid[t], &attr, remote_thread, (void *)(intptr_t)remote))
+				die("pthread_create");
+			pthread_attr_destroy(&attr);
+		}
+		while (atomic_load(&started) < threads)
+			;
+		if (settle_ms > 0)
+			usleep((useconds_t)settle_ms * 1000);
+
+		read_irq_rows(tlb0, cal0, ncpus);
+		double t0 = now_ns();
+		for (long i = 0; i < calls; i++)
+			if (membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED))
+				die("membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED)");
+		double t1 = now_ns();
+		read_irq_rows(tlb1, cal1, ncpus);
+
+		atomic_store(&stop_flag, 1);
+		syscall(SYS_futex, &stop_flag, FUTEX_WAKE_PRIVATE, MAX_CPUS, NULL, NULL, 0);
+		for (long t = 0; t < threads; t++)
+			pthread_join(tid[t], NULL);
+
+		printf("syscalls=%ld ns=%.0f tlb=", calls, t1 - t0);
+		for (int c = 0; c < ncpus; c++)
+			printf("%s%llu", c ? "," : "", (unsigned long long)(tlb1[c] - tlb0[c]));
+		printf(" cal=");
+		for (int c = 0; c < ncpus; c++)
+			printf("%s%llu", c ? "," : "", (unsigned long long)(cal1[c] - cal0[c]));
+		printf("\n");
+		fflush(stdout);
+	}
+	return 0;
+}

@@ -1,0 +1,383 @@
+"""`ipisim probe`: measure this Linux host with real pinned threads and fit a machine profile.
+
+The measurements come from native/costs.c (run `repeats` times, pinned to CPU 0) and from
+/sys/devices/system/{cpu,node}. Each cost entry of the written profile names the measurement it
+came from (median over the runs) and the arithmetic; entries user space cannot see keep the
+template profile's value and source. docs/probe-and-validate.md explains every formula.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import statistics
+import subprocess
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import ipisim
+from ipisim import hw
+
+
+@dataclass(frozen=True)
+class Topology:
+    """What /sys says about the CPUs and memory."""
+
+    cpus: int
+    nodes: int
+    cpus_per_node: int
+    smt: int
+    mem_per_node_mib: int
+    ghz: float
+    idle: str
+    idle_poll_ns: int
+    notes: tuple[str, ...] = ()
+
+
+@dataclass
+class Probe:
+    """Every measurement (ns, one value per run) and the topology."""
+
+    topology: Topology
+    runs: dict[str, list[float]]
+    skipped: list[str] = field(default_factory=list)
+
+    def median(self, name: str) -> float:
+        return float(statistics.median(self.runs[name]))
+
+    def spread(self, name: str) -> float:
+        """(max - min) / median over the runs, as a fraction."""
+        v = self.runs[name]
+        m = statistics.median(v)
+        return (max(v) - min(v)) / m if m else 0.0
+
+
+@dataclass(frozen=True)
+class Fitted:
+    key: str
+    cycles: float
+    source: str
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return ""
+
+
+def _cpulist(text: str) -> list[int]:
+    cpus: list[int] = []
+    for part in filter(None, text.split(",")):
+        lo, _, hi = part.partition("-")
+        cpus.extend(range(int(lo), int(hi or lo) + 1))
+    return cpus
+
+
+def topology() -> Topology:
+    """CPUs, nodes, SMT, memory per node, clock and idle driver from /sys and /proc."""
+    notes = []
+    cpus = _cpulist(_read("/sys/devices/system/cpu/online")) or list(range(os.cpu_count() or 1))
+    node_dirs = sorted(Path("/sys/devices/system/node").glob("node[0-9]*"))
+    per_node = [len(_cpulist(_read(str(d / "cpulist")))) for d in node_dirs] or [len(cpus)]
+    per_node = [n for n in per_node if n] or [len(cpus)]
+    if len(set(per_node)) > 1:
+        notes.append(f"nodes have {per_node} CPUs; the profile uses the smallest")
+    smt = len(_cpulist(_read("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list"))) or 1
+    mem = []
+    for d in node_dirs:
+        m = re.search(r"MemTotal:\s+(\d+) kB", _read(str(d / "meminfo")))
+        if m:
+            mem.append(int(m.group(1)) // 1024)
+    if not mem:
+        m = re.search(r"MemTotal:\s+(\d+) kB", _read("/proc/meminfo"))
+        mem = [int(m.group(1)) // 1024 if m else 4096]
+    mhz = re.search(r"cpu MHz\s*:\s*([\d.]+)", _read("/proc/cpuinfo"))
+    ghz = round(float(mhz.group(1)) / 1000, 3) if mhz else 2.5
+    if not mhz:
+        notes.append("no 'cpu MHz' in /proc/cpuinfo: 2.5 GHz assumed (cycles only scale time)")
+    driver = _read("/sys/devices/system/cpu/cpuidle/current_driver")
+    poll = _read("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
+    idle = "haltpoll" if driver == "haltpoll" else "hlt"
+    return Topology(
+        cpus=len(cpus),
+        nodes=len(per_node),
+        cpus_per_node=min(per_node),
+        smt=smt if min(per_node) % smt == 0 else 1,
+        mem_per_node_mib=max(64, min(mem)),
+        ghz=ghz,
+        idle=idle,
+        idle_poll_ns=int(poll) if poll.isdigit() else 200_000,
+        notes=tuple(notes),
+    )
+
+
+def measure(repeats: int = 3, progress: Callable[[str], None] | None = None) -> Probe:
+    """Run native/costs.c `repeats` times; every output line is one measurement in ns."""
+    topo = topology()
+    skipped = []
+    try:
+        hw.check_available()
+    except hw.Unavailable as e:
+        skipped.append(f"remote shootdowns, IPIs, cache-line transfers: {e}")
+    exe = hw.build("costs")
+    runs: dict[str, list[float]] = {}
+    for i in range(repeats):
+        if progress:
+            progress(f"costs run {i + 1}/{repeats}")
+        args = [str(exe)]
+        proc = subprocess.run(
+            args, capture_output=True, text=True, check=False, preexec_fn=lambda: os.sched_setaffinity(0, {0})
+        )
+        if proc.returncode != 0:
+            raise hw.Unavailable(f"costs: {proc.stderr.strip()}")
+        for line in proc.stdout.splitlines():
+            name, value = line.split()
+            runs.setdefault(name, []).append(float(value))
+    if topo.cpus < 2:
+        skipped.append("one CPU: no remote shootdown, IPI or cache-line measurement")
+    return Probe(topo, runs, skipped)
+
+
+def fit(p: Probe, template: str = "host-2cpu") -> list[Fitted]:
+    """The cost table in cycles: measured entries from `p`, the rest from `template`."""
+    g = p.topology.ghz
+    base = {
+        str(c["key"]).removeprefix("machine.cost."): (float(c["value"]), str(c["source"]))
+        for c in ipisim.describe(template)["costs"]
+    }
+    out: dict[str, Fitted] = {}
+
+    def has(*names: str) -> bool:
+        return all(n in p.runs for n in names)
+
+    def put(key: str, ns: float, source: str, floor: float = 1.0) -> None:
+        out[key] = Fitted(key, round(max(ns * g, floor)), source)
+
+    def ns_of(key: str) -> float:
+        f = out.get(key)
+        return (f.cycles if f else base[key][0]) / g
+
+    def m(name: str) -> float:
+        return p.median(name)
+
+    sc = m("null_syscall")
+    put("syscall", sc, f"measured: getppid() {sc:.0f} ns")
+    cs = m("context_switch")
+    put("context_switch", cs - 2 * sc, f"measured: futex hand-off on one CPU {cs:.0f} ns minus 2 syscalls")
+    put("thread_create", m("thread_create"), f"measured: pthread_create + join {m('thread_create'):.0f} ns")
+    clear, hot, cold = m("page_clear"), m("touch_hot"), m("touch_cold")
+    put("page_clear", clear, f"measured: memset of a 4 KiB page over 64 MiB, {clear:.0f} ns")
+    put("page_copy", m("page_copy"), f"measured: memcpy of a 4 KiB page over 64 MiB, {m('page_copy'):.0f} ns")
+    put("user_touch", hot, f"measured: one store per page over 512 present pages, {hot:.2f} ns")
+    put(
+        "tlb_miss",
+        cold - hot,
+        f"measured: store per page over 64 MiB ({cold:.2f} ns) minus TLB hit ({hot:.2f} ns)",
+    )
+    put(
+        "user_read_page",
+        m("read_page"),
+        f"measured: read 8-byte words of a present page, {m('read_page'):.0f} ns",
+    )
+    ft = m("first_touch")
+    put(
+        "fault_anon",
+        ft - clear - (cold - hot) - hot,
+        f"measured: first touch of an anon page {ft:.0f} ns minus page_clear, TLB miss, store",
+    )
+    put("fault_file", m("file_fault"), f"measured: read fault on a page-cache page, {m('file_fault'):.0f} ns")
+    # Per-page slopes and per-call intercepts from sweeps over a touched 512-page region in
+    # calls of 1 and of 256 pages (native/costs.c sweep_op).
+    slope, icpt = {}, {}
+    for op in ("madvise", "mprotect", "munmap"):
+        one, many = m(f"{op}_sweep_1"), m(f"{op}_sweep_256")
+        slope[op] = (many - one) / 255
+        icpt[op] = one - slope[op]
+    put(
+        "pte_zap",
+        slope["madvise"],
+        f"measured: madvise(MADV_DONTNEED) sweep slope ({m('madvise_sweep_256'):.0f} ns per 256-page call"
+        f" - {m('madvise_sweep_1'):.0f} per 1-page call) / 255",
+    )
+    put(
+        "pte_protect",
+        slope["mprotect"],
+        f"measured: mprotect(PROT_READ) sweep slope ({m('mprotect_sweep_256'):.0f} ns per 256-page call"
+        f" - {m('mprotect_sweep_1'):.0f} per 1-page call) / 255",
+    )
+    per_call = (icpt["madvise"] + icpt["mprotect"]) / 2
+    put(
+        "vma_op",
+        per_call - sc - ns_of("invlpg") - ns_of("flush_tlb_func"),
+        f"measured: mean per-call intercept of the madvise ({icpt['madvise']:.0f} ns) and mprotect"
+        f" ({icpt['mprotect']:.0f} ns) sweeps minus syscall, invlpg, flush_tlb_func",
+    )
+    # The page-cache composites keep the template's split between their parts.
+    if has("sparse_first_touch"):
+        comp = m("sparse_first_touch") - m("file_fault") - clear
+        parts3 = ("lru_page", "buddy_page", "pagecache_insert")
+        total = sum(base[k][0] for k in parts3)
+        for k in parts3:
+            share = base[k][0] / total
+            put(
+                k,
+                comp * share,
+                f"fitted: {share:.0%} of measured alloc+insert+LRU composite {comp:.0f} ns "
+                f"(sparse mmap read {m('sparse_first_touch'):.0f} - fault_file - page_clear)",
+            )
+    if has("pageout"):
+        parts = ("pagecache_delete", "rmap_walk")
+        total = sum(base[k][0] for k in parts)
+        for k in parts:
+            share = base[k][0] / total
+            put(
+                k,
+                m("pageout") * share,
+                f"fitted: {share:.0%} of measured MADV_PAGEOUT {m('pageout'):.0f} ns per page",
+            )
+    if has("membarrier_busy0") and "membarrier_alone" in p.runs:
+        alone = m("membarrier_alone")
+        put("membarrier", alone - sc, f"measured: membarrier alone in its mm {alone:.0f} ns minus getppid()")
+        mb0 = m("membarrier_busy0")
+        put(
+            "membarrier_mask",
+            mb0 - alone,
+            f"measured: membarrier with a sleeping thread {mb0:.0f} ns minus alone {alone:.0f}",
+        )
+    if has("victim_gap", "line_round_trip", "membarrier_busy0", "membarrier_busy1", "idle_wakeup"):
+        gap = m("victim_gap")
+        put(
+            "irq_entry_exit",
+            gap - ns_of("flush_tlb_func") - ns_of("invlpg"),
+            f"measured: {gap:.0f} ns taken from a spinning victim per TLB IPI, minus flush_tlb_func, invlpg",
+        )
+        rt = m("line_round_trip")
+        put(
+            "line_node",
+            rt / 2,
+            f"measured: cache-line ping-pong CPU 0 <-> CPU 1, {rt:.1f} ns per round trip / 2",
+        )
+        if p.topology.nodes == 1:
+            out["line_remote"] = Fitted("line_remote", out["line_node"].cycles, "one node: same as line_node")
+        mb0, mb1 = m("membarrier_busy0"), m("membarrier_busy1")
+        ipi = mb1 - mb0 - ns_of("csd_queue") - ns_of("irq_entry_exit") / 2 - ns_of("line_node")
+        share = base["ipi_send"][0] / (base["ipi_send"][0] + base["ipi_wire_node"][0])
+        put(
+            "ipi_send",
+            ipi * share,
+            f"fitted: {share:.0%} (template split) of the measured {ipi:.0f} ns from ICR write to handler",
+        )
+        put(
+            "ipi_wire_node",
+            ipi * (1 - share),
+            f"measured: membarrier IPI round trip {mb1:.0f} - {mb0:.0f} ns minus csd_queue, half "
+            "irq_entry_exit, line_node; minus ipi_send",
+        )
+        if p.topology.nodes == 1:
+            out["ipi_wire_remote"] = Fitted(
+                "ipi_wire_remote", out["ipi_wire_node"].cycles, "one node: same as ipi_wire_node"
+            )
+        wake = m("idle_wakeup")
+        rest = ipi + ns_of("irq_entry_exit") / 2 + ns_of("context_switch")
+        put(
+            "idle_wakeup",
+            wake - rest,
+            f"measured: futex wake of a thread on a CPU idle 50 ms, {wake:.0f} ns minus IPI, entry, switch",
+        )
+    if p.topology.smt == 1:
+        out["line_smt"] = Fitted("line_smt", base["line_smt"][0], "unused: no SMT siblings on this host")
+    return [
+        out.get(k) or Fitted(k, base[k][0], f"{base[k][1]} ({template}, not measured here)") for k in base
+    ]
+
+
+def _toml_str(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def profile_toml(p: Probe, fitted: list[Fitted], name: str = "host") -> str:
+    """A machine profile `--machine` loads: topology from /sys, the fitted cost table."""
+    t = p.topology
+    lines = [
+        "# Written by `ipisim probe` on this host; every [cost] entry names its measurement",
+        "# (median of runs of python/ipisim/native/costs.c). See docs/probe-and-validate.md.",
+    ]
+    lines += [f"# note: {n}" for n in t.notes + tuple(p.skipped)]
+    desc = f"measured by ipisim probe: {t.cpus} CPUs, {t.nodes} node(s), {t.ghz} GHz"
+    lines += [
+        "[machine]",
+        f"name = {_toml_str(name)}",
+        f"description = {_toml_str(desc)}",
+        'arch = "x86"',
+        f"nodes = {t.nodes}",
+        f"cpus_per_node = {t.cpus_per_node}",
+        f"smt = {t.smt}",
+        f'mem_per_node = "{t.mem_per_node_mib}MiB"',
+        f"ghz = {t.ghz}",
+        f'idle = "{t.idle}"',
+        f'idle_poll = "{t.idle_poll_ns}ns"',
+        "tlb_entries = 3072",
+        "tlb_ways = 12",
+        "",
+        "[cost]",
+    ]
+    for f in fitted:
+        lines.append(f"{f.key} = {{ cycles = {f.cycles:g}, source = {_toml_str(f.source)} }}")
+    return "\n".join(lines) + "\n"
+
+
+# The rows of the printed table: (label, measurement names, what it is).
+TABLE = [
+    ("getppid()", ["null_syscall"], "syscall"),
+    ("anon first touch / page", ["first_touch"], "fault_anon (+clear, miss)"),
+    ("file read fault / page", ["file_fault"], "fault_file"),
+    ("madvise sweep: 1 / 256 pages", ["madvise_sweep_1", "madvise_sweep_256"], "pte_zap, vma_op"),
+    ("mprotect sweep: 1 / 256 pages", ["mprotect_sweep_1", "mprotect_sweep_256"], "pte_protect, vma_op"),
+    ("munmap sweep: 1 / 256 pages", ["munmap_sweep_1", "munmap_sweep_256"], "(not fitted: one vma_op)"),
+    ("madvise 1 page, 0 / 1 busy", ["madvise_1_busy0", "madvise_1_busy1"], "remote shootdown marginal"),
+    ("mprotect 1 page, 0 / 1 busy", ["mprotect_1_busy0", "mprotect_1_busy1"], "remote shootdown marginal"),
+    ("munmap 1 page, 0 / 1 busy", ["munmap_1_busy0", "munmap_1_busy1"], "remote shootdown marginal"),
+    ("membarrier alone / sleeping", ["membarrier_alone", "membarrier_busy0"], "membarrier, membarrier_mask"),
+    ("membarrier 1 busy thread", ["membarrier_busy1"], "ipi_send + ipi_wire_node"),
+    ("TLB IPI: victim's loss", ["victim_gap"], "irq_entry_exit"),
+    ("cache line round trip", ["line_round_trip"], "line_node"),
+    ("idle wakeup", ["idle_wakeup"], "idle_wakeup"),
+    ("context switch", ["context_switch"], "context_switch"),
+]
+
+
+def format_table(p: Probe) -> str:
+    t = p.topology
+    head = (
+        f"probe: {t.cpus} CPUs, {t.nodes} node(s) x {t.cpus_per_node} CPUs, SMT {t.smt}, "
+        f"{t.mem_per_node_mib} MiB per node, {t.ghz} GHz, idle {t.idle} (poll {t.idle_poll_ns} ns); "
+        f"{len(next(iter(p.runs.values()), []))} runs\n"
+    )
+    lines = [head, f"{'measurement':<30} {'median ns':>20} {'spread':>14}  fits"]
+    for label, names, fits in TABLE:
+        names = [n for n in names if n in p.runs]
+        if not names:
+            lines.append(f"{label:<30} {'skipped':>20}")
+            continue
+        vals = " / ".join(f"{p.median(n):.1f}" for n in names)
+        spread = " / ".join(f"{100 * p.spread(n):.0f}%" for n in names)
+        lines.append(f"{label:<30} {vals:>20} {spread:>14}  {fits}")
+    for busy in range(2, t.cpus):
+        n = f"madvise_1_busy{busy}"
+        if n in p.runs:
+            label = f"madvise 1 page, {busy} busy"
+            lines.append(f"{label:<30} {p.median(n):>20.1f} {100 * p.spread(n):>13.0f}%")
+    for name in ("madvise_1_busy1", "membarrier_busy1"):
+        base = name.replace("busy1", "busy0")
+        if name in p.runs and base in p.runs:
+            what = "remote shootdown" if name.startswith("madvise") else "membarrier IPI"
+            lines.append(f"marginal cost of one {what}: {p.median(name) - p.median(base):.0f} ns")
+    lines += [f"skipped: {s}" for s in p.skipped]
+    return "\n".join(lines) + "\n"
+
+
+def format_fit(fitted: list[Fitted]) -> str:
+    width = max(len(f.key) for f in fitted)
+    return "\n".join(f"  {f.key:<{width}} {f.cycles:>8g} cycles  {f.source}" for f in fitted) + "\n"

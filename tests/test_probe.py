@@ -1,0 +1,147 @@
+"""`ipisim probe`: the fit from measurements to a loadable profile, and a real run on this host.
+
+The real-hardware tests are skipped where hw.check_available() says this machine cannot run
+them (no TLB row, one CPU, no C compiler).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import ipisim
+from ipisim import hw, probe
+from ipisim.cli import main
+
+try:
+    hw.check_available()
+    UNAVAILABLE = ""
+except hw.Unavailable as e:
+    UNAVAILABLE = str(e)
+
+needs_hw = pytest.mark.skipif(bool(UNAVAILABLE), reason=UNAVAILABLE)
+
+# One run's measurements (ns), as native/costs.c prints them on a 2-vCPU guest.
+SAMPLE = {
+    "null_syscall": 166.0,
+    "first_touch": 1420.0,
+    "file_fault": 215.0,
+    "read_page": 180.0,
+    "sparse_first_touch": 400.0,
+    "pageout": 335.0,
+    "page_clear": 150.0,
+    "page_copy": 300.0,
+    "touch_hot": 1.1,
+    "touch_cold": 7.8,
+    "madvise_sweep_1": 1850.0,
+    "madvise_sweep_256": 69935.0,
+    "mprotect_sweep_1": 1980.0,
+    "mprotect_sweep_256": 24420.0,
+    "munmap_sweep_1": 4670.0,
+    "munmap_sweep_256": 75030.0,
+    "context_switch": 2080.0,
+    "thread_create": 19500.0,
+    "idle_wakeup": 50000.0,
+    "madvise_1_busy0": 950.0,
+    "madvise_1_busy1": 11000.0,
+    "membarrier_alone": 360.0,
+    "membarrier_busy0": 500.0,
+    "membarrier_busy1": 9000.0,
+    "line_round_trip": 60.0,
+    "victim_gap": 6000.0,
+}
+
+TOPO = probe.Topology(
+    cpus=2,
+    nodes=1,
+    cpus_per_node=2,
+    smt=1,
+    mem_per_node_mib=6000,
+    ghz=2.6,
+    idle="haltpoll",
+    idle_poll_ns=0,
+)
+
+
+def fake_probe(scale: float = 1.0) -> probe.Probe:
+    return probe.Probe(TOPO, {k: [v * scale, v * scale * 1.02, v * scale * 0.99] for k, v in SAMPLE.items()})
+
+
+def fitted(p: probe.Probe) -> dict[str, probe.Fitted]:
+    return {f.key: f for f in probe.fit(p)}
+
+
+def test_fit_arithmetic() -> None:
+    f = fitted(fake_probe())
+    g = TOPO.ghz
+    assert f["syscall"].cycles == round(166 * g)
+    assert f["context_switch"].cycles == round((2080 - 2 * 166) * g)
+    assert f["pte_zap"].cycles == round((69935 - 1850) / 255 * g)
+    assert f["line_node"].cycles == round(30 * g)
+    assert f["membarrier"].cycles == round((360 - 166) * g)
+    assert f["membarrier_mask"].cycles == round(140 * g)
+    # ipi_send + wire = membarrier round trip minus csd_queue, half irq entry, one line transfer.
+    irq = f["irq_entry_exit"].cycles
+    ipi = (9000 - 500) * g - 100 - irq / 2 - f["line_node"].cycles
+    assert abs(f["ipi_send"].cycles + f["ipi_wire_node"].cycles - ipi) <= 2
+    assert f["ipi_wire_remote"].cycles == f["ipi_wire_node"].cycles
+
+
+def test_every_entry_has_a_source_and_unmeasured_ones_say_so() -> None:
+    fs = probe.fit(fake_probe())
+    assert [f.key for f in fs] == [
+        c["key"].removeprefix("machine.cost.") for c in ipisim.describe("host-2cpu")["costs"]
+    ]
+    for f in fs:
+        assert f.source.split(":")[0] in {
+            "measured",
+            "fitted",
+            "published",
+            "one node",
+            "unused",
+        } or ("not measured here" in f.source), f
+    assert "not measured here" in {f.key: f for f in fs}["invlpg"].source
+
+
+def test_fit_scales_with_the_measurements() -> None:
+    """Slower measurements give proportionally larger measured costs: the fit reads them."""
+    a, b = fitted(fake_probe()), fitted(fake_probe(2.0))
+    for key in ("syscall", "pte_zap", "fault_anon", "irq_entry_exit", "ipi_wire_node"):
+        assert b[key].cycles == pytest.approx(2 * a[key].cycles, rel=0.02), key
+
+
+def test_written_profile_loads_and_runs(tmp_path: Path) -> None:
+    p = fake_probe()
+    path = tmp_path / "host.toml"
+    path.write_text(probe.profile_toml(p, probe.fit(p), name="host"))
+    d = ipisim.describe(str(path))
+    costs = {c["key"]: c for c in d["costs"]}
+    assert costs["machine.cost.syscall"]["value"] == round(166 * 2.6)
+    assert costs["machine.cost.syscall"]["source"].startswith("measured: getppid()")
+    r = ipisim.run("membarrier", machine=str(path), sets={"calls": 100})
+    assert r.interrupts["CAL"] == [0, 100]
+
+
+def test_topology_reads_this_host() -> None:
+    t = probe.topology()
+    assert t.cpus >= 1 and t.nodes >= 1 and t.cpus_per_node * t.nodes <= t.cpus
+    assert t.ghz > 0 and t.idle in {"hlt", "haltpoll"}
+
+
+def test_bad_repeats_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["probe", "--repeats", "0"]) == 2
+    assert capsys.readouterr().err.count("\n") == 1
+
+
+@needs_hw
+def test_probe_on_this_machine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "host.toml"
+    assert main(["probe", "--repeats", "1", "--out", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "marginal cost of one membarrier IPI" in text
+    d = ipisim.describe(str(out))
+    costs = {c["key"].removeprefix("machine.cost."): c for c in d["costs"]}
+    # An IPI round trip takes far longer than a syscall on any x86 machine.
+    assert costs["ipi_wire_node"]["value"] > 5 * costs["syscall"]["value"]
+    assert costs["ipi_wire_node"]["source"].startswith("measured: membarrier IPI round trip")
