@@ -25,6 +25,8 @@ named_enum! {
         NativeFlushTlbLocal = "native_flush_tlb_local",
         NativeFlushTlbOneUser = "native_flush_tlb_one_user",
         FilemapFault = "filemap_map_pages",
+        DoAnonymousPage = "do_anonymous_page",
+        AddToSwap = "add_to_swap",
         Readahead = "__do_page_cache_readahead",
         PageAlloc = "get_page_from_freelist",
         FreePage = "free_hot_cold_page",
