@@ -20,6 +20,8 @@ named_enum! {
         SendIpi = "default_send_IPI_mask_sequence_phys",
         CsdLockWait = "csd_lock_wait",
         CallFunctionInterrupt = "call_function_interrupt",
+        GenericSmpCallFunctionInterrupt = "generic_smp_call_function_interrupt",
+        RawSpinLock = "_raw_spin_lock",
         FlushSmpCallFunctionQueue = "__flush_smp_call_function_queue",
         FlushTlbFunc = "flush_tlb_func",
         NativeFlushTlbLocal = "native_flush_tlb_local",
