@@ -13,6 +13,7 @@ struct Counts {
     written: u64,
     stale_at_pageout: u64,
     scanned: u64,
+    swapped: u64,
 }
 
 fn reclaim(kernel: &str, processes: usize, remote: &str, extra: &[(&str, &str)]) -> Counts {
@@ -42,6 +43,7 @@ fn reclaim(kernel: &str, processes: usize, remote: &str, extra: &[(&str, &str)])
         written: n(&j["vmstat"]["nr_vmscan_write"]),
         stale_at_pageout: n(&j["safety"]["stale_tlb_at_pageout"]),
         scanned: n(&j["vmstat"]["pgscan_kswapd"]) + n(&j["vmstat"]["pgscan_direct"]),
+        swapped: n(&j["vmstat"]["pswpout"]),
     }
 }
 
@@ -191,4 +193,54 @@ fn dirty_pages_are_flushed_before_pageout() {
     // Read pages are never written.
     let read = reclaim("linux-4.3", 1, "busy", &[("reclaimer", "kswapd")]);
     assert_eq!((read.tlb, read.written, read.scanned), (16, 0, 2 * 512));
+}
+
+/// Anonymous pages start active; shrink_active_list clears their accessed bits and deactivates
+/// them, so one inactive scan swaps each out. add_to_swap makes the page dirty and its PTE was
+/// dirty, so the deferred batch is writable: try_to_unmap_flush_dirty() flushes it before every
+/// pageout. That is one IPI per page whatever the policy (Mel Gorman's note that swap-heavy
+/// reclaim gains little from batching).
+#[test]
+fn anonymous_pages_are_flushed_before_every_swap_write() {
+    let anon = [("memory", "anon"), ("access", "write")];
+    for p in [1, 3] {
+        let pages = 512 * p as u64;
+        for kernel in ["linux-4.2", "linux-4.3"] {
+            let c = reclaim(kernel, p, "busy", &anon);
+            assert_eq!(
+                (c.tlb, c.remote_flush),
+                (pages, pages),
+                "{kernel}, {p} processes"
+            );
+            assert_eq!((c.swapped, c.written, c.scanned), (pages, pages, pages));
+            assert_eq!((c.stale, c.stale_at_pageout), (0, 0));
+        }
+    }
+}
+
+/// The pageout check can fail: writing the page out before the writable batch is flushed leaves
+/// the writer's CPU able to store to it after the I/O started.
+#[test]
+fn writing_out_before_the_dirty_flush_is_caught() {
+    let unsafe_ = [
+        ("memory", "anon"),
+        ("access", "write"),
+        ("kernel.flush_dirty_before_pageout", "false"),
+    ];
+    // batch_full: the first pass's 32 pages are written while cached; that pass's full flush
+    // then empties the writer's TLB of the rest.
+    let c = reclaim("linux-4.3", 1, "busy", &unsafe_);
+    assert_eq!(c.stale_at_pageout, 32);
+    // The batch is still flushed before the pages are freed: one IPI per 32.
+    assert_eq!((c.stale, c.tlb), (0, 16));
+    // batch_pfn flushes only the listed pages, so every page is still cached when written but
+    // the 32nd of each pass, whose unmap filled the list and flushed it at once.
+    let pfn = [
+        unsafe_[0],
+        unsafe_[1],
+        unsafe_[2],
+        ("kernel.reclaim_flush", "batch_pfn"),
+    ];
+    let c = reclaim("linux-4.3", 1, "busy", &pfn);
+    assert_eq!((c.stale_at_pageout, c.stale, c.tlb), (512 - 16, 0, 16));
 }

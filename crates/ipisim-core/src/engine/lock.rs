@@ -16,6 +16,11 @@ pub struct SpinLock {
 }
 
 impl SpinLock {
+    /// The CPU whose cache holds the line now (the last holder).
+    pub fn holder(&self) -> usize {
+        self.last_cpu
+    }
+
     /// Take the lock at `now` on `cpu` and hold it for `hold`; `line(from, to)` is the cost of
     /// moving its cache line between CPUs. Returns the time from `now` until it is acquired.
     pub fn acquire(

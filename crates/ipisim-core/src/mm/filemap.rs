@@ -3,7 +3,7 @@
 //! read as zeros, so readahead allocates and clears pages without I/O).
 
 use super::page_alloc::{alloc_page, NeedReclaim};
-use super::{Backing, Vma, NONE};
+use super::{Backing, Vma, NONE, SWAPPED};
 use crate::engine::Time;
 use crate::machine::Cost;
 use crate::observe::{Func, Vm};
@@ -24,6 +24,8 @@ pub const PTE_YOUNG: u8 = 16;
 pub const PTE_DIRTY: u8 = 32;
 /// PG_dirty: the page must be written back before it can be freed.
 pub const PG_DIRTY: u8 = 64;
+/// PG_swapbacked: an anonymous page (its "file" is the region's anon_vma; it goes to swap).
+pub const PG_SWAPBACKED: u8 = 128;
 
 /// What the kernel's `struct page` says about a page-cache page: its file and index, flags, and
 /// the CPU that last wrote it (whose cache holds its line).
@@ -187,7 +189,12 @@ pub fn file_write_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome
     let mm = s.tasks[t].mm;
     let (file, index, _) = mapping_at(s, mm, vpn);
     let pfn = s.mem.files[file].pages[index as usize];
-    if pfn == NONE {
+    if s.mem.files[file].anon {
+        assert_ne!(pfn, SWAPPED, "swap-in (do_swap_page) is not modelled");
+        if pfn == NONE {
+            return do_anonymous_page(s, cpu, t, file, index, vpn);
+        }
+    } else if pfn == NONE {
         s.tasks[t].steps.push(Step::FileWriteFault { vpn });
         s.tasks[t].steps.push(Step::Readahead {
             file: file as u32,
@@ -203,6 +210,56 @@ pub fn file_write_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome
     Outcome::Busy {
         ps,
         irqs_off: false,
+    }
+}
+
+/// do_anonymous_page() on a write: a new zeroed page, mapped writable and dirty, onto the LRU.
+fn do_anonymous_page(
+    s: &mut Sim,
+    cpu: CpuId,
+    t: TaskId,
+    file: usize,
+    index: u64,
+    vpn: u64,
+) -> Outcome {
+    let (pfn, alloc) = match alloc_page(s, cpu, t) {
+        Ok(got) => got,
+        Err(NeedReclaim) => {
+            s.tasks[t].steps.push(Step::FileWriteFault { vpn });
+            alloc_slowpath(s, t);
+            return Outcome::Next;
+        }
+    };
+    let r = &mut s.tasks[t].reclaim;
+    (r.after_reclaim, r.drained) = (false, false);
+    s.stats.vm(Vm::PgFault, 1);
+    s.mem.files[file].pages[index as usize] = pfn;
+    s.mem.page[pfn as usize] = PageInfo {
+        file: file as u32,
+        index: index as u32,
+        flags: PG_SWAPBACKED | PTE_MAPPED | PTE_YOUNG | PTE_DIRTY,
+        cpu: cpu as u16,
+    };
+    let work = s.m.cost[Cost::FaultAnon] + s.m.cost[Cost::PageClear];
+    sched::charge(s, Some(t), Func::DoAnonymousPage, work);
+    let ps = alloc + work + super::lru::lru_cache_add(s, cpu, t, pfn);
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}
+
+/// __alloc_pages_direct_reclaim(): reclaim; if the retry still fails, drain the pcp lists once
+/// and retry again. The caller pushed its own retry first.
+fn alloc_slowpath(s: &mut Sim, t: TaskId) {
+    let r = &mut s.tasks[t].reclaim;
+    if r.after_reclaim && !r.drained {
+        r.drained = true;
+        s.tasks[t].steps.push(Step::DrainAllPages);
+    } else {
+        (r.after_reclaim, r.drained) = (true, false);
+        s.tasks[t].steps.push(Step::DirectReclaim { want: 32 });
+        s.stats.vm(Vm::AllocStall, 1);
     }
 }
 
@@ -230,17 +287,7 @@ pub fn readahead(s: &mut Sim, cpu: CpuId, t: TaskId, file: u32, index: u64, n: u
                     index: i,
                     n: (end - i) as u32,
                 });
-                // __alloc_pages_direct_reclaim(): reclaim; if the retry still fails, drain the
-                // pcp lists once and retry again.
-                let r = &mut s.tasks[t].reclaim;
-                if r.after_reclaim && !r.drained {
-                    r.drained = true;
-                    s.tasks[t].steps.push(Step::DrainAllPages);
-                } else {
-                    (r.after_reclaim, r.drained) = (true, false);
-                    s.tasks[t].steps.push(Step::DirectReclaim { want: 32 });
-                    s.stats.vm(Vm::AllocStall, 1);
-                }
+                alloc_slowpath(s, t);
                 break;
             }
         };

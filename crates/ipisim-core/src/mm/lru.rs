@@ -1,5 +1,6 @@
-//! The LRU lists (mm/swap.c, mm/vmscan.c): per node an inactive and an active file list, fed
-//! through per-CPU pagevecs of `pagevec_size` pages, all under the node's lru_lock.
+//! The LRU lists (mm/swap.c, mm/vmscan.c): per node an inactive and an active list of file pages
+//! and of anonymous pages, fed through per-CPU pagevecs of `pagevec_size` pages, all under the
+//! node's lru_lock.
 
 use std::collections::VecDeque;
 
@@ -8,15 +9,49 @@ use crate::machine::Cost;
 use crate::observe::Func;
 use crate::sim::{CpuId, Sim, TaskId};
 
-/// One node's file LRU lists. The front is the head (newest), the back the tail (reclaimed first).
+/// An inactive and an active list. The front is the head (newest), the back the tail (reclaimed
+/// first).
 #[derive(Debug, Default)]
-pub struct NodeLru {
+pub struct LruLists {
     pub inactive: VecDeque<u32>,
     pub active: VecDeque<u32>,
+}
+
+impl LruLists {
+    pub fn is_empty(&self) -> bool {
+        self.inactive.is_empty() && self.active.is_empty()
+    }
+}
+
+/// One node's lruvec.
+#[derive(Debug, Default)]
+pub struct NodeLru {
+    pub file: LruLists,
+    pub anon: LruLists,
     pub lock: SpinLock,
     /// ZONE_DIRTY: a whole pass found only dirty pages not under writeback, so kswapd writes
     /// dirty file pages itself until the zone is balanced again.
     pub zone_dirty: bool,
+}
+
+impl NodeLru {
+    pub fn lists(&mut self, anon: bool) -> &mut LruLists {
+        if anon {
+            &mut self.anon
+        } else {
+            &mut self.file
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.file.is_empty() && self.anon.is_empty()
+    }
+
+    /// get_scan_count(): which lists to shrink. Anonymous pages only when no file pages are left
+    /// (the SCAN_ANON case; the kernel also balances the two by swappiness, not modelled).
+    pub fn scan_anon(&self) -> bool {
+        self.file.is_empty() && !self.anon.is_empty()
+    }
 }
 
 /// Take `node`'s lru_lock now for list operations on `pages`, whose `struct page` lines must come
@@ -55,8 +90,15 @@ pub fn lru_add_drain(s: &mut Sim, cpu: CpuId, t: TaskId) -> Time {
         let mut j = i;
         while j < pv.len() && s.mem.frames.node_of(pv[j]) == node {
             let p = pv[j];
-            s.mem.page[p as usize].flags |= super::filemap::PG_LRU;
-            s.mem.lru[node].inactive.push_front(p);
+            let page = &mut s.mem.page[p as usize];
+            if page.flags & super::filemap::PG_SWAPBACKED != 0 {
+                // lru_cache_add_active_or_unevictable(): new anonymous pages start active (4.x).
+                page.flags |= super::filemap::PG_LRU | super::filemap::PG_ACTIVE;
+                s.mem.lru[node].anon.active.push_front(p);
+            } else {
+                page.flags |= super::filemap::PG_LRU;
+                s.mem.lru[node].file.inactive.push_front(p);
+            }
             j += 1;
         }
         cost += lock_lru(s, cpu, node, &pv[i..j]);

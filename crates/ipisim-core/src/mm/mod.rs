@@ -28,6 +28,8 @@ pub const MMAP_BASE_VPN: u64 = 1 << 20;
 /// The shared zero page that read faults on anonymous memory map (my_zero_pfn()).
 pub const ZERO_PFN: u32 = 0;
 pub const NONE: u32 = u32::MAX;
+/// In an anonymous region's page table: the page was swapped out.
+pub const SWAPPED: u32 = u32::MAX - 1;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backing {
@@ -92,6 +94,9 @@ pub struct File {
     pub pages: Vec<u32>,
     /// The one mapping reclaim must unmap pages from: (mm, first page of the VMA).
     pub mapper: Option<(usize, u64)>,
+    /// An anonymous region rather than a file: reclaim stands in its anon_vma for the file's
+    /// mapping, and its pages go to swap.
+    pub anon: bool,
 }
 
 pub struct Memory {
@@ -154,6 +159,7 @@ impl Memory {
         let mut f = File {
             pages: vec![NONE; pages as usize],
             mapper: None,
+            anon: false,
         };
         if cached {
             for p in f.pages.iter_mut() {
@@ -167,17 +173,28 @@ impl Memory {
     /// A new file of `pages` pages, none cached, mapped MAP_SHARED and read-only by `mm`, as the
     /// one mapping reclaim unmaps its pages from. Returns the mapping's first page.
     pub fn map_new_file(&mut self, mm: usize, pages: u64) -> u64 {
+        self.map_region(mm, pages, false)
+    }
+
+    /// A private anonymous region of `pages` pages for reclaim workloads: its pages are tracked
+    /// like page-cache pages of an `anon` file (index = page offset), so rmap finds their PTE.
+    pub fn map_new_anon(&mut self, mm: usize, pages: u64) -> u64 {
+        self.map_region(mm, pages, true)
+    }
+
+    fn map_region(&mut self, mm: usize, pages: u64, anon: bool) -> u64 {
         if self.page.is_empty() {
             // Page-cache workloads track `struct page` state for every frame.
             self.page = vec![filemap::PageInfo::default(); self.frames.total() as usize];
         }
         let file = self.new_file(pages, false);
+        self.files[file as usize].anon = anon;
         let backing = Backing::File {
             file,
             pgoff: 0,
-            shared: true,
+            shared: !anon,
         };
-        let start = self.mmap(mm, pages, false, backing, false);
+        let start = self.mmap(mm, pages, anon, backing, false);
         self.files[file as usize].mapper = Some((mm, start));
         start
     }

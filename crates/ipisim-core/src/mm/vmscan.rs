@@ -2,12 +2,12 @@
 //! inactive file list SWAP_CLUSTER_MAX pages at a time through shrink_page_list().
 
 use super::filemap::{
-    PG_ACTIVE, PG_DIRTY, PG_LRU, PG_REFERENCED, PTE_DIRTY, PTE_MAPPED, PTE_YOUNG,
+    PG_ACTIVE, PG_DIRTY, PG_LRU, PG_REFERENCED, PG_SWAPBACKED, PTE_DIRTY, PTE_MAPPED, PTE_YOUNG,
 };
 use super::lru::lock_lru;
 use super::page_alloc::{free_page, zonelist, WMARK_HIGH};
 use super::rmap::{self, TlbUbc};
-use super::NONE;
+use super::{NONE, SWAPPED};
 use crate::engine::Time;
 use crate::machine::Cost;
 use crate::observe::{Func, Vm};
@@ -28,6 +28,8 @@ pub struct Reclaim {
     keep: Vec<u32>,
     activate: Vec<u32>,
     free: Vec<u32>,
+    /// The pass scans the anonymous lists.
+    anon: bool,
     /// Isolated pages that were dirty and not under writeback (nr_unqueued_dirty).
     unqueued_dirty: usize,
     /// Pages freed since this reclaim started, and since it began on the current zone.
@@ -92,7 +94,7 @@ fn kswapd(s: &mut Sim, t: TaskId, node: usize) -> Outcome {
 }
 
 fn reclaimable(s: &Sim, node: usize) -> bool {
-    !s.mem.lru[node].inactive.is_empty() || !s.mem.lru[node].active.is_empty()
+    !s.mem.lru[node].is_empty()
 }
 
 /// do_try_to_free_pages(): for each priority from DEF_PRIORITY down, shrink every node of the
@@ -113,7 +115,7 @@ pub fn direct_reclaim(s: &mut Sim, cpu: CpuId, t: TaskId, want: u32) -> Outcome 
             let node = zonelist(nodes, home).nth(d.zone).expect("in range");
             let left = d
                 .to_scan
-                .unwrap_or(s.mem.lru[node].inactive.len() as u64 >> d.priority);
+                .unwrap_or(inactive_len(s, node) as u64 >> d.priority);
             let satisfied = d.priority < DEF_PRIORITY && r.zone_reclaimed >= want;
             if left > 0 && reclaimable(s, node) && !satisfied {
                 let nr = left.min(SWAP_CLUSTER_MAX as u64);
@@ -147,19 +149,37 @@ pub fn direct_reclaim(s: &mut Sim, cpu: CpuId, t: TaskId, want: u32) -> Outcome 
     Outcome::Next
 }
 
+/// The inactive list that shrink_node() would scan.
+fn inactive_len(s: &Sim, node: usize) -> usize {
+    let lru = &s.mem.lru[node];
+    if lru.scan_anon() {
+        lru.anon.inactive.len()
+    } else {
+        lru.file.inactive.len()
+    }
+}
+
 /// shrink_lruvec() -> shrink_inactive_list(): keep the inactive list at least as long as the
 /// active one (shrink_active_list), then isolate up to SWAP_CLUSTER_MAX pages from its tail.
 pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -> Outcome {
     let mut ps: Time = 0;
-    let lru = &s.mem.lru[node];
-    if lru.inactive.len() < lru.active.len() {
-        // shrink_active_list(): deactivate use-once pages (no TLB work for file pages).
-        let n = SWAP_CLUSTER_MAX.min(s.mem.lru[node].active.len());
+    let anon = s.mem.lru[node].scan_anon();
+    let lists = s.mem.lru[node].lists(anon);
+    if lists.inactive.len() < lists.active.len() {
+        // shrink_active_list(): page_referenced() clears the accessed bits (no flush on x86
+        // since 3.15), then every page but executable file pages is deactivated.
+        let n = SWAP_CLUSTER_MAX.min(lists.active.len());
         let mut moved = [0u32; SWAP_CLUSTER_MAX];
         for slot in moved.iter_mut().take(n) {
-            let p = s.mem.lru[node].active.pop_back().expect("counted");
-            s.mem.page[p as usize].flags &= !PG_ACTIVE;
-            s.mem.lru[node].inactive.push_front(p);
+            let lists = s.mem.lru[node].lists(anon);
+            let p = lists.active.pop_back().expect("counted");
+            lists.inactive.push_front(p);
+            let page = &mut s.mem.page[p as usize];
+            page.flags &= !PG_ACTIVE;
+            if page.flags & PTE_MAPPED != 0 {
+                page.flags &= !PTE_YOUNG;
+                ps += s.m.cost[Cost::RmapWalk];
+            }
             *slot = p;
         }
         ps += lock_lru(s, cpu, node, &moved[..n]);
@@ -167,7 +187,7 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
     let mut isolated = std::mem::take(&mut s.tasks[t].reclaim.isolated);
     isolated.clear();
     for _ in 0..nr.min(SWAP_CLUSTER_MAX) {
-        let Some(p) = s.mem.lru[node].inactive.pop_back() else {
+        let Some(p) = s.mem.lru[node].lists(anon).inactive.pop_back() else {
             break;
         };
         s.mem.page[p as usize].flags &= !PG_LRU;
@@ -185,6 +205,7 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
     r.isolated = isolated;
     r.pos = 0;
     r.node = node;
+    r.anon = anon;
     r.unqueued_dirty = 0;
     s.tasks[t].steps.push(Step::ShrinkPageList);
     sched::charge(s, Some(t), Func::IsolateLruPages, ps);
@@ -218,18 +239,28 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             sched::charge(s, Some(t), Func::PageReferenced, walk);
         }
         let referenced_page = flags & PG_REFERENCED != 0;
+        let swapbacked = flags & PG_SWAPBACKED != 0;
         let p = &mut s.mem.page[pfn as usize];
         p.flags &= !(PTE_YOUNG | PG_REFERENCED);
         if referenced_ptes {
             p.flags |= PG_REFERENCED;
-            // PAGEREF_ACTIVATE if referenced before, else PAGEREF_KEEP.
+            // PAGEREF_ACTIVATE for anonymous pages and pages referenced before, else KEEP.
             let r = &mut s.tasks[t].reclaim;
-            if referenced_page {
+            if referenced_page || swapbacked {
                 r.activate.push(pfn);
             } else {
                 r.keep.push(pfn);
             }
             continue;
+        }
+        // PAGEREF_RECLAIM_CLEAN: a file page referenced before is reclaimed only if clean.
+        let reclaim_clean = referenced_page && !swapbacked;
+        if swapbacked {
+            // add_to_swap(): a swap slot and a place in the swap cache; dirty until written.
+            let add = s.m.cost[Cost::PagecacheInsert];
+            sched::charge(s, Some(t), Func::AddToSwap, add);
+            ps += add;
+            s.mem.page[pfn as usize].flags |= PG_DIRTY;
         }
         // PAGEREF_RECLAIM(_CLEAN): unmap, then write out if dirty, then __remove_mapping().
         let mut flush_now = false;
@@ -241,9 +272,9 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         let dirty = s.mem.page[pfn as usize].flags & PG_DIRTY != 0;
         let node = s.tasks[t].reclaim.node;
         let kswapd_writes = is_kswapd(s, t) && s.mem.lru[node].zone_dirty;
-        // Only kswapd writes file pages, once the zone is ZONE_DIRTY; a dirty page that was
-        // referenced (PAGEREF_RECLAIM_CLEAN) is kept rather than written.
-        let write = dirty && kswapd_writes && !referenced_page;
+        // Anonymous pages go to swap from any reclaimer. Only kswapd writes file pages, once the
+        // zone is ZONE_DIRTY, and a RECLAIM_CLEAN page is kept rather than written.
+        let write = dirty && (swapbacked || (kswapd_writes && !reclaim_clean));
         if dirty && !write {
             if !kswapd_writes {
                 s.stats.vm(Vm::NrVmscanImmediateReclaim, 1);
@@ -260,7 +291,7 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             steps.push(Step::ShrinkPageList);
             if write {
                 steps.push(Step::Pageout { pfn });
-                if s.tasks[t].reclaim.ubc.writable {
+                if s.tasks[t].reclaim.ubc.writable && s.k.flush_dirty_before_pageout {
                     s.tasks[t].steps.push(Step::TryToUnmapFlush);
                 }
             }
@@ -289,17 +320,24 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
 /// __remove_mapping(): out of the page cache, onto the pass's free list.
 fn remove_mapping(s: &mut Sim, t: TaskId, pfn: u32, delete: Time) -> Time {
     let info = s.mem.page[pfn as usize];
-    s.mem.files[info.file as usize].pages[info.index as usize] = NONE;
+    let f = &mut s.mem.files[info.file as usize];
+    // An anonymous page leaves the swap cache; its PTE would now hold the swap entry.
+    f.pages[info.index as usize] = if f.anon { SWAPPED } else { NONE };
     sched::charge(s, Some(t), Func::RemoveMapping, delete);
     s.tasks[t].reclaim.free.push(pfn);
     delete
 }
 
-/// pageout() of a dirty file page, written synchronously (a RAM-backed device, as brd): clear
-/// PG_dirty, copy the page out, and reclaim it in this pass.
+/// pageout() of a dirty page (->writepage, or swap_writepage for an anonymous one), written
+/// synchronously to a RAM-backed device (brd, zram: bdev_write_page): clear PG_dirty, copy the
+/// page out, and reclaim it in this pass ("a synchronous write - probably a ramdisk").
 pub fn pageout(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32) -> Outcome {
     s.stats.stale_tlb_at_pageout += rmap::stale_translations(s, pfn);
-    s.mem.page[pfn as usize].flags &= !PG_DIRTY;
+    let p = &mut s.mem.page[pfn as usize];
+    p.flags &= !PG_DIRTY;
+    if p.flags & PG_SWAPBACKED != 0 {
+        s.stats.vm(Vm::PSwpOut, 1);
+    }
     s.stats.vm(Vm::NrVmscanWrite, 1);
     let write = s.m.cost[Cost::PageCopy] + super::filemap::touch_page(s, cpu, pfn);
     sched::charge(s, Some(t), Func::Pageout, write);
@@ -346,14 +384,15 @@ pub fn shrink_finish(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         s.mem.lru[node].zone_dirty = true;
     }
     let r = &mut s.tasks[t].reclaim;
+    let anon = r.anon;
     let (keep, activate) = (std::mem::take(&mut r.keep), std::mem::take(&mut r.activate));
     for &p in &keep {
         s.mem.page[p as usize].flags |= PG_LRU;
-        s.mem.lru[node].inactive.push_front(p);
+        s.mem.lru[node].lists(anon).inactive.push_front(p);
     }
     for &p in &activate {
         s.mem.page[p as usize].flags |= PG_LRU | PG_ACTIVE;
-        s.mem.lru[node].active.push_front(p);
+        s.mem.lru[node].lists(anon).active.push_front(p);
     }
     s.stats.vm(Vm::PgActivate, activate.len() as u64);
     let putback = lock_lru(s, cpu, node, &keep) + lock_lru(s, cpu, node, &activate);

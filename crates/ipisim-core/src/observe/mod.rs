@@ -44,6 +44,7 @@ named_enum! {
         AllocStall = "allocstall",
         PageOutRun = "pageoutrun",
         NrVmscanWrite = "nr_vmscan_write",
+        PSwpOut = "pswpout",
         NrVmscanImmediateReclaim = "nr_vmscan_immediate_reclaim",
         // The seed 004 series' debug counters (patch 8/8), never merged upstream.
         PcpGlobalDrain = "pcp_global_drain",

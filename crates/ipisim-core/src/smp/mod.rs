@@ -1,7 +1,8 @@
 //! Cross-CPU function calls (kernel/smp.c): per-CPU call queues, one csd per (sender, target),
-//! the IPIs that announce queued work, and the handler pass that runs it.
+//! the IPIs that announce queued work, and the handler pass that runs it. Before 3.9 a call to
+//! several CPUs went through one global queue instead (`global_cfd`).
 
-use crate::engine::{CpuMask, Time};
+use crate::engine::{CpuMask, SpinLock, Time};
 use crate::machine::Cost;
 use crate::observe::{Func, Trace};
 use crate::sched::{self, Outcome, Step};
@@ -10,16 +11,40 @@ use crate::sim::{CpuId, Event, Sim, TaskId};
 /// How smp_call_function_many queues work (one module per mechanism: the variants live here).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum CallFunction {
+    /// To 3.8: each sender's one cfd_data goes on the global call_function.queue under
+    /// call_function.lock; every target walks the whole queue (generic_smp_call_function_interrupt).
+    GlobalCfd,
     /// 3.9 (9a46ad6d6df3): a queue per target CPU and a csd per (sender, target) pair.
     PercpuCsd,
 }
 
 impl CallFunction {
-    pub const NAMES: &'static [&'static str] = &["percpu_csd"];
-    /// One variant so far; the 3.8 global_cfd queue comes with the swapout scenario.
-    pub fn from_name(_name: &str) -> CallFunction {
-        CallFunction::PercpuCsd
+    pub const NAMES: &'static [&'static str] = &["global_cfd", "percpu_csd"];
+    pub fn from_name(name: &str) -> CallFunction {
+        match name {
+            "global_cfd" => CallFunction::GlobalCfd,
+            _ => CallFunction::PercpuCsd,
+        }
     }
+}
+
+/// One sender's `struct call_function_data` (3.8): its request, the CPUs yet to run it, and
+/// the cache line all of them write (cpumask bits, refs).
+#[derive(Debug, Clone, Default)]
+pub struct Cfd {
+    func: Option<CallFunc>,
+    cpumask: CpuMask,
+    refs: u32,
+    line: SpinLock,
+}
+
+/// The global `call_function` of 3.8: a list and its lock.
+#[derive(Debug, Default)]
+pub struct GlobalCfd {
+    pub lock: SpinLock,
+    /// Senders whose cfd is on call_function.queue, newest first (list_add_rcu at the head).
+    pub queue: Vec<u32>,
+    pub cfd: Vec<Cfd>,
 }
 
 /// The function a csd runs on its target.
@@ -63,6 +88,8 @@ pub struct Smp {
     pub waiting: Vec<u32>,
     /// Per sender: when the sender sees its last csd unlocked (valid once `waiting` is 0).
     pub done_at: Vec<Time>,
+    /// The 3.8 global queue (used with `call_function = global_cfd`).
+    pub global: GlobalCfd,
 }
 
 impl Smp {
@@ -73,6 +100,10 @@ impl Smp {
             locked: vec![CpuMask::new(); n],
             waiting: vec![0; n],
             done_at: vec![0; n],
+            global: GlobalCfd {
+                cfd: vec![Cfd::default(); n],
+                ..Default::default()
+            },
         }
     }
 }
@@ -112,13 +143,28 @@ pub fn smp_call_function_many_cond(
     run_local: bool,
 ) -> Outcome {
     let now = s.now();
+    let mut targets = CpuMask::new();
+    for t in mask.iter().filter(|&t| t != cpu) {
+        if cond_holds(s, cond, t, cpu) {
+            targets.set(t);
+        }
+    }
+    // 3.8 sends a lone target through smp_call_function_single (the per-CPU queue, below).
+    if s.k.call_function == CallFunction::GlobalCfd && targets.weight() > 1 {
+        return global_cfd_call(
+            s,
+            cpu,
+            task,
+            &targets,
+            func,
+            wait,
+            run_local && mask.test(cpu),
+        );
+    }
     let mut setup: Time = 0;
     let mut queued = CpuMask::new();
     let mut was_empty = CpuMask::new();
-    for t in mask.iter().filter(|&t| t != cpu) {
-        if !cond_holds(s, cond, t, cpu) {
-            continue;
-        }
+    for t in targets.iter() {
         debug_assert!(
             !s.smp.locked[cpu].test(t),
             "csd to {t} still locked: no async calls are modelled yet"
@@ -188,6 +234,122 @@ pub fn smp_call_function_many_cond(
     }
 }
 
+/// smp_call_function_many() of 3.8 for two or more targets: fill this CPU's cfd_data (its line
+/// comes back from the last target that wrote it), put it at the head of the global queue under
+/// call_function.lock, send every target an IPI, and wait until the last one drops refs to 0.
+fn global_cfd_call(
+    s: &mut Sim,
+    cpu: CpuId,
+    task: TaskId,
+    targets: &CpuMask,
+    func: CallFunc,
+    wait: bool,
+    run_local: bool,
+) -> Outcome {
+    let now = s.now();
+    let (fill, list_op) = (s.m.cost[Cost::CsdQueue], s.m.cost[Cost::CsdQueue]);
+    let m = &s.m;
+    let g = &mut s.smp.global;
+    debug_assert!(
+        g.cfd[cpu].refs == 0,
+        "cfd still in use: no async calls are modelled"
+    );
+    // csd_lock(&data->csd) and the stores to func, cpumask and refs.
+    let mut setup = g.cfd[cpu]
+        .line
+        .acquire(now, cpu, fill, |a, b| m.line_transfer(a, b))
+        + fill;
+    let spin = g
+        .lock
+        .acquire(now + setup, cpu, list_op, |a, b| m.line_transfer(a, b));
+    setup += spin + list_op;
+    let cfd = &mut g.cfd[cpu];
+    (cfd.func, cfd.cpumask, cfd.refs) = (Some(func), *targets, targets.weight() as u32);
+    g.queue.insert(0, cpu as u32);
+    if wait {
+        if s.smp.waiting[cpu] == 0 {
+            s.smp.done_at[cpu] = 0;
+        }
+        s.smp.waiting[cpu] += 1;
+        s.tasks[task].steps.push(Step::CsdLockWait);
+    }
+    if run_local {
+        s.tasks[task].steps.push(Step::LocalCall(func));
+    }
+    // arch_send_call_function_ipi_mask(): every target, whatever else is queued.
+    crate::observe::tracelog::ipi_send_cpumask(s, cpu, targets);
+    let mut send: Time = 0;
+    for t in targets.iter() {
+        send += s.m.cost[Cost::IpiSend];
+        send_ipi(s, cpu, t, now + setup + send);
+    }
+    sched::charge(s, Some(task), Func::RawSpinLock, spin);
+    sched::charge(s, Some(task), Func::SmpCallFunctionManyCond, setup - spin);
+    sched::charge(s, Some(task), Func::SendIpi, send);
+    Outcome::Busy {
+        ps: setup + send,
+        irqs_off: false,
+    }
+}
+
+/// generic_smp_call_function_interrupt() of 3.8, from `start`: walk the whole global queue,
+/// reading each cfd's line; for each one holding this CPU, run it, clear the bit and drop refs
+/// (read-modify-writes of the line, one CPU at a time); the last CPU unlinks it under
+/// call_function.lock and unlocks the sender's csd. Returns the time spent.
+fn generic_smp_call_function_interrupt(
+    s: &mut Sim,
+    cpu: CpuId,
+    task: Option<TaskId>,
+    start: Time,
+) -> Time {
+    let (mut t, mut walk, mut spin) = (start, 0, 0);
+    let mut i = 0;
+    while i < s.smp.global.queue.len() {
+        let sender = s.smp.global.queue[i] as usize;
+        let cfd = &s.smp.global.cfd[sender];
+        // list_for_each_entry_rcu + cpumask_test_cpu: a shared read of the entry's line.
+        let holder = cfd.line.holder();
+        let read = if holder == cpu {
+            0
+        } else {
+            s.m.line_transfer(holder, cpu)
+        };
+        t += read;
+        walk += read;
+        if !cfd.cpumask.test(cpu) {
+            i += 1;
+            continue;
+        }
+        let func = cfd.func.expect("queued cfd has a function");
+        t += run_func(s, cpu, task, sender, func);
+        let m = &s.m;
+        let g = &mut s.smp.global;
+        // cpumask_test_and_clear_cpu + atomic_dec_return on the shared line.
+        let rmw = g.cfd[sender]
+            .line
+            .acquire(t, cpu, 0, |a, b| m.line_transfer(a, b));
+        t += rmw;
+        walk += rmw;
+        let cfd = &mut g.cfd[sender];
+        cfd.cpumask.clear(cpu);
+        cfd.refs -= 1;
+        if cfd.refs > 0 {
+            i += 1;
+            continue;
+        }
+        // The last one: list_del_rcu under call_function.lock, then csd_unlock.
+        let op = m.cost[Cost::CsdQueue];
+        let wait = g.lock.acquire(t, cpu, op, |a, b| m.line_transfer(a, b));
+        (t, spin, walk) = (t + wait + op, spin + wait, walk + op);
+        g.queue.remove(i);
+        g.cfd[sender].func = None;
+        csd_unlock(s, sender, cpu, t);
+    }
+    sched::charge(s, task, Func::GenericSmpCallFunctionInterrupt, walk);
+    sched::charge(s, task, Func::RawSpinLock, spin);
+    t - start
+}
+
 /// Run a call function on the calling CPU, IRQs off (SCF_RUN_LOCAL).
 pub fn run_local(s: &mut Sim, cpu: CpuId, task: TaskId, func: CallFunc) -> Outcome {
     let ps = run_func(s, cpu, Some(task), cpu, func);
@@ -222,6 +384,9 @@ pub fn flush_smp_call_function_queue(
         csd_unlock(s, csd.sender as usize, cpu, t);
     }
     s.smp.batch = batch;
+    if !s.smp.global.queue.is_empty() {
+        t += generic_smp_call_function_interrupt(s, cpu, task, t);
+    }
     t - start
 }
 

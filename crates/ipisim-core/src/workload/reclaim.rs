@@ -3,7 +3,8 @@
 //! space (`busy`) or sleep. Then a reclaimer on CPU 0 shrinks the LRU until it is empty. A clean
 //! page is seen twice: the first scan finds its accessed bit and rotates it, the second reclaims.
 //! A written page is seen three times by a `kswapd` reclaimer: rotated, unmapped but kept (it was
-//! referenced, PAGEREF_RECLAIM_CLEAN), then written out and reclaimed.
+//! referenced, PAGEREF_RECLAIM_CLEAN), then written out and reclaimed. With `memory = anon` the
+//! processes write private anonymous memory instead: deactivated once, then swapped out.
 
 use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
@@ -15,6 +16,7 @@ use crate::sim::{CpuId, Sim, TaskId};
 const REMOTE: &[&str] = &["busy", "sleeping"];
 const ACCESS: &[&str] = &["read", "write"];
 const RECLAIMER: &[&str] = &["direct", "kswapd"];
+const MEMORY: &[&str] = &["file", "anon"];
 
 pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "reclaim",
@@ -46,6 +48,13 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
             doc: "after reading, the processes spin in user space or sleep",
         },
         Param {
+            key: "memory",
+            kind: Kind::Choice(MEMORY),
+            unit: "",
+            default: "file",
+            doc: "each process maps its own file (MAP_SHARED), or private anonymous memory (swapped out)",
+        },
+        Param {
             key: "access",
             kind: Kind::Choice(ACCESS),
             unit: "",
@@ -69,6 +78,7 @@ pub struct Reclaim {
     busy: bool,
     write: bool,
     kswapd: bool,
+    anon: bool,
     /// Per reader: (first page, pages read so far).
     readers: Vec<(u64, u64)>,
     done_reading: usize,
@@ -87,7 +97,14 @@ impl Reclaim {
         )?;
         let pages = r.int("pages") as u64;
         let (write, kswapd) = (r.str("access") == "write", r.str("reclaimer") == "kswapd");
-        if write && !kswapd {
+        let anon = r.str("memory") == "anon";
+        if anon && !write {
+            return Err(r.error(
+                "access",
+                "anonymous memory must be written (a read maps the shared zero page): set access=write",
+            ));
+        }
+        if write && !kswapd && !anon {
             return Err(r.error(
                 "access",
                 "written file pages are reclaimed only by kswapd (shrink_page_list): set reclaimer=kswapd",
@@ -102,6 +119,7 @@ impl Reclaim {
             busy: r.str("remote") == "busy",
             write,
             kswapd,
+            anon,
             readers: Vec::new(),
             done_reading: 0,
             reclaimer: 0,
@@ -131,7 +149,11 @@ pub fn start(s: &mut Sim) {
     let j = crate::arch::x86::jiffies(s);
     for i in 0..n {
         let mm = s.mem.new_mm(j, s.k.hz);
-        let start = s.mem.map_new_file(mm, pages);
+        let start = if state(s).anon {
+            s.mem.map_new_anon(mm, pages)
+        } else {
+            s.mem.map_new_file(mm, pages)
+        };
         let t = sched::spawn(s, mm, 1 + i);
         debug_assert_eq!(t, i);
         s.tasks[t].comm = "reader".into();
@@ -152,8 +174,7 @@ pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
     let (pages, busy, reclaimer) = (state(s).pages, state(s).busy, state(s).reclaimer);
     if t == reclaimer {
         // Shrink whichever node still has pages, until none has.
-        let node = (0..s.m.nodes)
-            .find(|&n| !s.mem.lru[n].inactive.is_empty() || !s.mem.lru[n].active.is_empty());
+        let node = (0..s.m.nodes).find(|&n| !s.mem.lru[n].is_empty());
         return match node {
             Some(node) => {
                 s.tasks[t].steps.push(Step::ShrinkNode {
