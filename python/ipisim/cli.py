@@ -414,7 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
         "probe", help="measure this machine's costs with pinned threads; write a machine profile"
     )
     pr.add_argument("--out", metavar="PATH", help="write the fitted profile here (a .toml for --machine)")
-    pr.add_argument("--repeats", type=int, default=3, help="runs of the measurement program (default 3)")
+    pr.add_argument("--repeats", type=int, default=5, help="runs of the measurement program (default 5)")
     pr.set_defaults(func=cmd_probe)
     return p
 

@@ -113,7 +113,7 @@ def topology() -> Topology:
     )
 
 
-def measure(repeats: int = 3, progress: Callable[[str], None] | None = None) -> Probe:
+def measure(repeats: int = 5, progress: Callable[[str], None] | None = None) -> Probe:
     """Run native/costs.c `repeats` times; every output line is one measurement in ns."""
     topo = topology()
     skipped = []
