@@ -6,6 +6,10 @@ them (no TLB row, one CPU, no C compiler).
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -145,3 +149,29 @@ def test_probe_on_this_machine(tmp_path: Path, capsys: pytest.CaptureFixture[str
     # An IPI round trip takes far longer than a syscall on any x86 machine.
     assert costs["ipi_wire_node"]["value"] > 5 * costs["syscall"]["value"]
     assert costs["ipi_wire_node"]["source"].startswith("measured: membarrier IPI round trip")
+
+
+def test_invlpg_from_32_page_calls() -> None:
+    p = fake_probe()
+    p.runs["mprotect_sweep_32"] = [6000.0]
+    f = fitted(p)
+    slope = (24420 - 1980) / 255
+    per_page = (6000 - (1980 - slope)) / 32 - slope
+    assert f["invlpg"].cycles == round(per_page * TOPO.ghz)
+    assert f["invlpg"].source.startswith("measured: mprotect sweep, 32-page calls")
+
+
+@pytest.mark.skipif(not shutil.which(os.environ.get("CC", "cc")), reason="no C compiler")
+def test_one_usable_cpu_says_what_it_skips() -> None:
+    """Pinned to one CPU, probe measures the local costs and names what it could not measure."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "ipisim.cli", "probe", "--repeats", "1"],
+        capture_output=True,
+        text=True,
+        check=False,
+        preexec_fn=lambda: os.sched_setaffinity(0, {0}),
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "skipped: one CPU" in proc.stdout
+    assert "membarrier 1 busy thread" in proc.stdout and "skipped" in proc.stdout
+    assert "measured: getppid()" in proc.stdout
