@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import ipisim
-from ipisim.mmtests import metrics_of, pndiff, render_compare, render_duration, series_of
+from ipisim.mmtests import metrics_of, pdiff, pndiff, render_compare, render_duration, series_of
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,11 @@ def load_published() -> list[dict[str, Any]]:
 
 
 def _lookup(data: Mapping[str, Any], path: str) -> float:
-    """A number in a result by dotted path; the first dot splits a top-level key only."""
+    """A number in a result by dotted path; the first dot splits a top-level key only.
+    `profile.FUNCTION` is that function's percent of CPU time (0 if it has none)."""
     head, _, rest = path.partition(".")
+    if head == "profile":
+        return float(next((p["percent"] for p in data["profile"] if p["function"] == rest), 0.0))
     value = data[head] if not rest else data[head][rest]
     return float(value)
 
@@ -59,7 +62,12 @@ def evaluate(experiment: Mapping[str, Any], results: Mapping[str, ipisim.RunResu
     entries = []
     for m in experiment["metrics"]:
         new = _lookup(results[m["variant"]].data, m["path"])
-        value = pndiff(new, _lookup(results[m["base"]].data, m["path"])) if m["kind"] == "gain" else new
+        if m["kind"] == "value":
+            value = new
+        else:
+            # "gain": lower is better (times); "rise": higher is better (throughput).
+            diff = pndiff if m["kind"] == "gain" else pdiff
+            value = diff(new, _lookup(results[m["base"]].data, m["path"]))
         ok, tol = _check(m["published"], value, m["tolerance"])
         entries.append(
             Entry(m["id"], experiment["id"], m["metric"], m["unit"], m["published"], value, tol, ok)

@@ -244,3 +244,16 @@ fn writing_out_before_the_dirty_flush_is_caught() {
     let c = reclaim("linux-4.3", 1, "busy", &pfn);
     assert_eq!((c.stale_at_pageout, c.stale, c.tlb), (512 - 16, 0, 16));
 }
+
+/// Before 3.15, clearing an accessed bit flushed the page (ptep_clear_flush_young): anonymous
+/// pages, deactivated while young, cost one flush there and one at unmap, two IPIs per page.
+#[test]
+fn young_flush_adds_a_flush_per_deactivated_page() {
+    let anon = [("memory", "anon"), ("access", "write")];
+    for p in [1, 3] {
+        let pages = 512 * p as u64;
+        let c = reclaim("linux-3.9", p, "busy", &anon);
+        assert_eq!((c.tlb, c.swapped), (2 * pages, pages), "{p} processes");
+        assert_eq!((c.stale, c.stale_at_pageout), (0, 0));
+    }
+}

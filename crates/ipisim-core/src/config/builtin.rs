@@ -10,9 +10,21 @@ const MACHINES: &[(&str, &str)] = &[
         "xeon-4n-48c-64g",
         include_str!("../../data/machines/xeon-4n-48c-64g.toml"),
     ),
+    (
+        "xeon-2s-2013",
+        include_str!("../../data/machines/xeon-2s-2013.toml"),
+    ),
 ];
 
 const KERNELS: &[(&str, &str)] = &[
+    (
+        "linux-3.8",
+        include_str!("../../data/kernels/linux-3.8.toml"),
+    ),
+    (
+        "linux-3.9",
+        include_str!("../../data/kernels/linux-3.9.toml"),
+    ),
     (
         "linux-4.2",
         include_str!("../../data/kernels/linux-4.2.toml"),

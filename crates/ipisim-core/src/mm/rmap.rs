@@ -71,14 +71,7 @@ pub fn try_to_unmap_one(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, dirty: boo
         && (!dirty || s.k.defer_writable);
     if !defer {
         // ptep_clear_flush() -> flush_tlb_page().
-        let r = FlushRange {
-            mm: mm as u32,
-            start: vpn,
-            end: vpn + 1,
-            stride_shift: 12,
-            freed_tables: false,
-        };
-        s.tasks[t].steps.push(Step::FlushTlbMmRange(r));
+        s.tasks[t].steps.push(flush_tlb_page(mm, vpn));
         return (cost, true);
     }
     // set_tlb_ubc_flush_pending().
@@ -95,6 +88,17 @@ pub fn try_to_unmap_one(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, dirty: boo
         }
     }
     (cost, false)
+}
+
+/// flush_tlb_page(): the step that flushes one page of `mm` on every CPU that may cache it.
+pub fn flush_tlb_page(mm: usize, vpn: u64) -> Step {
+    Step::FlushTlbMmRange(FlushRange {
+        mm: mm as u32,
+        start: vpn,
+        end: vpn + 1,
+        stride_shift: 12,
+        freed_tables: false,
+    })
 }
 
 /// try_to_unmap_flush(): one call to every CPU in the batch's mask (this one runs it directly),

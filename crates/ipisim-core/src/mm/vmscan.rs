@@ -113,9 +113,7 @@ pub fn direct_reclaim(s: &mut Sim, cpu: CpuId, t: TaskId, want: u32) -> Outcome 
         let r = &s.tasks[t].reclaim;
         if d.zone < nodes {
             let node = zonelist(nodes, home).nth(d.zone).expect("in range");
-            let left = d
-                .to_scan
-                .unwrap_or(inactive_len(s, node) as u64 >> d.priority);
+            let left = d.to_scan.unwrap_or(scan_size(s, node) as u64 >> d.priority);
             let satisfied = d.priority < DEF_PRIORITY && r.zone_reclaimed >= want;
             if left > 0 && reclaimable(s, node) && !satisfied {
                 let nr = left.min(SWAP_CLUSTER_MAX as u64);
@@ -149,14 +147,15 @@ pub fn direct_reclaim(s: &mut Sim, cpu: CpuId, t: TaskId, want: u32) -> Outcome 
     Outcome::Next
 }
 
-/// The inactive list that shrink_node() would scan.
-fn inactive_len(s: &Sim, node: usize) -> usize {
+/// The pages of the lists shrink_node() would scan (get_scan_count sizes both of a type).
+fn scan_size(s: &Sim, node: usize) -> usize {
     let lru = &s.mem.lru[node];
-    if lru.scan_anon() {
-        lru.anon.inactive.len()
+    let lists = if lru.scan_anon() {
+        &lru.anon
     } else {
-        lru.file.inactive.len()
-    }
+        &lru.file
+    };
+    lists.inactive.len() + lists.active.len()
 }
 
 /// shrink_lruvec() -> shrink_inactive_list(): keep the inactive list at least as long as the
@@ -165,6 +164,8 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
     let mut ps: Time = 0;
     let anon = s.mem.lru[node].scan_anon();
     let lists = s.mem.lru[node].lists(anon);
+    let mut young = [0u32; SWAP_CLUSTER_MAX];
+    let mut nr_young = 0;
     if lists.inactive.len() < lists.active.len() {
         // shrink_active_list(): page_referenced() clears the accessed bits (no flush on x86
         // since 3.15), then every page but executable file pages is deactivated.
@@ -177,6 +178,10 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
             let page = &mut s.mem.page[p as usize];
             page.flags &= !PG_ACTIVE;
             if page.flags & PTE_MAPPED != 0 {
+                if page.flags & PTE_YOUNG != 0 {
+                    young[nr_young] = p;
+                    nr_young += 1;
+                }
                 page.flags &= !PTE_YOUNG;
                 ps += s.m.cost[Cost::RmapWalk];
             }
@@ -208,6 +213,14 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
     r.anon = anon;
     r.unqueued_dirty = 0;
     s.tasks[t].steps.push(Step::ShrinkPageList);
+    if s.k.young_flush {
+        // Before 3.15, shrink_active_list's ptep_clear_flush_young() flushed each page whose
+        // accessed bit it cleared; those flushes come before shrink_page_list.
+        for &p in young[..nr_young].iter().rev() {
+            let (mm, vpn) = rmap::mapping_of(s, p);
+            s.tasks[t].steps.push(rmap::flush_tlb_page(mm, vpn));
+        }
+    }
     sched::charge(s, Some(t), Func::IsolateLruPages, ps);
     // spin_lock_irq(&zone->lru_lock): interrupts wait while we spin for it and hold it.
     Outcome::Busy { ps, irqs_off: true }
@@ -250,6 +263,16 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
                 r.activate.push(pfn);
             } else {
                 r.keep.push(pfn);
+            }
+            if s.k.young_flush {
+                // ptep_clear_flush_young() before 3.15: flush the page, then on down the list.
+                let (mm, vpn) = rmap::mapping_of(s, pfn);
+                s.tasks[t].steps.push(Step::ShrinkPageList);
+                s.tasks[t].steps.push(rmap::flush_tlb_page(mm, vpn));
+                return Outcome::Busy {
+                    ps,
+                    irqs_off: false,
+                };
             }
             continue;
         }

@@ -6,6 +6,7 @@ mod lru_file_mmap_read;
 mod membarrier;
 mod reclaim;
 mod shootdown;
+mod swapout;
 mod will_it_scale;
 
 use crate::config::{ConfigError, Param, Resolved};
@@ -33,6 +34,7 @@ pub enum ScenarioKind {
     Reclaim,
     Drain,
     Membarrier,
+    Swapout,
 }
 
 pub const SCENARIOS: &[ScenarioDecl] = &[
@@ -44,6 +46,7 @@ pub const SCENARIOS: &[ScenarioDecl] = &[
     reclaim::DECL,
     drain::DECL,
     membarrier::DECL,
+    swapout::DECL,
 ];
 
 /// A scenario's CPU demand against the machine: "<what> need <cpus> CPUs; the machine has N".
@@ -72,6 +75,7 @@ pub enum Workload {
     Reclaim(reclaim::Reclaim),
     Drain(drain::Drain),
     Membarrier(membarrier::Membarrier),
+    Swapout(swapout::Swapout),
 }
 
 impl Workload {
@@ -87,6 +91,7 @@ impl Workload {
             ScenarioKind::Reclaim => reclaim::Reclaim::new(r, m).map(Workload::Reclaim),
             ScenarioKind::Drain => drain::Drain::new(r, m).map(Workload::Drain),
             ScenarioKind::Membarrier => membarrier::Membarrier::new(r, m).map(Workload::Membarrier),
+            ScenarioKind::Swapout => swapout::Swapout::new(r, m).map(Workload::Swapout),
         }
     }
 
@@ -98,7 +103,8 @@ impl Workload {
             Workload::LruFileMmapRead(_)
             | Workload::Reclaim(_)
             | Workload::Drain(_)
-            | Workload::Membarrier(_) => crate::engine::NEVER,
+            | Workload::Membarrier(_)
+            | Workload::Swapout(_) => crate::engine::NEVER,
         }
     }
 }
@@ -112,6 +118,7 @@ pub fn start(s: &mut Sim) -> Result<(), ConfigError> {
         Workload::Reclaim(_) => reclaim::start(s),
         Workload::Drain(_) => drain::start(s),
         Workload::Membarrier(_) => membarrier::start(s),
+        Workload::Swapout(_) => swapout::start(s),
     }
     Ok(())
 }
@@ -125,6 +132,7 @@ pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         Workload::Reclaim(_) => reclaim::next_op(s, cpu, t),
         Workload::Drain(_) => drain::next_op(s, cpu, t),
         Workload::Membarrier(_) => membarrier::next_op(s, cpu, t),
+        Workload::Swapout(_) => swapout::next_op(s, cpu, t),
     }
 }
 
@@ -134,6 +142,7 @@ pub fn task_exited(s: &mut Sim, t: TaskId) {
         Workload::Membarrier(w) if t == w.main => s.end = Some(s.now()),
         Workload::LruFileMmapRead(_) => lru_file_mmap_read::task_exited(s),
         Workload::WillItScale(_) => will_it_scale::task_exited(s),
+        Workload::Swapout(_) => swapout::task_exited(s),
         _ => {}
     }
 }
@@ -147,6 +156,7 @@ pub fn ops(s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         Workload::Reclaim(w) => w.ops(s),
         Workload::Drain(w) => w.ops(s),
         Workload::Membarrier(w) => w.ops(s),
+        Workload::Swapout(w) => w.ops(s),
     }
 }
 
@@ -158,6 +168,7 @@ pub fn metrics(s: &Sim) -> &'static [(&'static str, bool)] {
         Workload::Reclaim(_) => &[("tlb_shootdowns", true)],
         Workload::Drain(_) => &[("drain_s", true)],
         Workload::Membarrier(_) => &[("ns_per_call", true)],
+        Workload::Swapout(_) => &[("swapout_mb_per_s", false)],
         Workload::LruFileMmapRead(_) => &[
             ("lru-file-mmap-read-elapsed", true),
             ("lru-file-mmap-read-time_range", true),

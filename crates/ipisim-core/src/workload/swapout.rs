@@ -1,0 +1,135 @@
+//! `swapout` (seed 003, Shaohua Li, 2013): `threads` threads of one process, each writing its own
+//! private anonymous region once from start to end, 2 x MemTotal in all, so reclaim swaps out
+//! continuously. Every flush targets the process's whole mm_cpumask: the threads' CPUs.
+
+use super::{ScenarioDecl, ScenarioKind};
+use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::engine::{secs, Time, NEVER};
+use crate::machine::Machine;
+use crate::observe::Vm;
+use crate::sched::{self, Outcome, Step, KTHREAD};
+use crate::sim::{CpuId, Sim, TaskId};
+
+pub const DECL: ScenarioDecl = ScenarioDecl {
+    name: "swapout",
+    description: "threads of one process each write their own anonymous region (2 x RAM in all) while reclaim swaps out",
+    params: &[
+        Param {
+            key: "threads",
+            kind: Kind::Int { min: 1, max: 1024 },
+            unit: "threads",
+            default: "10",
+            doc: "writer threads of the one process, spread evenly over the CPUs",
+        },
+        Param {
+            key: "scale",
+            kind: Kind::Float,
+            unit: "",
+            default: "1",
+            doc: "simulate this fraction of the machine's memory; the regions shrink with it (1 = full scale)",
+        },
+    ],
+    kind: ScenarioKind::Swapout,
+};
+
+struct Writer {
+    next: u64,
+    end: u64,
+    finished: Option<Time>,
+}
+
+pub struct Swapout {
+    threads: usize,
+    pages_per_thread: u64,
+    writers: Vec<Writer>,
+}
+
+impl Swapout {
+    pub fn new(r: &Resolved, m: &Machine) -> Result<Swapout, ConfigError> {
+        let threads = r.int("threads") as usize;
+        super::need_cpus(r, m, "threads", format!("{threads} threads"), threads)?;
+        let mem = m.mem_per_node * m.nodes as u64;
+        Ok(Swapout {
+            threads,
+            pages_per_thread: (2 * mem / threads as u64) >> 12,
+            writers: Vec::new(),
+        })
+    }
+
+    pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+        // The steady phase: from kswapd's first wakeup to the first writer finishing.
+        let from = s.mem.reclaim_started.unwrap_or(0);
+        let to = self
+            .writers
+            .iter()
+            .filter_map(|w| w.finished)
+            .min()
+            .unwrap_or(s.now())
+            .max(from + 1);
+        // Swap-out happens from reclaim's start to the end of the run.
+        let out = s.stats.vm[Vm::PSwpOut as usize] as f64 * 4096.0 / (1 << 20) as f64;
+        let swapping = secs(s.end.unwrap_or(s.now()).saturating_sub(from)).max(1e-12);
+        let mut m = serde_json::Map::new();
+        m.insert("swapout_mb_per_s".into(), (out / swapping).into());
+        m.insert("steady_s".into(), secs(to - from).into());
+        m.insert("pages_per_thread".into(), self.pages_per_thread.into());
+        m
+    }
+}
+
+fn state(s: &mut Sim) -> &mut Swapout {
+    match &mut s.work {
+        super::Workload::Swapout(w) => w,
+        _ => unreachable!(),
+    }
+}
+
+pub fn start(s: &mut Sim) {
+    let (threads, pages) = (state(s).threads, state(s).pages_per_thread);
+    let j = crate::arch::x86::jiffies(s);
+    let mm = s.mem.new_mm(j, s.k.hz);
+    let ncpus = s.m.ncpus();
+    for i in 0..threads {
+        let start = s.mem.map_new_anon(mm, pages);
+        let t = sched::spawn(s, mm, i * ncpus / threads);
+        debug_assert_eq!(t, i);
+        s.tasks[t].comm = "swapout".into();
+        state(s).writers.push(Writer {
+            next: start,
+            end: start + pages,
+            finished: None,
+        });
+    }
+    // kswapd<n>, sleeping until the allocator wakes it; it shares the node's first CPU.
+    for node in 0..s.m.nodes {
+        let t = sched::spawn_at(s, KTHREAD, node * s.m.cpus_per_node, NEVER);
+        s.tasks[t].comm = format!("kswapd{node}");
+        s.mem.kswapd[node] = Some(t);
+    }
+}
+
+pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
+    let now = s.now();
+    let w = &mut state(s).writers[t];
+    if w.next >= w.end {
+        w.finished = Some(now);
+        return Outcome::Exit;
+    }
+    // 16 pages per step: the loop's granularity, not a kernel batch.
+    let n = 16.min(w.end - w.next);
+    let vpn = w.next;
+    w.next += n;
+    s.tasks[t].steps.push(Step::FileRead {
+        vpn,
+        n: n as u32,
+        write: true,
+    });
+    Outcome::Next
+}
+
+/// The run ends when the last writer exits.
+pub fn task_exited(s: &mut Sim) {
+    if state(s).writers.iter().all(|w| w.finished.is_some()) {
+        s.end = Some(s.now());
+    }
+}
