@@ -209,7 +209,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
         for row in hw.membarrier_rows(machine=machine, kernel=args.kernel, repeats=args.repeats):
             print(f"{row.bench}: real {row.real_count}, simulated {row.sim_count}", file=sys.stderr)
             rows.append(row)
-        for row in hw.tlb_flush_rows(machine=machine, kernel=args.kernel, repeats=min(args.repeats, 3)):
+        for row in hw.tlb_flush_rows(machine=machine, kernel=args.kernel, repeats=args.repeats):
             print(f"{row.bench}: real {row.real_count}, simulated {row.sim_count}", file=sys.stderr)
             rows.append(row)
     except hw.Unavailable as e:
