@@ -232,6 +232,8 @@ def cmd_probe(args: argparse.Namespace) -> int:
 
     if args.repeats < 1:
         raise UsageError(f"--repeats: must be at least 1, got {args.repeats}")
+    if args.out and not Path(args.out).resolve().parent.is_dir():
+        raise UsageError(f"{args.out}: cannot write: no such directory")
     t0 = time.perf_counter()
     try:
         p = probe.measure(
