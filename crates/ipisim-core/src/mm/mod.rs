@@ -17,7 +17,9 @@ pub use fault::touch;
 pub use mmu_gather::{tlb_batch_pages_flush, tlb_flush_mmu, MmuGather};
 pub use page_alloc::Frames;
 pub use pagetable::{Pte, PteTable};
-pub use syscall::{free_pgtables, protect_step, syscall, zap_step, Syscall};
+pub use syscall::{
+    free_pgtables, mmap_write_lock, mmap_write_unlock, protect_step, syscall, zap_step, Syscall,
+};
 
 use crate::engine::CpuMask;
 
@@ -87,6 +89,10 @@ pub struct Mm {
     pub tlb_gen: u64,
     /// In jiffies.
     pub next_trim_cpumask: u64,
+    /// mmap_lock held for writing (munmap, mprotect) by this task, and the tasks sleeping for it.
+    /// Faults and madvise take it for reading, which a writer only delays (not modelled).
+    pub mmap_lock_writer: Option<usize>,
+    pub mmap_lock_waiters: Vec<usize>,
 }
 
 pub struct File {
@@ -150,6 +156,8 @@ impl Memory {
             ctx_id,
             tlb_gen: 0,
             next_trim_cpumask: jiffies + hz,
+            mmap_lock_writer: None,
+            mmap_lock_waiters: Vec::new(),
         });
         self.mms.len() - 1
     }

@@ -19,6 +19,11 @@ pub enum Syscall {
 
 pub fn syscall(s: &mut Sim, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
     let mm = s.tasks[t].mm;
+    let writes_vmas = !matches!(sc, Syscall::MadviseDontneed { .. });
+    if writes_vmas && !mmap_write_lock(s, t) {
+        s.tasks[t].steps.push(Step::Syscall(sc));
+        return Outcome::Sleep(crate::engine::NEVER);
+    }
     let entry = s.m.cost[Cost::Syscall] + s.m.cost[Cost::VmaOp];
     sched::charge(s, Some(t), Func::Syscall, s.m.cost[Cost::Syscall]);
     sched::charge(s, Some(t), Func::VmaOps, s.m.cost[Cost::VmaOp]);
@@ -47,6 +52,7 @@ pub fn syscall(s: &mut Sim, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
             let ceiling = m.vmas.get(j).map_or(0, |v| v.start);
             m.vmas.drain(i..j);
             let steps = &mut s.tasks[t].steps;
+            steps.push(Step::MmapWriteUnlock);
             steps.push(Step::TlbFlushMmu);
             steps.push(Step::FreePgtables {
                 start: vpn,
@@ -75,6 +81,7 @@ pub fn syscall(s: &mut Sim, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
             }
             merge_vmas(m);
             let steps = &mut s.tasks[t].steps;
+            steps.push(Step::MmapWriteUnlock);
             steps.push(Step::TlbFlushMmu);
             steps.push(Step::Protect {
                 from: vpn,
@@ -86,6 +93,34 @@ pub fn syscall(s: &mut Sim, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
         ps: entry,
         irqs_off: false,
     }
+}
+
+/// mmap_write_lock(): take the task's mm's mmap_lock for writing, or queue to sleep for it
+/// (false). A munmap holds it until its page tables are freed and its TLB flush is done, so
+/// another thread cannot map into the hole meanwhile (it would get a table being freed).
+pub fn mmap_write_lock(s: &mut Sim, t: TaskId) -> bool {
+    let m = &mut s.mem.mms[s.tasks[t].mm];
+    match m.mmap_lock_writer {
+        None => {
+            m.mmap_lock_writer = Some(t);
+            true
+        }
+        Some(w) if w == t => true,
+        Some(_) => {
+            m.mmap_lock_waiters.push(t);
+            false
+        }
+    }
+}
+
+/// mmap_write_unlock(): wake every task sleeping for the lock; they race for it again.
+pub fn mmap_write_unlock(s: &mut Sim, t: TaskId) -> Outcome {
+    let m = &mut s.mem.mms[s.tasks[t].mm];
+    m.mmap_lock_writer = None;
+    for w in std::mem::take(&mut m.mmap_lock_waiters) {
+        sched::wake(s, w);
+    }
+    Outcome::Next
 }
 
 /// zap_pmd_range() / zap_pte_range() over [from, end): clear present PTEs into the gather. If the

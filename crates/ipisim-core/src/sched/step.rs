@@ -77,6 +77,8 @@ pub enum Step {
     ShrinkFinish,
     /// try_to_unmap_flush.
     TryToUnmapFlush,
+    /// mmap_write_unlock at the end of munmap or mprotect.
+    MmapWriteUnlock,
     /// Empty the task's tlb_ubc once its flush is done.
     TlbUbcClear,
     /// drain_all_pages(NULL).
@@ -117,6 +119,7 @@ impl Step {
             Step::ShrinkFinish => "putback_inactive_pages",
             Step::Pageout { .. } => "pageout",
             Step::TryToUnmapFlush => "try_to_unmap_flush",
+            Step::MmapWriteUnlock => "up_write",
             Step::TlbUbcClear => "try_to_unmap_flush",
             Step::DrainAllPages => "drain_all_pages",
             Step::DrainWork => "drain_local_pages_wq",
@@ -183,6 +186,7 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::Pageout { pfn } => mm::vmscan::pageout(s, cpu, t, pfn),
         Step::TryToUnmapFlush => mm::rmap::try_to_unmap_flush(s, cpu, t),
         Step::TlbUbcClear => mm::rmap::tlb_ubc_clear(s, t),
+        Step::MmapWriteUnlock => mm::mmap_write_unlock(s, t),
         Step::DrainAllPages => mm::drain::drain_all_pages(s, cpu, t),
         Step::DrainWork => mm::drain::drain_work(s, cpu, t),
         Step::Membarrier => super::membarrier::sys_membarrier(s, t),

@@ -232,8 +232,13 @@ pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
     let vpn = task.region + task.page;
     let (step, phase) = match task.phase {
         Phase::Mmap => {
+            // mmap() takes mmap_lock for writing: wait out another thread's munmap.
+            if !crate::mm::mmap_write_lock(s, t) {
+                return Outcome::Sleep(crate::engine::NEVER);
+            }
             let mm = s.tasks[t].mm;
             let region = s.mem.mmap(mm, pages, true, task.backing, false);
+            s.mem.mms[mm].mmap_lock_writer = None;
             state(s).tasks[t].region = region;
             state(s).tasks[t].page = 0;
             // mmap() itself flushes nothing: a syscall and VMA work.
