@@ -47,6 +47,87 @@ impl SpinLock {
     }
 }
 
+/// No CPU (in `HeldLock`'s small CPU fields).
+const NOBODY: u16 = u16::MAX;
+
+/// A spinlock held across steps, for as long as its holder needs it (the PTE lock around
+/// ptep_clear_flush, whose IPIs the holder waits for). Waiting CPUs queue in FIFO order, linked
+/// through a per-CPU `next` array the caller keeps; each hand-off pays the line transfer.
+#[derive(Debug, Clone, Copy)]
+pub struct HeldLock {
+    holder: u16,
+    last_cpu: u16,
+    head: u16,
+    tail: u16,
+}
+
+impl Default for HeldLock {
+    fn default() -> Self {
+        HeldLock {
+            holder: NOBODY,
+            last_cpu: 0,
+            head: NOBODY,
+            tail: NOBODY,
+        }
+    }
+}
+
+impl HeldLock {
+    pub fn held_by(&self) -> Option<usize> {
+        (self.holder != NOBODY).then_some(self.holder as usize)
+    }
+
+    /// Take the lock on `cpu` if it is free, returning the line transfer; if it is held, queue
+    /// `cpu` (linked through `next`) and return None.
+    pub fn try_lock(
+        &mut self,
+        cpu: usize,
+        next: &mut [u16],
+        line: impl Fn(usize, usize) -> Time,
+    ) -> Option<Time> {
+        if self.holder == NOBODY {
+            return Some(self.take(cpu, line));
+        }
+        next[cpu] = NOBODY;
+        if self.tail == NOBODY {
+            self.head = cpu as u16;
+        } else {
+            next[self.tail as usize] = cpu as u16;
+        }
+        self.tail = cpu as u16;
+        None
+    }
+
+    /// Release; if a CPU waits, the lock is now its: returns it and its line transfer.
+    pub fn unlock(
+        &mut self,
+        next: &[u16],
+        line: impl Fn(usize, usize) -> Time,
+    ) -> Option<(usize, Time)> {
+        self.holder = NOBODY;
+        if self.head == NOBODY {
+            return None;
+        }
+        let cpu = self.head as usize;
+        self.head = next[cpu];
+        if self.head == NOBODY {
+            self.tail = NOBODY;
+        }
+        Some((cpu, self.take(cpu, line)))
+    }
+
+    fn take(&mut self, cpu: usize, line: impl Fn(usize, usize) -> Time) -> Time {
+        let moved = if cpu == self.last_cpu as usize {
+            0
+        } else {
+            line(self.last_cpu as usize, cpu)
+        };
+        self.holder = cpu as u16;
+        self.last_cpu = cpu as u16;
+        moved
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -59,5 +140,22 @@ mod tests {
         assert_eq!(l.acquire(120, 1, 50, line), 31);
         assert_eq!(l.acquire(500, 2, 10, line), 7);
         assert_eq!((l.acquisitions, l.contended, l.wait), (3, 1, 38));
+    }
+
+    #[test]
+    fn held_lock_hands_over_in_arrival_order() {
+        let line = |a: usize, b: usize| if a / 2 == b / 2 { 1 } else { 7 };
+        let mut next = [0u16; 4];
+        let mut l = HeldLock::default();
+        assert_eq!(l.try_lock(0, &mut next, line), Some(0));
+        assert_eq!(l.try_lock(3, &mut next, line), None);
+        assert_eq!(l.try_lock(1, &mut next, line), None);
+        assert_eq!(l.held_by(), Some(0));
+        // Cross-pair hand-off costs more than within a pair.
+        assert_eq!(l.unlock(&next, line), Some((3, 7)));
+        assert_eq!(l.unlock(&next, line), Some((1, 7)));
+        assert_eq!(l.unlock(&next, line), None);
+        assert_eq!(l.held_by(), None);
+        assert_eq!(l.try_lock(1, &mut next, line), Some(0));
     }
 }

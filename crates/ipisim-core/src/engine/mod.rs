@@ -6,7 +6,7 @@ mod queue;
 mod rng;
 
 pub use cpumask::{CpuMask, MAX_CPUS};
-pub use lock::SpinLock;
+pub use lock::{HeldLock, SpinLock};
 pub use queue::EventQueue;
 pub use rng::Rng;
 

@@ -9,6 +9,7 @@ pub mod lru;
 mod mmu_gather;
 pub mod page_alloc;
 mod pagetable;
+pub mod ptl;
 pub mod rmap;
 mod syscall;
 pub mod vmscan;
@@ -103,6 +104,8 @@ pub struct File {
     /// An anonymous region rather than a file: reclaim stands in its anon_vma for the file's
     /// mapping, and its pages go to swap.
     pub anon: bool,
+    /// The PTE lock of the mapping's first PTE table; the others follow (see mm/ptl.rs).
+    pub ptl_base: u32,
 }
 
 pub struct Memory {
@@ -124,6 +127,8 @@ pub struct Memory {
     pub reclaim_started: Option<crate::engine::Time>,
     /// drain_all_pages() in its workqueue era.
     pub drain: drain::DrainState,
+    /// The PTE locks of the reclaim model's mappings, and their waiting CPUs (mm/ptl.rs).
+    pub ptl: ptl::PteLocks,
 }
 
 impl Memory {
@@ -142,6 +147,7 @@ impl Memory {
             kswapd: vec![None; nodes],
             reclaim_started: None,
             drain: drain::DrainState::new(ncpus),
+            ptl: ptl::PteLocks::new(ncpus),
         }
     }
 
@@ -168,6 +174,7 @@ impl Memory {
             pages: vec![NONE; pages as usize],
             mapper: None,
             anon: false,
+            ptl_base: 0,
         };
         if cached {
             for p in f.pages.iter_mut() {
@@ -203,7 +210,9 @@ impl Memory {
             shared: !anon,
         };
         let start = self.mmap(mm, pages, anon, backing, false);
-        self.files[file as usize].mapper = Some((mm, start));
+        let f = &mut self.files[file as usize];
+        f.mapper = Some((mm, start));
+        f.ptl_base = self.ptl.add_tables(start, pages);
         start
     }
 

@@ -7,7 +7,7 @@ use super::filemap::{
 use super::lru::lock_lru;
 use super::page_alloc::{free_page, zonelist, WMARK_HIGH};
 use super::rmap::{self, TlbUbc};
-use super::{NONE, SWAPPED};
+use super::{ptl, NONE, SWAPPED};
 use crate::engine::Time;
 use crate::machine::Cost;
 use crate::observe::{Func, Vm};
@@ -215,10 +215,17 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
     s.tasks[t].steps.push(Step::ShrinkPageList);
     if s.k.young_flush {
         // Before 3.15, shrink_active_list's ptep_clear_flush_young() flushed each page whose
-        // accessed bit it cleared; those flushes come before shrink_page_list.
+        // accessed bit it cleared, under its PTE lock; those flushes come before shrink_page_list.
         for &p in young[..nr_young].iter().rev() {
             let (mm, vpn) = rmap::mapping_of(s, p);
-            s.tasks[t].steps.push(rmap::flush_tlb_page(mm, vpn));
+            let id = ptl::ptl_of_page(s, p);
+            // page_referenced_one(): the flush runs with the page's PTE lock held.
+            let steps = &mut s.tasks[t].steps;
+            steps.extend([
+                Step::PtlUnlock { id },
+                rmap::flush_tlb_page(mm, vpn),
+                Step::PtlLock { id },
+            ]);
         }
     }
     sched::charge(s, Some(t), Func::IsolateLruPages, ps);
@@ -236,6 +243,28 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         let r = &mut s.tasks[t].reclaim;
         let pfn = r.isolated[r.pos];
         r.pos += 1;
+        // page_check_address() in the rmap walks: the page's PTE lock, held from the accessed-bit
+        // test to the unmap (the kernel takes it twice; one hold is close enough).
+        let ptl =
+            (s.mem.page[pfn as usize].flags & PTE_MAPPED != 0).then(|| ptl::ptl_of_page(s, pfn));
+        if let Some(id) = ptl {
+            if ps > 0 && !ptl::free_or_mine(s, cpu, id) {
+                // Spend this pass's time first, then come back to this page and wait.
+                s.tasks[t].reclaim.pos -= 1;
+                s.tasks[t].steps.push(Step::ShrinkPageList);
+                return Outcome::Busy {
+                    ps,
+                    irqs_off: false,
+                };
+            }
+            match ptl::lock_or_spin(s, cpu, t, id, Step::ShrinkPageList) {
+                Ok(moved) => ps += moved,
+                Err(spin) => {
+                    s.tasks[t].reclaim.pos -= 1;
+                    return spin;
+                }
+            }
+        }
         // trylock_page() and the rest write the struct page.
         ps += super::filemap::touch_page(s, cpu, pfn);
         let flags = s.mem.page[pfn as usize].flags;
@@ -264,16 +293,21 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             } else {
                 r.keep.push(pfn);
             }
+            let id = ptl.expect("a young page is mapped");
             if s.k.young_flush {
-                // ptep_clear_flush_young() before 3.15: flush the page, then on down the list.
+                // ptep_clear_flush_young() before 3.15: flush the page with its PTE lock held,
+                // then on down the list.
                 let (mm, vpn) = rmap::mapping_of(s, pfn);
-                s.tasks[t].steps.push(Step::ShrinkPageList);
-                s.tasks[t].steps.push(rmap::flush_tlb_page(mm, vpn));
+                let steps = &mut s.tasks[t].steps;
+                steps.push(Step::ShrinkPageList);
+                steps.push(Step::PtlUnlock { id });
+                steps.push(rmap::flush_tlb_page(mm, vpn));
                 return Outcome::Busy {
                     ps,
                     irqs_off: false,
                 };
             }
+            ptl::unlock(s, t, id);
             continue;
         }
         // PAGEREF_RECLAIM_CLEAN: a file page referenced before is reclaimed only if clean.
@@ -287,10 +321,13 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         }
         // PAGEREF_RECLAIM(_CLEAN): unmap, then write out if dirty, then __remove_mapping().
         let mut flush_now = false;
-        if mapped {
+        if let Some(id) = ptl {
             let (cost, pushed) = rmap::try_to_unmap_one(s, cpu, t, pfn, flags & PTE_DIRTY != 0);
             ps += cost;
             flush_now = pushed;
+            if !flush_now {
+                ptl::unlock(s, t, id);
+            }
         }
         let dirty = s.mem.page[pfn as usize].flags & PG_DIRTY != 0;
         let node = s.tasks[t].reclaim.node;
@@ -309,6 +346,7 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         if flush_now || write {
             // The unmap's own flush, then try_to_unmap_flush_dirty() (no writable TLB entry may
             // outlive the start of the I/O), then pageout(), then on down the list.
+            // ptep_clear_flush() runs with the PTE lock held; the lock goes after it.
             let steps = &mut s.tasks[t].steps;
             let flush = if flush_now { steps.pop() } else { None };
             steps.push(Step::ShrinkPageList);
@@ -318,7 +356,10 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
                     s.tasks[t].steps.push(Step::TryToUnmapFlush);
                 }
             }
-            s.tasks[t].steps.extend(flush);
+            if let Some(flush) = flush {
+                let id = ptl.expect("an unmap flush is of a mapped page");
+                s.tasks[t].steps.extend([Step::PtlUnlock { id }, flush]);
+            }
             return Outcome::Busy {
                 ps,
                 irqs_off: false,

@@ -73,6 +73,8 @@ pub struct Task {
     /// Pages the task's own code keeps using while it reads file pages (its text and stack):
     /// (first page, count). A full TLB flush makes them miss again.
     pub working_set: (u64, u32),
+    /// Spinlocks held across steps (PTE locks): preemption is off while any is (preempt_count).
+    pub locks_held: u32,
 }
 
 /// The `mm` of a kernel thread: it has none and borrows the previous task's (lazy TLB).
@@ -98,6 +100,7 @@ pub fn spawn_at(s: &mut Sim, mm: usize, cpu: CpuId, at: Time) -> TaskId {
         reclaim: Default::default(),
         comm: "task".into(),
         working_set: (0, 0),
+        locks_held: 0,
     });
     if at != NEVER {
         s.q.schedule(at, Event::Wake { task: t as u32 });
@@ -122,6 +125,10 @@ fn spin_until(s: &Sim, cpu: CpuId, on: SpinOn) -> Option<Time> {
     match on {
         SpinOn::CsdLockWait => (s.smp.waiting[cpu] == 0).then(|| s.smp.done_at[cpu]),
         SpinOn::UserForever => None,
+        SpinOn::Ptl => {
+            let at = s.mem.ptl.granted_at[cpu];
+            (at != NEVER).then_some(at)
+        }
     }
 }
 
@@ -130,6 +137,10 @@ fn spin(s: &mut Sim, cpu: CpuId, on: SpinOn) -> bool {
     let now = s.now();
     let until = spin_until(s, cpu, on);
     if until.is_some_and(|t| t <= now) {
+        if on == SpinOn::Ptl {
+            // The lock is this CPU's now: the grant is used up.
+            s.mem.ptl.granted_at[cpu] = NEVER;
+        }
         return true;
     }
     let c = &mut s.cpus[cpu];
@@ -156,6 +167,7 @@ fn spin_func(on: SpinOn) -> Func {
     match on {
         SpinOn::CsdLockWait => Func::CsdLockWait,
         SpinOn::UserForever => Func::User,
+        SpinOn::Ptl => Func::RawSpinLock,
     }
 }
 
@@ -189,8 +201,9 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
         if let Some(tr) = s.trace.as_mut() {
             tr.step_end(cpu, s.q.now());
         }
-        if s.cpus[cpu].need_resched {
-            // Wakeup preemption at a step boundary: the current task waits its turn.
+        if s.cpus[cpu].need_resched && s.tasks[t].locks_held == 0 {
+            // Wakeup preemption at a step boundary (not while a spinlock is held): the current
+            // task waits its turn.
             s.cpus[cpu].need_resched = false;
             if !s.cpus[cpu].runq.is_empty() {
                 s.cpus[cpu].runq.push(t);

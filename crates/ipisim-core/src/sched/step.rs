@@ -14,6 +14,8 @@ pub enum SpinOn {
     CsdLockWait,
     /// A user thread spinning on a flag forever (the "busy" remote thread).
     UserForever,
+    /// spin_lock() on a PTE lock another CPU holds, until it is handed over.
+    Ptl,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -79,6 +81,10 @@ pub enum Step {
     TryToUnmapFlush,
     /// mmap_write_unlock at the end of munmap or mprotect.
     MmapWriteUnlock,
+    /// Take a PTE lock (spinning if another CPU holds it).
+    PtlLock { id: u32 },
+    /// Release a PTE lock.
+    PtlUnlock { id: u32 },
     /// Empty the task's tlb_ubc once its flush is done.
     TlbUbcClear,
     /// drain_all_pages(NULL).
@@ -120,6 +126,8 @@ impl Step {
             Step::Pageout { .. } => "pageout",
             Step::TryToUnmapFlush => "try_to_unmap_flush",
             Step::MmapWriteUnlock => "up_write",
+            Step::PtlLock { .. } => "_raw_spin_lock",
+            Step::PtlUnlock { .. } => "_raw_spin_unlock",
             Step::TlbUbcClear => "try_to_unmap_flush",
             Step::DrainAllPages => "drain_all_pages",
             Step::DrainWork => "drain_local_pages_wq",
@@ -187,6 +195,8 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::TryToUnmapFlush => mm::rmap::try_to_unmap_flush(s, cpu, t),
         Step::TlbUbcClear => mm::rmap::tlb_ubc_clear(s, t),
         Step::MmapWriteUnlock => mm::mmap_write_unlock(s, t),
+        Step::PtlLock { id } => mm::ptl::lock_step(s, cpu, t, id),
+        Step::PtlUnlock { id } => mm::ptl::unlock(s, t, id),
         Step::DrainAllPages => mm::drain::drain_all_pages(s, cpu, t),
         Step::DrainWork => mm::drain::drain_work(s, cpu, t),
         Step::Membarrier => super::membarrier::sys_membarrier(s, t),

@@ -1,0 +1,127 @@
+//! The PTE lock: one spinlock per PTE table (split page-table locks), taken by
+//! page_check_address() in reclaim's rmap walks and by pte_offset_map_lock() in faults. Before
+//! 4.3 reclaim flushed the TLB with it held (ptep_clear_flush(_young) inside the locked region),
+//! so other CPUs wanting the table spin for a whole IPI round trip. Only the reclaim model's
+//! mappings (files and anonymous regions) have these locks.
+
+use crate::engine::{HeldLock, Time, NEVER};
+use crate::observe::Func;
+use crate::sched::{self, Outcome, SpinOn, Step};
+use crate::sim::{CpuId, Sim, TaskId};
+
+use super::PTRS_PER_PTE;
+
+pub struct PteLocks {
+    locks: Vec<HeldLock>,
+    /// Per CPU: the next CPU queued on the same lock.
+    next: Vec<u16>,
+    /// Per CPU: when the lock it spins for becomes its (NEVER: not yet).
+    pub granted_at: Vec<Time>,
+}
+
+impl PteLocks {
+    pub fn new(ncpus: usize) -> PteLocks {
+        PteLocks {
+            locks: Vec::new(),
+            next: vec![0; ncpus],
+            granted_at: vec![NEVER; ncpus],
+        }
+    }
+
+    /// Locks for the PTE tables of a new mapping [start, start + pages); returns the first id.
+    pub fn add_tables(&mut self, start: u64, pages: u64) -> u32 {
+        let first = self.locks.len() as u32;
+        let tables = (start + pages.max(1) - 1) / PTRS_PER_PTE - start / PTRS_PER_PTE + 1;
+        self.locks
+            .extend(std::iter::repeat_n(HeldLock::default(), tables as usize));
+        first
+    }
+}
+
+/// The PTE lock of the table that maps page `index` of file (or region) `file`.
+pub fn ptl_of(s: &Sim, file: u32, index: u64) -> u32 {
+    let f = &s.mem.files[file as usize];
+    let (_, start) = f.mapper.expect("a mapped file");
+    f.ptl_base + ((start + index) / PTRS_PER_PTE - start / PTRS_PER_PTE) as u32
+}
+
+/// The PTE lock of the table mapping page `pfn`.
+pub fn ptl_of_page(s: &Sim, pfn: u32) -> u32 {
+    let p = s.mem.page[pfn as usize];
+    ptl_of(s, p.file, p.index as u64)
+}
+
+pub fn holds(s: &Sim, cpu: CpuId, id: u32) -> bool {
+    s.mem.ptl.locks[id as usize].held_by() == Some(cpu)
+}
+
+/// Nobody holds the lock, or this CPU does.
+pub fn free_or_mine(s: &Sim, cpu: CpuId, id: u32) -> bool {
+    s.mem.ptl.locks[id as usize]
+        .held_by()
+        .is_none_or(|c| c == cpu)
+}
+
+/// spin_lock(ptl) inside a step: Ok(line transfer) once this CPU holds it; otherwise `retry` is
+/// pushed, the CPU is queued, and the returned outcome spins until the lock is handed over.
+pub fn lock_or_spin(
+    s: &mut Sim,
+    cpu: CpuId,
+    t: TaskId,
+    id: u32,
+    retry: Step,
+) -> Result<Time, Outcome> {
+    if holds(s, cpu, id) {
+        return Ok(0);
+    }
+    let m = &s.m;
+    let l = &mut s.mem.ptl;
+    match l.locks[id as usize].try_lock(cpu, &mut l.next, |a, b| m.line_transfer(a, b)) {
+        Some(moved) => {
+            s.tasks[t].locks_held += 1;
+            sched::charge(s, Some(t), Func::RawSpinLock, moved);
+            Ok(moved)
+        }
+        None => {
+            s.tasks[t].steps.push(retry);
+            Err(Outcome::Spin(SpinOn::Ptl))
+        }
+    }
+}
+
+/// The PtlLock step: take the lock, or spin until it is handed over.
+pub fn lock_step(s: &mut Sim, cpu: CpuId, t: TaskId, id: u32) -> Outcome {
+    if holds(s, cpu, id) {
+        return Outcome::Next;
+    }
+    let m = &s.m;
+    let l = &mut s.mem.ptl;
+    match l.locks[id as usize].try_lock(cpu, &mut l.next, |a, b| m.line_transfer(a, b)) {
+        Some(moved) => {
+            s.tasks[t].locks_held += 1;
+            sched::charge(s, Some(t), Func::RawSpinLock, moved);
+            Outcome::Busy {
+                ps: moved,
+                irqs_off: false,
+            }
+        }
+        None => Outcome::Spin(SpinOn::Ptl),
+    }
+}
+
+/// spin_unlock(ptl) by task `t`: the first waiting CPU gets the lock once its line arrives.
+pub fn unlock(s: &mut Sim, t: TaskId, id: u32) -> Outcome {
+    s.tasks[t].locks_held -= 1;
+    let m = &s.m;
+    let l = &mut s.mem.ptl;
+    if let Some((next, moved)) = l.locks[id as usize].unlock(&l.next, |a, b| m.line_transfer(a, b))
+    {
+        l.granted_at[next] = s.q.now() + moved;
+        let waiter = s.cpus[next]
+            .task
+            .expect("a CPU spinning for a lock runs a task");
+        s.tasks[waiter].locks_held += 1;
+        sched::kick_spinner(s, next);
+    }
+    Outcome::Next
+}
