@@ -1,6 +1,9 @@
 //! smp_call_function_many before and after 3.9: the 3.8 global queue (`global_cfd`) and the
 //! per-CPU queues (`percpu_csd`), with and without the 4.13 skip of CPUs whose queue is busy.
 
+mod common;
+
+use common::profile_percent;
 use ipisim_core::{run, RunRequest};
 use serde_json::Value;
 
@@ -21,15 +24,6 @@ fn result(scenario: &str, kernel: &str, sets: &[(&str, &str)]) -> Value {
 fn tlb(j: &Value) -> u64 {
     let row = j["interrupts"]["TLB"].as_array().unwrap();
     row.iter().map(|v| v.as_u64().unwrap()).sum()
-}
-
-fn profile_percent(j: &Value, function: &str) -> f64 {
-    j["profile"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["function"] == function)
-        .map_or(0.0, |p| p["percent"].as_f64().unwrap())
 }
 
 /// One sender, `threads` busy CPUs in the mm: both designs send one IPI per target per call

@@ -1,6 +1,9 @@
 //! The swapout scenario (seed 003): threads of one process write anonymous memory while reclaim
 //! swaps it out, every flush going to the other threads' CPUs.
 
+mod common;
+
+use common::profile_percent;
 use ipisim_core::{run, RunRequest};
 use serde_json::Value;
 
@@ -13,15 +16,6 @@ fn swapout(kernel: &str) -> Value {
         seed: 1,
     };
     run(&req).unwrap().json
-}
-
-fn percent(j: &Value, function: &str) -> f64 {
-    j["profile"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["function"] == function)
-        .map_or(0.0, |p| p["percent"].as_f64().unwrap())
 }
 
 /// Every page written beyond RAM is swapped out once, safely, and the run is deterministic.
@@ -44,8 +38,8 @@ fn pages_are_swapped_out_safely_and_deterministically() {
 /// flushes (4.3) take no IPI under the lock and the spinning nearly disappears.
 #[test]
 fn flushing_under_the_pte_lock_makes_reclaimers_spin() {
-    let old = percent(&swapout("linux-3.9"), "_raw_spin_lock");
-    let new = percent(&swapout("linux-4.3"), "_raw_spin_lock");
+    let old = profile_percent(&swapout("linux-3.9"), "_raw_spin_lock");
+    let new = profile_percent(&swapout("linux-4.3"), "_raw_spin_lock");
     assert!(old > 2.0, "{old}");
     assert!(new < old / 4.0, "{new} vs {old}");
 }

@@ -141,20 +141,26 @@ pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bo
     }
 }
 
+/// page_cache_sync_readahead() of the missing page at `index`, then the fault (`retry`) again.
+fn read_in(s: &mut Sim, t: TaskId, file: usize, index: u64, retry: Step) -> Outcome {
+    let n = s.k.readahead_pages as u32;
+    let steps = &mut s.tasks[t].steps;
+    steps.push(retry);
+    steps.push(Step::Readahead {
+        file: file as u32,
+        index,
+        n,
+    });
+    Outcome::Next
+}
+
 /// filemap_fault() + do_fault_around(): read the page in if it is not cached (readahead), then
 /// map every cached page of the aligned `fault_around_bytes` window around it.
 pub fn file_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
     let mm = s.tasks[t].mm;
     let (file, index, vma) = mapping_at(s, mm, vpn);
     if s.mem.files[file].pages[index as usize] == NONE {
-        // page_cache_sync_readahead(), then the fault is retried.
-        s.tasks[t].steps.push(Step::FileFault { vpn });
-        s.tasks[t].steps.push(Step::Readahead {
-            file: file as u32,
-            index,
-            n: s.k.readahead_pages as u32,
-        });
-        return Outcome::Next;
+        return read_in(s, t, file, index, Step::FileFault { vpn });
     }
     s.stats.vm(Vm::PgFault, 1);
     let fa = s.k.fault_around_pages;
@@ -195,13 +201,7 @@ pub fn file_write_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome
             return do_anonymous_page(s, cpu, t, file, index, vpn);
         }
     } else if pfn == NONE {
-        s.tasks[t].steps.push(Step::FileWriteFault { vpn });
-        s.tasks[t].steps.push(Step::Readahead {
-            file: file as u32,
-            index,
-            n: s.k.readahead_pages as u32,
-        });
-        return Outcome::Next;
+        return read_in(s, t, file, index, Step::FileWriteFault { vpn });
     }
     s.stats.vm(Vm::PgFault, 1);
     let ps = s.m.cost[Cost::FaultFile] + touch_page(s, cpu, pfn);

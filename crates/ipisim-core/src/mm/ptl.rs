@@ -62,6 +62,24 @@ pub fn free_or_mine(s: &Sim, cpu: CpuId, id: u32) -> bool {
         .is_none_or(|c| c == cpu)
 }
 
+/// spin_lock(ptl): true once this CPU holds it (paying the line transfer, charged and added to
+/// `ps`); false if it had to queue behind the holder.
+fn take(s: &mut Sim, cpu: CpuId, t: TaskId, id: u32, ps: &mut Time) -> bool {
+    if holds(s, cpu, id) {
+        return true;
+    }
+    let m = &s.m;
+    let l = &mut s.mem.ptl;
+    let Some(moved) = l.locks[id as usize].try_lock(cpu, &mut l.next, |a, b| m.line_transfer(a, b))
+    else {
+        return false;
+    };
+    s.tasks[t].locks_held += 1;
+    sched::charge(s, Some(t), Func::RawSpinLock, moved);
+    *ps += moved;
+    true
+}
+
 /// spin_lock(ptl) inside a step: Ok(line transfer) once this CPU holds it; otherwise `retry` is
 /// pushed, the CPU is queued, and the returned outcome spins until the lock is handed over.
 pub fn lock_or_spin(
@@ -71,41 +89,23 @@ pub fn lock_or_spin(
     id: u32,
     retry: Step,
 ) -> Result<Time, Outcome> {
-    if holds(s, cpu, id) {
-        return Ok(0);
+    let mut moved = 0;
+    if take(s, cpu, t, id, &mut moved) {
+        return Ok(moved);
     }
-    let m = &s.m;
-    let l = &mut s.mem.ptl;
-    match l.locks[id as usize].try_lock(cpu, &mut l.next, |a, b| m.line_transfer(a, b)) {
-        Some(moved) => {
-            s.tasks[t].locks_held += 1;
-            sched::charge(s, Some(t), Func::RawSpinLock, moved);
-            Ok(moved)
-        }
-        None => {
-            s.tasks[t].steps.push(retry);
-            Err(Outcome::Spin(SpinOn::Ptl))
-        }
-    }
+    s.tasks[t].steps.push(retry);
+    Err(Outcome::Spin(SpinOn::Ptl))
 }
 
 /// The PtlLock step: take the lock, or spin until it is handed over.
 pub fn lock_step(s: &mut Sim, cpu: CpuId, t: TaskId, id: u32) -> Outcome {
-    if holds(s, cpu, id) {
-        return Outcome::Next;
+    let mut ps = 0;
+    if !take(s, cpu, t, id, &mut ps) {
+        return Outcome::Spin(SpinOn::Ptl);
     }
-    let m = &s.m;
-    let l = &mut s.mem.ptl;
-    match l.locks[id as usize].try_lock(cpu, &mut l.next, |a, b| m.line_transfer(a, b)) {
-        Some(moved) => {
-            s.tasks[t].locks_held += 1;
-            sched::charge(s, Some(t), Func::RawSpinLock, moved);
-            Outcome::Busy {
-                ps: moved,
-                irqs_off: false,
-            }
-        }
-        None => Outcome::Spin(SpinOn::Ptl),
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
     }
 }
 

@@ -5,10 +5,10 @@
 
 use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
-use crate::engine::{secs, Time, NEVER};
+use crate::engine::{secs, Time};
 use crate::machine::{Cost, Machine};
 use crate::mm::Backing;
-use crate::sched::{self, Outcome, Step, KTHREAD};
+use crate::sched::{self, Outcome, Step};
 use crate::sim::{CpuId, Sim, TaskId};
 
 pub const DECL: ScenarioDecl = ScenarioDecl {
@@ -55,15 +55,7 @@ impl LruFileMmapRead {
         let (min, max) = times
             .iter()
             .fold((f64::MAX, 0.0f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
-        // The steady phase: from kswapd's first wakeup to the first reader finishing.
-        let from = s.mem.reclaim_started.unwrap_or(0);
-        let to = self
-            .readers
-            .iter()
-            .filter_map(|r| r.finished)
-            .min()
-            .unwrap_or(s.now())
-            .max(from + 1);
+        let (from, to) = super::steady_phase(s, self.readers.iter().map(|r| r.finished));
         let ipis = s.stats.interrupts_between(from, to);
         // vmstat's `in` also counts the local timer: HZ per busy CPU (all CPUs read).
         let timer = s.k.hz as f64 * s.m.ncpus() as f64;
@@ -119,12 +111,7 @@ pub fn start(s: &mut Sim) {
             finished: None,
         });
     }
-    // kswapd<n>, sleeping until the allocator wakes it; it shares the node's first CPU.
-    for node in 0..s.m.nodes {
-        let t = sched::spawn_at(s, KTHREAD, node * s.m.cpus_per_node, NEVER);
-        s.tasks[t].comm = format!("kswapd{node}");
-        s.mem.kswapd[node] = Some(t);
-    }
+    super::spawn_kswapds(s);
 }
 
 pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {

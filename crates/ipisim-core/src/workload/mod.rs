@@ -64,6 +64,29 @@ fn need_cpus(
     Err(r.error(key, msg))
 }
 
+/// kswapd<n> for each node of a reclaiming workload, sleeping until the allocator wakes it; it
+/// shares the node's first CPU.
+fn spawn_kswapds(s: &mut Sim) {
+    for node in 0..s.m.nodes {
+        let t = crate::sched::spawn_at(
+            s,
+            crate::sched::KTHREAD,
+            node * s.m.cpus_per_node,
+            crate::engine::NEVER,
+        );
+        s.tasks[t].comm = format!("kswapd{node}");
+        s.mem.kswapd[node] = Some(t);
+    }
+}
+
+/// The steady phase of a reclaiming workload: from kswapd's first wakeup to the first task
+/// finishing (of `finished`, each task's end if it has ended).
+fn steady_phase(s: &Sim, finished: impl Iterator<Item = Option<Time>>) -> (Time, Time) {
+    let from = s.mem.reclaim_started.unwrap_or(0);
+    let to = finished.flatten().min().unwrap_or(s.now()).max(from + 1);
+    (from, to)
+}
+
 pub fn find(name: &str) -> Option<&'static ScenarioDecl> {
     SCENARIOS.iter().find(|s| s.name == name)
 }

@@ -4,10 +4,10 @@
 
 use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
-use crate::engine::{secs, Time, NEVER};
+use crate::engine::{secs, Time};
 use crate::machine::Machine;
 use crate::observe::Vm;
-use crate::sched::{self, Outcome, Step, KTHREAD};
+use crate::sched::{self, Outcome, Step};
 use crate::sim::{CpuId, Sim, TaskId};
 
 pub const DECL: ScenarioDecl = ScenarioDecl {
@@ -57,15 +57,7 @@ impl Swapout {
     }
 
     pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
-        // The steady phase: from kswapd's first wakeup to the first writer finishing.
-        let from = s.mem.reclaim_started.unwrap_or(0);
-        let to = self
-            .writers
-            .iter()
-            .filter_map(|w| w.finished)
-            .min()
-            .unwrap_or(s.now())
-            .max(from + 1);
+        let (from, to) = super::steady_phase(s, self.writers.iter().map(|w| w.finished));
         // Swap-out happens from reclaim's start to the end of the run.
         let out = s.stats.vm[Vm::PSwpOut as usize] as f64 * 4096.0 / (1 << 20) as f64;
         let swapping = secs(s.end.unwrap_or(s.now()).saturating_sub(from)).max(1e-12);
@@ -100,12 +92,7 @@ pub fn start(s: &mut Sim) {
             finished: None,
         });
     }
-    // kswapd<n>, sleeping until the allocator wakes it; it shares the node's first CPU.
-    for node in 0..s.m.nodes {
-        let t = sched::spawn_at(s, KTHREAD, node * s.m.cpus_per_node, NEVER);
-        s.tasks[t].comm = format!("kswapd{node}");
-        s.mem.kswapd[node] = Some(t);
-    }
+    super::spawn_kswapds(s);
 }
 
 pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {

@@ -1,0 +1,46 @@
+//! Run a scenario once with `scale` and print its times, ops, counters and profile:
+//! `cargo run --release --example scenario -- SCENARIO KERNEL SCALE [MACHINE]`
+//! (e.g. `vm-scalability/lru-file-mmap-read linux-4.2 0.1 xeon-4n-48c-64g`).
+fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    if a.len() < 4 {
+        eprintln!("usage: scenario SCENARIO KERNEL SCALE [MACHINE]");
+        std::process::exit(2);
+    }
+    let req = ipisim_core::RunRequest {
+        scenario: a[1].clone(),
+        machine: a.get(4).cloned(),
+        kernel: Some(a[2].clone()),
+        sets: vec![("scale".into(), a[3].clone())],
+        seed: 1,
+    };
+    let t = std::time::Instant::now();
+    let out = match ipisim_core::run(&req) {
+        Ok(out) => out,
+        Err(e) => {
+            eprintln!("scenario: {e}");
+            std::process::exit(2);
+        }
+    };
+    let j = &out.json;
+    eprintln!(
+        "host {:.2}s events {}",
+        t.elapsed().as_secs_f64(),
+        out.events
+    );
+    println!(
+        "elapsed {:.3} user {:.3} system {:.1}",
+        j["elapsed_s"].as_f64().unwrap(),
+        j["user_s"].as_f64().unwrap(),
+        j["system_s"].as_f64().unwrap()
+    );
+    println!("ops {}\nsafety {}", j["ops"], j["safety"]);
+    println!("interrupts {}\nvmstat {}", j["interrupts"], j["vmstat"]);
+    for p in j["profile"].as_array().unwrap().iter().take(14) {
+        println!(
+            "  {:>6.2}% {}",
+            p["percent"].as_f64().unwrap(),
+            p["function"].as_str().unwrap()
+        );
+    }
+}
