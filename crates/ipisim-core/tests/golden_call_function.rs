@@ -74,3 +74,30 @@ fn the_global_queue_is_walked_by_every_handler() {
     let loops = |j: &Value| j["ops"]["loops_per_s"].as_f64().unwrap();
     assert!(loops(&global) < loops(&percpu));
 }
+
+/// The cache-line model: a transfer to another socket costs more than one within the socket,
+/// which costs more than one between SMT siblings (xeon-2s-2013: 16 CPUs a node, 2 per core).
+#[test]
+fn a_cross_socket_line_transfer_costs_more_than_a_same_socket_one() {
+    let req = RunRequest {
+        scenario: "shootdown".into(),
+        machine: Some("xeon-2s-2013".into()),
+        kernel: None,
+        sets: vec![],
+        seed: 1,
+    };
+    let m = ipisim_core::machine::Machine::from_resolved(
+        &ipisim_core::config::resolve(&req).unwrap(),
+    )
+    .unwrap();
+    let (smt, node, remote) = (
+        m.line_transfer(0, 1),
+        m.line_transfer(0, 2),
+        m.line_transfer(0, 16),
+    );
+    assert!(
+        0 < smt && smt < node && node < remote,
+        "{smt} {node} {remote}"
+    );
+    assert_eq!(m.line_transfer(3, 3), 0);
+}
