@@ -86,10 +86,9 @@ fn a_cross_socket_line_transfer_costs_more_than_a_same_socket_one() {
         sets: vec![],
         seed: 1,
     };
-    let m = ipisim_core::machine::Machine::from_resolved(
-        &ipisim_core::config::resolve(&req).unwrap(),
-    )
-    .unwrap();
+    let m =
+        ipisim_core::machine::Machine::from_resolved(&ipisim_core::config::resolve(&req).unwrap())
+            .unwrap();
     let (smt, node, remote) = (
         m.line_transfer(0, 1),
         m.line_transfer(0, 2),

@@ -43,3 +43,26 @@ fn flushing_under_the_pte_lock_makes_reclaimers_spin() {
     assert!(old > 2.0, "{old}");
     assert!(new < old / 4.0, "{new} vs {old}");
 }
+
+/// skip_ipi_if_queued (4.13): on 88 threads of 2 nodes, most targets' call queues already hold
+/// work when the next flush is queued, so most IPIs are skipped (Aaron Lu's run: -88 %).
+#[test]
+fn skipping_cpus_with_queued_work_saves_most_ipis() {
+    let ipis = |skip: &str| {
+        let req = RunRequest {
+            scenario: "swapout".into(),
+            machine: Some("xeon-2s-2013".into()),
+            kernel: Some("linux-4.3".into()),
+            sets: vec![
+                ("scale".into(), "0.005".into()),
+                ("machine.cpus_per_node".into(), "44".into()),
+                ("threads".into(), "88".into()),
+                ("kernel.skip_ipi_if_queued".into(), skip.into()),
+            ],
+            seed: 1,
+        };
+        run(&req).unwrap().json["ipis_sent"].as_u64().unwrap()
+    };
+    let (off, on) = (ipis("false"), ipis("true"));
+    assert!(on * 4 < off, "{on} vs {off}");
+}
