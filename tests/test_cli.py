@@ -25,6 +25,14 @@ def test_run_prints_proc_interrupts(capsys: pytest.CaptureFixture[str]) -> None:
     assert "nr_tlb_local_flush_one 512" in out
 
 
+def test_profile_shows_spin_lock_callers(capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["run", "swapout", "--machine", "xeon-2s-2013", "--kernel", "linux-3.8"]
+    assert main([*args, "--set", "scale=0.002", "--profile"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    i = next(n for n, line in enumerate(lines) if line.endswith("[k] _raw_spin_lock"))
+    assert lines[i + 1].strip().startswith("- ") and lines[i + 1].endswith("% __page_check_address")
+
+
 def test_json_is_byte_identical_across_runs(tmp_path: Path) -> None:
     paths = [tmp_path / "a.json", tmp_path / "b.json"]
     for p in paths:

@@ -106,6 +106,8 @@ def _profile(r: ipisim.RunResult, top: int = 20) -> str:
     for row in r.data["profile"][:top]:
         kind = "" if row["function"].startswith("[") else "[k] "
         lines.append(f"{row['percent']:9.2f}%  {kind}{row['function']}")
+        # perf report's call graph: the lock's callers, as shares of its time.
+        lines += [f"{'':13}- {c['percent']:.2f}% {c['function']}" for c in row.get("callers", [])]
     return "\n".join(lines) + "\n"
 
 

@@ -66,3 +66,28 @@ fn skipping_cpus_with_queued_work_saves_most_ipis() {
     let (off, on) = (ipis("false"), ipis("true"));
     assert!(on * 4 < off, "{on} vs {off}");
 }
+
+/// The profile keeps perf's call graph under `_raw_spin_lock`: on 3.8 most of it is reclaim
+/// waiting for PTE locks (__page_check_address), the rest the global call-function lock.
+#[test]
+fn spin_lock_time_is_split_by_caller() {
+    let j = swapout("linux-3.8");
+    let lock = j["profile"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["function"] == "_raw_spin_lock")
+        .unwrap();
+    let callers = lock["callers"].as_array().unwrap();
+    assert_eq!(callers[0]["function"], "__page_check_address");
+    let names: Vec<&str> = callers
+        .iter()
+        .map(|c| c["function"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"generic_smp_call_function_interrupt"),
+        "{names:?}"
+    );
+    let total: f64 = callers.iter().map(|c| c["percent"].as_f64().unwrap()).sum();
+    assert!((total - 100.0).abs() < 1e-6, "{total}");
+}

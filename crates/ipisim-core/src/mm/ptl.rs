@@ -75,7 +75,7 @@ fn take(s: &mut Sim, cpu: CpuId, t: TaskId, id: u32, ps: &mut Time) -> bool {
         return false;
     };
     s.tasks[t].locks_held += 1;
-    sched::charge(s, Some(t), Func::RawSpinLock, moved);
+    sched::charge_lock(s, Some(t), Func::PageCheckAddress, moved);
     *ps += moved;
     true
 }

@@ -22,6 +22,7 @@ named_enum! {
         CallFunctionInterrupt = "call_function_interrupt",
         GenericSmpCallFunctionInterrupt = "generic_smp_call_function_interrupt",
         RawSpinLock = "_raw_spin_lock",
+        PageCheckAddress = "__page_check_address",
         FlushSmpCallFunctionQueue = "__flush_smp_call_function_queue",
         FlushTlbFunc = "flush_tlb_func",
         NativeFlushTlbLocal = "native_flush_tlb_local",

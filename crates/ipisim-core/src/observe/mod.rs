@@ -98,6 +98,8 @@ pub struct Stats {
     pub trace: [u64; Trace::ALL.len()],
     /// Simulated CPU time by kernel function, over all CPUs.
     pub profile: [Time; Func::ALL.len()],
+    /// `_raw_spin_lock` time by the function that took the lock (perf's call-graph children).
+    pub lock_callers: [Time; Func::ALL.len()],
     /// Idle time per CPU.
     pub idle: Vec<Time>,
     /// Simulated IPIs actually sent (APIC writes), all vectors.
@@ -125,6 +127,7 @@ impl Stats {
             irqs: std::array::from_fn(|_| vec![0; ncpus]),
             trace: [0; Trace::ALL.len()],
             profile: [0; Func::ALL.len()],
+            lock_callers: [0; Func::ALL.len()],
             idle: vec![0; ncpus],
             ipis_sent: 0,
             ipis_received: 0,
@@ -170,5 +173,11 @@ impl Stats {
 
     pub fn charge(&mut self, f: Func, t: Time) {
         self.profile[f as usize] += t;
+    }
+
+    /// `_raw_spin_lock` time spent for `caller`.
+    pub fn charge_lock(&mut self, caller: Func, t: Time) {
+        self.profile[Func::RawSpinLock as usize] += t;
+        self.lock_callers[caller as usize] += t;
     }
 }

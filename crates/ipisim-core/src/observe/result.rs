@@ -49,10 +49,27 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         .filter(|p| p.1 > 0)
         .collect();
     prof.sort_by(|a, b| b.1.cmp(&a.1).then((a.0 as usize).cmp(&(b.0 as usize))));
-    let profile: Vec<Value> = prof
+    let mut profile: Vec<Value> = prof
         .iter()
         .map(|(f, t)| json!({"function": f.name(), "seconds": secs(*t), "percent": 100.0 * *t as f64 / busy.max(1) as f64}))
         .collect();
+    // perf's call graph under _raw_spin_lock: who took the lock, as shares of its time.
+    let lock = st.profile[Func::RawSpinLock as usize];
+    if let Some(row) = profile
+        .iter_mut()
+        .find(|p| p["function"] == Func::RawSpinLock.name())
+    {
+        let mut callers: Vec<(Func, u64)> = Func::ALL
+            .iter()
+            .map(|&f| (f, st.lock_callers[f as usize]))
+            .filter(|c| c.1 > 0)
+            .collect();
+        callers.sort_by(|a, b| b.1.cmp(&a.1).then((a.0 as usize).cmp(&(b.0 as usize))));
+        row["callers"] = callers
+            .iter()
+            .map(|(f, t)| json!({"function": f.name(), "percent": 100.0 * *t as f64 / lock.max(1) as f64}))
+            .collect();
+    }
 
     let json = json!({
         "scenario": r.scenario.name,

@@ -111,6 +111,16 @@ pub fn spawn_at(s: &mut Sim, mm: usize, cpu: CpuId, at: Time) -> TaskId {
 /// Time charged to a task (user or system) and to a function in the profile.
 pub fn charge(s: &mut Sim, task: Option<TaskId>, f: Func, ps: Time) {
     s.stats.charge(f, ps);
+    charge_task(s, task, f, ps);
+}
+
+/// Spinning on a lock for `caller`: `_raw_spin_lock` time, with its caller kept for the profile.
+pub fn charge_lock(s: &mut Sim, task: Option<TaskId>, caller: Func, ps: Time) {
+    s.stats.charge_lock(caller, ps);
+    charge_task(s, task, Func::RawSpinLock, ps);
+}
+
+fn charge_task(s: &mut Sim, task: Option<TaskId>, f: Func, ps: Time) {
     if let Some(t) = task {
         if f == Func::User {
             s.tasks[t].times.user += ps;
@@ -163,6 +173,16 @@ fn spin(s: &mut Sim, cpu: CpuId, on: SpinOn) -> bool {
     false
 }
 
+/// Charge `dt` of spinning on `on` to the task on `cpu` (PTE-lock spins are the reclaim rmap
+/// walks', __page_check_address).
+fn charge_spin(s: &mut Sim, cpu: CpuId, on: SpinOn, dt: Time) {
+    let task = s.cpus[cpu].task;
+    match on {
+        SpinOn::Ptl => charge_lock(s, task, Func::PageCheckAddress, dt),
+        _ => charge(s, task, spin_func(on), dt),
+    }
+}
+
 fn spin_func(on: SpinOn) -> Func {
     match on {
         SpinOn::CsdLockWait => Func::CsdLockWait,
@@ -182,7 +202,7 @@ fn close_period(s: &mut Sim, cpu: CpuId) {
             if let Some(tr) = s.trace.as_mut() {
                 tr.slice(cpu, since, now, spin_func(on).name());
             }
-            charge(s, s.cpus[cpu].task, spin_func(on), dt)
+            charge_spin(s, cpu, on, dt)
         }
         Mode::Idle => s.stats.idle[cpu] += dt,
         Mode::Busy { .. } => {}
@@ -511,7 +531,7 @@ pub fn finish_accounting(s: &mut Sim, end: Time) {
                     if let Some(tr) = s.trace.as_mut() {
                         tr.slice(cpu, since, end, spin_func(on).name());
                     }
-                    charge(s, s.cpus[cpu].task, spin_func(on), dt)
+                    charge_spin(s, cpu, on, dt)
                 }
                 _ => s.stats.idle[cpu] += dt,
             }

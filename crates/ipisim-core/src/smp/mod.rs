@@ -283,7 +283,7 @@ fn global_cfd_call(
         send += s.m.cost[Cost::IpiSend];
         send_ipi(s, cpu, t, now + setup + send);
     }
-    sched::charge(s, Some(task), Func::RawSpinLock, spin);
+    sched::charge_lock(s, Some(task), Func::SmpCallFunctionManyCond, spin);
     sched::charge(s, Some(task), Func::SmpCallFunctionManyCond, setup - spin);
     sched::charge(s, Some(task), Func::SendIpi, send);
     Outcome::Busy {
@@ -346,7 +346,7 @@ fn generic_smp_call_function_interrupt(
         csd_unlock(s, sender, cpu, t);
     }
     sched::charge(s, task, Func::GenericSmpCallFunctionInterrupt, walk);
-    sched::charge(s, task, Func::RawSpinLock, spin);
+    sched::charge_lock(s, task, Func::GenericSmpCallFunctionInterrupt, spin);
     t - start
 }
 
