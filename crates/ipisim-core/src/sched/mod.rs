@@ -73,6 +73,10 @@ pub struct Task {
     /// Pages the task's own code keeps using while it reads file pages (its text and stack):
     /// (first page, count). A full TLB flush makes them miss again.
     pub working_set: (u64, u32),
+    /// Pages oom_badness() counts for this task (its footprint; 0: never an OOM victim).
+    pub rss: u64,
+    /// TIF_MEMDIE: oom_kill_process() chose this task; it exits at its next user step.
+    pub oom_killed: bool,
 }
 
 /// The `mm` of a kernel thread: it has none and borrows the previous task's (lazy TLB).
@@ -98,6 +102,8 @@ pub fn spawn_at(s: &mut Sim, mm: usize, cpu: CpuId, at: Time) -> TaskId {
         reclaim: Default::default(),
         comm: "task".into(),
         working_set: (0, 0),
+        rss: 0,
+        oom_killed: false,
     });
     if at != NEVER {
         s.q.schedule(at, Event::Wake { task: t as u32 });

@@ -83,6 +83,8 @@ pub enum Step {
     TlbUbcClear,
     /// drain_all_pages(NULL).
     DrainAllPages,
+    /// __alloc_pages_may_oom() -> out_of_memory(): reclaim freed nothing.
+    OutOfMemory,
     /// A kworker's drain work item (the workqueue era).
     DrainWork,
     /// sys_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED): syscall entry.
@@ -122,6 +124,7 @@ impl Step {
             Step::MmapWriteUnlock => "up_write",
             Step::TlbUbcClear => "try_to_unmap_flush",
             Step::DrainAllPages => "drain_all_pages",
+            Step::OutOfMemory => "out_of_memory",
             Step::DrainWork => "drain_local_pages_wq",
             Step::Membarrier => "entry_SYSCALL_64",
             Step::MembarrierIpis => "membarrier_private_expedited",
@@ -188,6 +191,7 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::TlbUbcClear => mm::rmap::tlb_ubc_clear(s, t),
         Step::MmapWriteUnlock => mm::mmap_write_unlock(s, t),
         Step::DrainAllPages => mm::drain::drain_all_pages(s, cpu, t),
+        Step::OutOfMemory => mm::oom_kill::out_of_memory(s, t),
         Step::DrainWork => mm::drain::drain_work(s, cpu, t),
         Step::Membarrier => super::membarrier::sys_membarrier(s, t),
         Step::MembarrierIpis => super::membarrier::membarrier_private_expedited(s, t),
