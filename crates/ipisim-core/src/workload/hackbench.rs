@@ -524,7 +524,9 @@ fn do_exit(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         let base = t / (2 * FDS) * FDS;
         for k in w.sent[t]..total {
             let rid = base + k as usize % FDS;
-            w.expected[rid] -= 1;
+            if !w.closed[rid] {
+                w.expected[rid] -= 1;
+            }
         }
         for j in 0..FDS {
             if state(s).expected[base + j] == 0 {
