@@ -195,7 +195,9 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
         if let Some(tr) = s.trace.as_mut() {
             tr.step_end(cpu, s.q.now());
         }
-        if s.cpus[cpu].need_resched {
+        // smp_call_function_many() runs under get_cpu(): no preemption while this CPU's csds
+        // are locked (between queueing them, the local call and csd_lock_wait).
+        if s.cpus[cpu].need_resched && s.smp.locked[cpu].is_empty() {
             // Wakeup preemption at a step boundary: the current task waits its turn.
             s.cpus[cpu].need_resched = false;
             if !s.cpus[cpu].runq.is_empty() {
