@@ -47,6 +47,8 @@ fn main() {
         "pcp_global_drain",
         "pcp_global_ipi_saved",
         "ipi_saved_ratio",
+        "pcp_global_drain_fork",
+        "pcp_global_ipi_saved_fork",
         "cal_interrupts",
         "direct_reclaim_count",
         "direct_reclaim_mean_us",

@@ -1,9 +1,11 @@
 //! `hackbench` (seed 004, "hackbench 400 on a 8 CPU x86 VM"): `groups` groups of 20 sender and
 //! 20 receiver processes. Every sender writes `loops` 100-byte messages to each receiver of its
-//! group; every receiver reads all of them. Each process first allocates `footprint` pages of
-//! kernel memory (stack, page tables, socket buffers), freed when it exits, and as it runs it
-//! reads pages of the program text from the page cache (`text` pages shared by all), which
-//! reclaim can evict and the next reader brings back. With many groups the footprints exceed
+//! group; every receiver reads all of them. The parent (on CPU 0) forks every child in turn:
+//! copy_process allocates the child's `footprint` pages (kernel stack, page tables, its first
+//! user pages, socket buffers), freed when the child exits; the children wait until all are
+//! ready, then the clock starts. As they run, the processes read pages of the program text from
+//! the page cache (`text` pages shared by all, unmapped here), which reclaim can evict and the
+//! next reader brings back. The machine has no swap: only the text is reclaimable. With many groups the footprints exceed
 //! memory: direct reclaim evicts the text, fails, drains the per-CPU lists and, when it frees
 //! nothing at all, the OOM killer kills the largest process.
 //!
@@ -68,7 +70,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
             kind: Kind::Int { min: 0, max: 65536 },
             unit: "pages",
             default: "24",
-            doc: "kernel memory each process allocates when it starts and frees when it exits (stack, page tables, socket buffers)",
+            doc: "pages fork allocates for each process and its exit frees (kernel stack, page tables, first user pages, socket buffers)",
         },
         Param {
             key: "text",
@@ -83,8 +85,10 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Phase {
-    /// Allocating its footprint.
+    /// Not forked yet: the parent is allocating its footprint (copy_process).
     Start,
+    /// Forked: its first run.
+    Forked,
     /// Waiting for every process to be ready (hackbench's ready/wakeup pipes).
     Ready,
     Run,
@@ -127,10 +131,14 @@ pub struct Hackbench {
     closed: Vec<bool>,
     ready: usize,
     alive: usize,
+    /// Children the parent (task `ntasks`) has forked.
+    forked: usize,
     go: Option<Time>,
     messages: u64,
     /// The most pages in use at once (pcp lists included).
     peak_used: u64,
+    /// pcp_global_drain and pcp_global_ipi_saved when the clock started (the fork phase's).
+    drains_at_go: (u64, u64),
 }
 
 impl Hackbench {
@@ -157,8 +165,8 @@ impl Hackbench {
             phase: vec![Phase::Start; ntasks],
             own: vec![NONE; ntasks * footprint],
             owned: vec![0; ntasks],
-            asleep: vec![false; ntasks],
-            ops: vec![0; ntasks],
+            asleep: vec![false; ntasks + 1],
+            ops: vec![0; ntasks + 1],
             sent: vec![0; ntasks],
             queue: (0..receivers).map(|_| VecDeque::new()).collect(),
             expected: vec![(loops * FDS) as u32; receivers],
@@ -166,9 +174,11 @@ impl Hackbench {
             closed: vec![false; receivers],
             ready: 0,
             alive: ntasks,
+            forked: 0,
             go: None,
             messages: 0,
             peak_used: 0,
+            drains_at_go: (0, 0),
         })
     }
 
@@ -195,6 +205,11 @@ impl Hackbench {
             saved as f64 / drains as f64
         };
         m.insert("ipi_saved_ratio".into(), ratio.into());
+        m.insert("pcp_global_drain_fork".into(), self.drains_at_go.0.into());
+        m.insert(
+            "pcp_global_ipi_saved_fork".into(),
+            self.drains_at_go.1.into(),
+        );
         let cal: u64 = s.stats.irqs[Irq::Cal as usize].iter().sum();
         m.insert("cal_interrupts".into(), cal.into());
         let lat = s.stats.direct_reclaim_json();
@@ -235,13 +250,19 @@ pub fn start(s: &mut Sim) {
     state(s).text_file = file;
     let j = crate::arch::x86::jiffies(s);
     let ncpus = s.m.ncpus();
-    for i in 0..state(s).ntasks {
-        // Each hackbench process is a fork: its own mm.
+    let ntasks = state(s).ntasks;
+    for i in 0..ntasks {
+        // Each hackbench process is a fork: its own mm. It runs once the parent forked it.
         let mm = s.mem.new_mm(j, s.k.hz);
-        let t = sched::spawn(s, mm, i % ncpus);
+        let t = sched::spawn_at(s, mm, i % ncpus, NEVER);
         debug_assert_eq!(t, i);
         s.tasks[t].comm = if is_sender(t) { "sender" } else { "receiver" }.into();
     }
+    // The hackbench parent forks every child in turn, then waits for them to be ready.
+    let mm = s.mem.new_mm(j, s.k.hz);
+    let parent = sched::spawn(s, mm, 0);
+    debug_assert_eq!(parent, ntasks);
+    s.tasks[parent].comm = "hackbench".into();
     // kswapd<n>, sleeping until the allocator wakes it.
     for node in 0..s.m.nodes {
         let t = sched::spawn_at(s, KTHREAD, node * s.m.cpus_per_node, NEVER);
@@ -290,6 +311,9 @@ pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     let used = s.mem.frames.used;
     let w = state(s);
     w.peak_used = w.peak_used.max(used);
+    if t == w.ntasks {
+        return parent(s, cpu, t);
+    }
     if w.phase[t] == Phase::Exiting {
         return Outcome::Exit;
     }
@@ -298,25 +322,15 @@ pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     }
     let w = state(s);
     match w.phase[t] {
-        Phase::Start => {
-            if (w.owned[t] as usize) < w.footprint {
-                // The new process runs (fork's return, exec'd text) as it sets itself up.
-                if let Some(o) = read_text(s, cpu, t) {
-                    return o;
-                }
-                let Some((pfn, ps)) = get_page(s, cpu, t) else {
-                    return Outcome::Next;
-                };
-                let w = state(s);
-                w.own[t * w.footprint + w.owned[t] as usize] = pfn;
-                w.owned[t] += 1;
-                w.ops[t] += 1;
-                s.tasks[t].rss += 1;
-                return Outcome::Busy {
-                    ps,
-                    irqs_off: false,
-                };
+        // A child that is not forked yet does not run.
+        Phase::Start => sleep(s, t),
+        Phase::Forked => {
+            // The child's first run (its text), then ready(): tell the parent, wait for go.
+            if let Some(o) = read_text(s, cpu, t) {
+                return o;
             }
+            let w = state(s);
+            w.ops[t] += 1;
             w.phase[t] = Phase::Ready;
             w.ready += 1;
             if !release_if_ready(s) {
@@ -339,14 +353,57 @@ pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     }
 }
 
+/// The parent: fork each child (copy_process allocates its footprint, charged to the child once
+/// it exists), then wait for all of them. The parent itself is never an OOM candidate here.
+fn parent(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    let w = state(s);
+    if w.forked == w.ntasks {
+        release_if_ready(s);
+        return sleep(s, t);
+    }
+    let c = w.forked;
+    if (w.owned[c] as usize) < w.footprint {
+        if let Some(o) = read_text(s, cpu, t) {
+            return o;
+        }
+        let Some((pfn, ps)) = get_page(s, cpu, t) else {
+            return Outcome::Next;
+        };
+        let w = state(s);
+        w.own[c * w.footprint + w.owned[c] as usize] = pfn;
+        w.owned[c] += 1;
+        w.ops[t] += 1;
+        return Outcome::Busy {
+            ps,
+            irqs_off: false,
+        };
+    }
+    // fork() returns: the child exists (and holds its pages) and runs.
+    w.phase[c] = Phase::Forked;
+    w.forked += 1;
+    s.tasks[c].rss = state(s).owned[c] as u64;
+    sched::wake(s, c);
+    let ps = s.m.cost[Cost::ThreadCreate];
+    sched::charge(s, Some(t), Func::Syscall, ps);
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}
+
 /// Everyone alive is ready: the parent writes the wakeup pipe and the clock starts.
 fn release_if_ready(s: &mut Sim) -> bool {
     let now = s.q.now();
+    let drains = (
+        s.stats.vm[Vm::PcpGlobalDrain as usize],
+        s.stats.vm[Vm::PcpGlobalIpiSaved as usize],
+    );
     let w = state(s);
-    if w.go.is_some() || w.ready < w.alive {
+    if w.go.is_some() || w.forked < w.ntasks || w.ready < w.alive {
         return w.go.is_some();
     }
     w.go = Some(now);
+    w.drains_at_go = drains;
     for t in 0..w.ntasks {
         if state(s).phase[t] == Phase::Ready {
             state(s).phase[t] = Phase::Run;
