@@ -43,6 +43,7 @@ fn main() {
         "messages",
         "messages_expected",
         "oom_kills",
+        "oom_kills_fork",
         "peak_used_pages",
         "pcp_global_drain",
         "pcp_global_ipi_saved",

@@ -139,6 +139,8 @@ pub struct Hackbench {
     peak_used: u64,
     /// pcp_global_drain and pcp_global_ipi_saved when the clock started (the fork phase's).
     drains_at_go: (u64, u64),
+    /// OOM kills when the clock started (the fork phase's).
+    kills_at_go: u64,
 }
 
 impl Hackbench {
@@ -179,6 +181,7 @@ impl Hackbench {
             messages: 0,
             peak_used: 0,
             drains_at_go: (0, 0),
+            kills_at_go: 0,
         })
     }
 
@@ -194,6 +197,7 @@ impl Hackbench {
             (self.groups * FDS * FDS * self.loops).into(),
         );
         m.insert("oom_kills".into(), s.stats.oom_kills.into());
+        m.insert("oom_kills_fork".into(), self.kills_at_go.into());
         m.insert("peak_used_pages".into(), self.peak_used.into());
         let drains = s.stats.vm[Vm::PcpGlobalDrain as usize];
         let saved = s.stats.vm[Vm::PcpGlobalIpiSaved as usize];
@@ -398,12 +402,14 @@ fn release_if_ready(s: &mut Sim) -> bool {
         s.stats.vm[Vm::PcpGlobalDrain as usize],
         s.stats.vm[Vm::PcpGlobalIpiSaved as usize],
     );
+    let kills = s.stats.oom_kills;
     let w = state(s);
     if w.go.is_some() || w.forked < w.ntasks || w.ready < w.alive {
         return w.go.is_some();
     }
     w.go = Some(now);
     w.drains_at_go = drains;
+    w.kills_at_go = kills;
     for t in 0..w.ntasks {
         if state(s).phase[t] == Phase::Ready {
             state(s).phase[t] = Phase::Run;
