@@ -158,3 +158,12 @@ fn drain_eras_under_oom() {
         before.drains, before.saved, before.cal, after.drains, after.saved, after.cal
     );
 }
+
+/// Footprints far past the machine's memory are a configuration error naming the key.
+#[test]
+fn oversized_footprint_is_a_config_error() {
+    let r = req("linux-3.4", &[("groups", "4000"), ("footprint", "65536")]);
+    let e = run(&r).err().expect("an error");
+    assert_eq!(e.key, "footprint");
+    assert!(e.reason.contains("4 x the machine's"), "{}", e.reason);
+}

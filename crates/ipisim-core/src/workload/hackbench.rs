@@ -144,16 +144,18 @@ pub struct Hackbench {
 }
 
 impl Hackbench {
-    pub fn new(r: &Resolved, _m: &Machine) -> Result<Hackbench, ConfigError> {
+    pub fn new(r: &Resolved, m: &Machine) -> Result<Hackbench, ConfigError> {
         let groups = r.int("groups") as usize;
         let loops = r.int("loops") as usize;
         let footprint = r.int("footprint") as usize;
         let ntasks = groups * 2 * FDS;
-        if (ntasks as u64) * (footprint as u64) > 1 << 32 {
-            return Err(r.error(
-                "footprint",
-                "groups x 40 x footprint must stay below 2^32 pages",
-            ));
+        // Far past OOM nothing more is learnt, and the bookkeeping would not fit in memory.
+        let pages = (m.mem_per_node * m.nodes as u64) >> 12;
+        if (ntasks as u64) * (footprint as u64) > 4 * pages {
+            let msg = format!(
+                "{groups} groups x 40 processes x {footprint} pages is more than 4 x the machine's {pages} pages"
+            );
+            return Err(r.error("footprint", msg));
         }
         let receivers = groups * FDS;
         Ok(Hackbench {
