@@ -14,9 +14,21 @@ const MACHINES: &[(&str, &str)] = &[
         "xeon-2s-2013",
         include_str!("../../data/machines/xeon-2s-2013.toml"),
     ),
+    (
+        "kvm-8cpu",
+        include_str!("../../data/machines/kvm-8cpu.toml"),
+    ),
 ];
 
 const KERNELS: &[(&str, &str)] = &[
+    (
+        "linux-3.3",
+        include_str!("../../data/kernels/linux-3.3.toml"),
+    ),
+    (
+        "linux-3.4",
+        include_str!("../../data/kernels/linux-3.4.toml"),
+    ),
     (
         "linux-3.8",
         include_str!("../../data/kernels/linux-3.8.toml"),

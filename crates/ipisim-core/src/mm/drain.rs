@@ -81,6 +81,7 @@ pub fn drain_all_pages(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     // The seed's unmerged debug counters (patch 8/8): every call, and calls where fewer than
     // half the online CPUs held pages.
     s.stats.vm(Vm::PcpGlobalDrain, 1);
+    s.stats.drain_cpus_with_pages[with.weight()] += 1;
     if with.weight() < ncpus / 2 {
         s.stats.vm(Vm::PcpGlobalIpiSaved, 1);
     }

@@ -2,7 +2,7 @@
 //! reads through a shared read-only mapping, fault-around, and readahead of sparse files (holes
 //! read as zeros, so readahead allocates and clears pages without I/O).
 
-use super::page_alloc::{alloc_page, NeedReclaim};
+use super::page_alloc::{alloc_page, alloc_slowpath, alloc_succeeded, NeedReclaim};
 use super::{Backing, Vma, NONE, SWAPPED};
 use crate::engine::Time;
 use crate::machine::Cost;
@@ -230,8 +230,7 @@ fn do_anonymous_page(
             return Outcome::Next;
         }
     };
-    let r = &mut s.tasks[t].reclaim;
-    (r.after_reclaim, r.drained) = (false, false);
+    alloc_succeeded(s, t);
     s.stats.vm(Vm::PgFault, 1);
     s.mem.files[file].pages[index as usize] = pfn;
     s.mem.page[pfn as usize] = PageInfo {
@@ -249,20 +248,6 @@ fn do_anonymous_page(
     }
 }
 
-/// __alloc_pages_direct_reclaim(): reclaim; if the retry still fails, drain the pcp lists once
-/// and retry again. The caller pushed its own retry first.
-fn alloc_slowpath(s: &mut Sim, t: TaskId) {
-    let r = &mut s.tasks[t].reclaim;
-    if r.after_reclaim && !r.drained {
-        r.drained = true;
-        s.tasks[t].steps.push(Step::DrainAllPages);
-    } else {
-        (r.after_reclaim, r.drained) = (true, false);
-        s.tasks[t].steps.push(Step::DirectReclaim { want: 32 });
-        s.stats.vm(Vm::AllocStall, 1);
-    }
-}
-
 /// __do_page_cache_readahead() of a sparse file: allocate, clear and insert the missing pages of
 /// [index, index + n), adding each to the LRU. If the allocator needs reclaim, reclaim and resume.
 pub fn readahead(s: &mut Sim, cpu: CpuId, t: TaskId, file: u32, index: u64, n: u32) -> Outcome {
@@ -277,8 +262,7 @@ pub fn readahead(s: &mut Sim, cpu: CpuId, t: TaskId, file: u32, index: u64, n: u
         let pfn = match alloc_page(s, cpu, t) {
             Ok((pfn, cost)) => {
                 ps += cost;
-                let r = &mut s.tasks[t].reclaim;
-                (r.after_reclaim, r.drained) = (false, false);
+                alloc_succeeded(s, t);
                 pfn
             }
             Err(NeedReclaim) => {

@@ -7,6 +7,7 @@ mod fault;
 pub mod filemap;
 pub mod lru;
 mod mmu_gather;
+pub mod oom_kill;
 pub mod page_alloc;
 mod pagetable;
 pub mod ptl;

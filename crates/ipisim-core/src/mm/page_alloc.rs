@@ -4,6 +4,7 @@
 use crate::engine::{SpinLock, Time};
 use crate::machine::Cost;
 use crate::observe::Func;
+use crate::sched::Step;
 use crate::sim::{CpuId, Sim, TaskId};
 
 /// One node's memory as one zone (ZONE_NORMAL).
@@ -162,10 +163,10 @@ fn take_pcp(s: &mut Sim, cpu: CpuId, zone: usize) -> (u32, Time) {
 pub fn alloc_page(s: &mut Sim, cpu: CpuId, t: TaskId) -> Result<(u32, Time), NeedReclaim> {
     let nodes = s.m.nodes;
     let home = s.m.node_of(cpu);
+    // zone_watermark_ok() counts NR_FREE_PAGES only: pages on pcp lists (this CPU's included)
+    // do not count, which is why a failed retry after reclaim drains them (drain_all_pages).
     let pick = |s: &Sim, mark: usize| {
-        zonelist(nodes, home).find(|&z| {
-            s.mem.frames.zones[z].watermark_ok(mark) || !s.mem.frames.pcp[cpu][z].is_empty()
-        })
+        zonelist(nodes, home).find(|&z| s.mem.frames.zones[z].watermark_ok(mark))
     };
     let zone = match pick(s, WMARK_LOW) {
         Some(z) => Some(z),
@@ -183,6 +184,47 @@ pub fn alloc_page(s: &mut Sim, cpu: CpuId, t: TaskId) -> Result<(u32, Time), Nee
     let (pfn, cost) = take_pcp(s, cpu, zone);
     crate::sched::charge(s, Some(t), Func::PageAlloc, cost);
     Ok((pfn, cost))
+}
+
+/// The allocation of task `t` succeeded: if it was in __alloc_pages_direct_reclaim (the retry
+/// after reclaim, or after the drain), that call returns now.
+pub fn alloc_succeeded(s: &mut Sim, t: TaskId) {
+    end_direct_reclaim(s, t);
+    let r = &mut s.tasks[t].reclaim;
+    (r.after_reclaim, r.drained) = (false, false);
+}
+
+/// __alloc_pages_direct_reclaim() returns: one latency sample, from entering it.
+pub fn end_direct_reclaim(s: &mut Sim, t: TaskId) {
+    if let Some(from) = s.tasks[t].reclaim.direct_since.take() {
+        let now = s.q.now();
+        s.stats.direct_reclaim_latency.push(now - from);
+        if s.tasks[t].reclaim.drained {
+            s.stats.direct_reclaim_drained_latency.push(now - from);
+        }
+    }
+}
+
+/// __alloc_pages_slowpath() after a failed attempt (3.4): __alloc_pages_direct_reclaim() is
+/// try_to_free_pages(), a retry, and if that fails drain_all_pages() and one more retry; a reclaim
+/// that freed nothing returns at once and goes to __alloc_pages_may_oom() (see
+/// vmscan::direct_reclaim). The caller pushed its own retry first.
+pub fn alloc_slowpath(s: &mut Sim, t: TaskId) {
+    let r = &mut s.tasks[t].reclaim;
+    if r.after_reclaim && !r.drained {
+        // "pages are pinned on the per-cpu lists. Drain them and try again" (drained = true).
+        r.drained = true;
+        s.tasks[t].steps.push(Step::DrainAllPages);
+        return;
+    }
+    // The retry after the drain failed too: this direct reclaim returns NULL; rebalance.
+    end_direct_reclaim(s, t);
+    let now = s.q.now();
+    let r = &mut s.tasks[t].reclaim;
+    (r.after_reclaim, r.drained) = (true, false);
+    r.direct_since = Some(now);
+    s.tasks[t].steps.push(Step::DirectReclaim { want: 32 });
+    s.stats.vm(crate::observe::Vm::AllocStall, 1);
 }
 
 /// free_hot_cold_page(): onto this CPU's pcp list for the page's zone; past `pcp_high`, a batch

@@ -40,6 +40,8 @@ pub struct Reclaim {
     /// The current allocation already went through direct reclaim, and through a drain.
     pub after_reclaim: bool,
     pub drained: bool,
+    /// When this task entered __alloc_pages_direct_reclaim (for its latency).
+    pub direct_since: Option<Time>,
     pub ubc: TlbUbc,
 }
 
@@ -131,19 +133,22 @@ pub fn direct_reclaim(s: &mut Sim, cpu: CpuId, t: TaskId, want: u32) -> Outcome 
             s.tasks[t].reclaim.zone_reclaimed = 0;
             continue;
         }
-        if r.reclaimed >= want {
+        if r.reclaimed >= want || d.priority == 0 {
             break;
         }
-        assert!(
-            d.priority > 0,
-            "out of memory: reclaim at every priority freed {} of {want} pages",
-            r.reclaimed
-        );
         d.priority -= 1;
         d.zone = 0;
     }
     let r = &mut s.tasks[t].reclaim;
+    let progress = r.reclaimed;
     (r.direct, r.reclaimed, r.zone_reclaimed) = (None, 0, 0);
+    if progress == 0 {
+        // __alloc_pages_direct_reclaim(): "if (unlikely(!(*did_some_progress))) return NULL"
+        // (no retry, no drain); the slowpath then calls __alloc_pages_may_oom().
+        r.after_reclaim = false;
+        super::page_alloc::end_direct_reclaim(s, t);
+        s.tasks[t].steps.push(Step::OutOfMemory);
+    }
     Outcome::Next
 }
 

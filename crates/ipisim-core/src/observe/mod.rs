@@ -115,6 +115,18 @@ pub struct Stats {
     /// Safety: pages written out while a CPU still cached a translation to them (a write
     /// through it after the I/O started would be lost).
     pub stale_tlb_at_pageout: u64,
+    /// Direct-reclaim latencies: from entering __alloc_pages_direct_reclaim to leaving it (the
+    /// drain_all_pages after a failed retry included), one sample per call, in call order.
+    pub direct_reclaim_latency: Vec<Time>,
+    /// The same for the calls that went on to drain_all_pages() (reclaim made progress, the
+    /// retry failed).
+    pub direct_reclaim_drained_latency: Vec<Time>,
+    /// drain_all_pages() calls by how many CPUs held per-CPU pages (index = that count).
+    pub drain_cpus_with_pages: Vec<u64>,
+    /// out_of_memory(): tasks oom_kill_process() killed, and calls that found no killable task
+    /// (the kernel panics there; the run ends instead).
+    pub oom_kills: u64,
+    pub oom_no_victim: bool,
 }
 
 /// The width of a bin of `Stats::irq_bins`.
@@ -135,6 +147,11 @@ impl Stats {
             stale_tlb_use: 0,
             stale_tlb_at_free: 0,
             stale_tlb_at_pageout: 0,
+            direct_reclaim_latency: Vec::new(),
+            direct_reclaim_drained_latency: Vec::new(),
+            drain_cpus_with_pages: vec![0; ncpus + 1],
+            oom_kills: 0,
+            oom_no_victim: false,
         }
     }
 
@@ -171,6 +188,15 @@ impl Stats {
         n
     }
 
+    /// Latency percentiles and a log2 histogram of the direct-reclaim samples (microseconds).
+    pub fn direct_reclaim_json(&self) -> serde_json::Value {
+        latency_json(&self.direct_reclaim_latency)
+    }
+
+    pub fn direct_reclaim_drained_json(&self) -> serde_json::Value {
+        latency_json(&self.direct_reclaim_drained_latency)
+    }
+
     pub fn charge(&mut self, f: Func, t: Time) {
         self.profile[f as usize] += t;
     }
@@ -179,5 +205,75 @@ impl Stats {
     pub fn charge_lock(&mut self, caller: Func, t: Time) {
         self.profile[Func::RawSpinLock as usize] += t;
         self.lock_callers[caller as usize] += t;
+    }
+}
+
+/// `p` (0..=100) percentile of sorted samples: the nearest-rank value.
+fn percentile(sorted: &[Time], p: u64) -> Time {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let rank = (p as usize * sorted.len()).div_ceil(100).max(1);
+    sorted[rank - 1]
+}
+
+/// count, mean, p50/p90/p99/max (microseconds) and a histogram with power-of-two bucket bounds
+/// (`le_us`: samples at most that many microseconds, above the previous bound).
+pub fn latency_json(samples: &[Time]) -> serde_json::Value {
+    let mut v = samples.to_vec();
+    v.sort_unstable();
+    let us = |t: Time| t as f64 / crate::engine::PS_PER_US as f64;
+    let mean = if v.is_empty() {
+        0.0
+    } else {
+        us(v.iter().sum::<Time>()) / v.len() as f64
+    };
+    let mut hist = Vec::new();
+    let mut i = 0;
+    let mut bound = crate::engine::PS_PER_US;
+    while i < v.len() {
+        let n = v[i..].partition_point(|&t| t <= bound);
+        if n > 0 || !hist.is_empty() {
+            hist.push(serde_json::json!({"le_us": us(bound), "count": n}));
+        }
+        i += n;
+        bound *= 2;
+    }
+    serde_json::json!({
+        "count": v.len(),
+        "mean_us": mean,
+        "p50_us": us(percentile(&v, 50)),
+        "p90_us": us(percentile(&v, 90)),
+        "p99_us": us(percentile(&v, 99)),
+        "max_us": us(v.last().copied().unwrap_or(0)),
+        "histogram": hist,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn percentiles_are_nearest_rank() {
+        let v: Vec<Time> = (1..=100).collect();
+        assert_eq!(
+            (percentile(&v, 50), percentile(&v, 90), percentile(&v, 99)),
+            (50, 90, 99)
+        );
+        assert_eq!(percentile(&[7], 50), 7);
+        assert_eq!(percentile(&[], 50), 0);
+        let us = crate::engine::PS_PER_US;
+        let j = latency_json(&[us, 3 * us, 3 * us, 10 * us]);
+        assert_eq!(j["count"], 4);
+        assert_eq!(j["p50_us"], 3.0);
+        assert_eq!(j["max_us"], 10.0);
+        let h: Vec<(f64, u64)> = j["histogram"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| (b["le_us"].as_f64().unwrap(), b["count"].as_u64().unwrap()))
+            .collect();
+        assert_eq!(h, [(1.0, 1), (2.0, 0), (4.0, 2), (8.0, 0), (16.0, 1)]);
     }
 }

@@ -88,6 +88,12 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
             "stale_tlb_at_free": st.stale_tlb_at_free,
             "stale_tlb_at_pageout": st.stale_tlb_at_pageout,
         },
+        "latency": {
+            "direct_reclaim": st.direct_reclaim_json(),
+            "direct_reclaim_drained": st.direct_reclaim_drained_json(),
+        },
+        "drain_cpus_with_pages": st.drain_cpus_with_pages,
+        "oom": {"kills": st.oom_kills, "no_killable_task": st.oom_no_victim},
         "profile": profile,
         "idle_s": st.idle.iter().map(|&t| secs(t)).collect::<Vec<_>>(),
         "ipis_sent": st.ipis_sent,

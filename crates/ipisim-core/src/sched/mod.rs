@@ -75,6 +75,10 @@ pub struct Task {
     pub working_set: (u64, u32),
     /// Spinlocks held across steps (PTE locks): preemption is off while any is (preempt_count).
     pub locks_held: u32,
+    /// Pages oom_badness() counts for this task (its footprint; 0: never an OOM victim).
+    pub rss: u64,
+    /// TIF_MEMDIE: oom_kill_process() chose this task; it exits at its next user step.
+    pub oom_killed: bool,
 }
 
 /// The `mm` of a kernel thread: it has none and borrows the previous task's (lazy TLB).
@@ -101,6 +105,8 @@ pub fn spawn_at(s: &mut Sim, mm: usize, cpu: CpuId, at: Time) -> TaskId {
         comm: "task".into(),
         working_set: (0, 0),
         locks_held: 0,
+        rss: 0,
+        oom_killed: false,
     });
     if at != NEVER {
         s.q.schedule(at, Event::Wake { task: t as u32 });
@@ -221,9 +227,13 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
         if let Some(tr) = s.trace.as_mut() {
             tr.step_end(cpu, s.q.now());
         }
-        if s.cpus[cpu].need_resched && s.tasks[t].locks_held == 0 {
-            // Wakeup preemption at a step boundary (not while a spinlock is held): the current
-            // task waits its turn.
+        // No preemption while a spinlock is held across steps, nor while this CPU's csds are
+        // locked (smp_call_function_many runs under get_cpu(): from queueing to csd_lock_wait).
+        let preemptible = s.tasks[t].locks_held == 0
+            && s.smp.locked[cpu].is_empty()
+            && s.smp.waiting[cpu] == 0;
+        if s.cpus[cpu].need_resched && preemptible {
+            // Wakeup preemption at a step boundary: the current task waits its turn.
             s.cpus[cpu].need_resched = false;
             if !s.cpus[cpu].runq.is_empty() {
                 s.cpus[cpu].runq.push(t);

@@ -89,6 +89,8 @@ pub enum Step {
     TlbUbcClear,
     /// drain_all_pages(NULL).
     DrainAllPages,
+    /// __alloc_pages_may_oom() -> out_of_memory(): reclaim freed nothing.
+    OutOfMemory,
     /// A kworker's drain work item (the workqueue era).
     DrainWork,
     /// sys_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED): syscall entry.
@@ -130,6 +132,7 @@ impl Step {
             Step::PtlUnlock { .. } => "_raw_spin_unlock",
             Step::TlbUbcClear => "try_to_unmap_flush",
             Step::DrainAllPages => "drain_all_pages",
+            Step::OutOfMemory => "out_of_memory",
             Step::DrainWork => "drain_local_pages_wq",
             Step::Membarrier => "entry_SYSCALL_64",
             Step::MembarrierIpis => "membarrier_private_expedited",
@@ -198,6 +201,7 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::PtlLock { id } => mm::ptl::lock_step(s, cpu, t, id),
         Step::PtlUnlock { id } => mm::ptl::unlock(s, t, id),
         Step::DrainAllPages => mm::drain::drain_all_pages(s, cpu, t),
+        Step::OutOfMemory => mm::oom_kill::out_of_memory(s, t),
         Step::DrainWork => mm::drain::drain_work(s, cpu, t),
         Step::Membarrier => super::membarrier::sys_membarrier(s, t),
         Step::MembarrierIpis => super::membarrier::membarrier_private_expedited(s, t),

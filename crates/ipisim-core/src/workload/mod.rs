@@ -2,6 +2,7 @@
 //! user programs (touch pages, make syscalls, spin, sleep, exit).
 
 mod drain;
+mod hackbench;
 mod lru_file_mmap_read;
 mod membarrier;
 mod reclaim;
@@ -35,6 +36,7 @@ pub enum ScenarioKind {
     Drain,
     Membarrier,
     Swapout,
+    Hackbench,
 }
 
 pub const SCENARIOS: &[ScenarioDecl] = &[
@@ -47,6 +49,7 @@ pub const SCENARIOS: &[ScenarioDecl] = &[
     drain::DECL,
     membarrier::DECL,
     swapout::DECL,
+    hackbench::DECL,
 ];
 
 /// A scenario's CPU demand against the machine: "<what> need <cpus> CPUs; the machine has N".
@@ -99,6 +102,7 @@ pub enum Workload {
     Drain(drain::Drain),
     Membarrier(membarrier::Membarrier),
     Swapout(swapout::Swapout),
+    Hackbench(hackbench::Hackbench),
 }
 
 impl Workload {
@@ -115,6 +119,7 @@ impl Workload {
             ScenarioKind::Drain => drain::Drain::new(r, m).map(Workload::Drain),
             ScenarioKind::Membarrier => membarrier::Membarrier::new(r, m).map(Workload::Membarrier),
             ScenarioKind::Swapout => swapout::Swapout::new(r, m).map(Workload::Swapout),
+            ScenarioKind::Hackbench => hackbench::Hackbench::new(r, m).map(Workload::Hackbench),
         }
     }
 
@@ -127,7 +132,8 @@ impl Workload {
             | Workload::Reclaim(_)
             | Workload::Drain(_)
             | Workload::Membarrier(_)
-            | Workload::Swapout(_) => crate::engine::NEVER,
+            | Workload::Swapout(_)
+            | Workload::Hackbench(_) => crate::engine::NEVER,
         }
     }
 }
@@ -142,6 +148,7 @@ pub fn start(s: &mut Sim) -> Result<(), ConfigError> {
         Workload::Drain(_) => drain::start(s),
         Workload::Membarrier(_) => membarrier::start(s),
         Workload::Swapout(_) => swapout::start(s),
+        Workload::Hackbench(_) => hackbench::start(s),
     }
     Ok(())
 }
@@ -156,6 +163,7 @@ pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         Workload::Drain(_) => drain::next_op(s, cpu, t),
         Workload::Membarrier(_) => membarrier::next_op(s, cpu, t),
         Workload::Swapout(_) => swapout::next_op(s, cpu, t),
+        Workload::Hackbench(_) => hackbench::next_op(s, cpu, t),
     }
 }
 
@@ -166,6 +174,7 @@ pub fn task_exited(s: &mut Sim, t: TaskId) {
         Workload::LruFileMmapRead(_) => lru_file_mmap_read::task_exited(s),
         Workload::WillItScale(_) => will_it_scale::task_exited(s),
         Workload::Swapout(_) => swapout::task_exited(s),
+        Workload::Hackbench(_) => hackbench::task_exited(s),
         _ => {}
     }
 }
@@ -180,6 +189,7 @@ pub fn ops(s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         Workload::Drain(w) => w.ops(s),
         Workload::Membarrier(w) => w.ops(s),
         Workload::Swapout(w) => w.ops(s),
+        Workload::Hackbench(w) => w.ops(s),
     }
 }
 
@@ -192,10 +202,18 @@ pub fn metrics(s: &Sim) -> &'static [(&'static str, bool)] {
         Workload::Drain(_) => &[("drain_s", true)],
         Workload::Membarrier(_) => &[("ns_per_call", true)],
         Workload::Swapout(_) => &[("swapout_mb_per_s", false)],
+        Workload::Hackbench(_) => &[("hackbench_s", true)],
         Workload::LruFileMmapRead(_) => &[
             ("lru-file-mmap-read-elapsed", true),
             ("lru-file-mmap-read-time_range", true),
             ("lru-file-mmap-read-time_stddv", true),
         ],
+    }
+}
+
+/// The OOM killer sent task `t` SIGKILL: wake it if it sleeps in its own (interruptible) wait.
+pub fn signal_kill(s: &mut Sim, t: TaskId) {
+    if let Workload::Hackbench(_) = s.work {
+        hackbench::signal_kill(s, t);
     }
 }

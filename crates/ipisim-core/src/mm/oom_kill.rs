@@ -1,0 +1,77 @@
+//! The OOM killer (mm/oom_kill.c, 3.x): when direct reclaim at every priority freed nothing,
+//! __alloc_pages_may_oom() calls out_of_memory(), which kills the task with the largest footprint
+//! so that its exit frees memory, and the allocation is retried.
+
+use crate::engine::{Time, NEVER, PS_PER_S};
+use crate::sched::{Outcome, TaskState, KTHREAD};
+use crate::sim::{Sim, TaskId};
+
+/// What select_bad_process() found.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Selected {
+    /// The task with the most points (ties: the lowest task id, first in the task list).
+    Victim(TaskId),
+    /// A task chosen before has not exited yet (TIF_MEMDIE): ERR_PTR(-1UL), kill nothing more.
+    Exiting,
+    /// No killable task ("Out of memory and no killable processes...").
+    Nothing,
+}
+
+/// oom_badness(): the pages the task holds (its `rss`). Kernel threads, exited tasks and tasks
+/// holding nothing are not candidates (oom_unkillable_task, find_lock_task_mm).
+pub fn oom_badness(s: &Sim, t: TaskId) -> Option<u64> {
+    let task = &s.tasks[t];
+    let alive = task.state != TaskState::Exited && task.mm != KTHREAD;
+    (alive && task.rss > 0).then_some(task.rss)
+}
+
+/// select_bad_process(): walk every task in task-list (id) order, keep the one with the most
+/// points; a later task replaces it only with strictly more ("points > *ppoints").
+pub fn select_bad_process(s: &Sim) -> Selected {
+    let mut chosen: Option<(TaskId, u64)> = None;
+    for t in 0..s.tasks.len() {
+        let Some(points) = oom_badness(s, t) else {
+            continue;
+        };
+        if s.tasks[t].oom_killed {
+            return Selected::Exiting;
+        }
+        if chosen.is_none_or(|(_, best)| points > best) {
+            chosen = Some((t, points));
+        }
+    }
+    chosen.map_or(Selected::Nothing, |(t, _)| Selected::Victim(t))
+}
+
+/// oom_kill_process() -> oom_kill_task(): SIGKILL and TIF_MEMDIE; the victim is woken from an
+/// interruptible sleep and exits (freeing its memory) at its next user step.
+pub fn oom_kill_process(s: &mut Sim, victim: TaskId) {
+    s.tasks[victim].oom_killed = true;
+    s.stats.oom_kills += 1;
+    crate::workload::signal_kill(s, victim);
+}
+
+/// out_of_memory() from task `t`'s allocation, with no cpuset or mempolicy constraint.
+pub fn out_of_memory(s: &mut Sim, t: TaskId) -> Outcome {
+    // "If current has a pending SIGKILL ... automatically select it": it may use the reserves
+    // and exits at its next user step.
+    if s.tasks[t].oom_killed {
+        return Outcome::Next;
+    }
+    match select_bad_process(s) {
+        Selected::Victim(v) => oom_kill_process(s, v),
+        Selected::Exiting => {}
+        Selected::Nothing => {
+            // The kernel panics here; the run ends and the result says why.
+            s.stats.oom_no_victim = true;
+            s.end = Some(s.now());
+            return Outcome::Sleep(NEVER);
+        }
+    }
+    if s.tasks[t].oom_killed {
+        return Outcome::Next;
+    }
+    // schedule_timeout_uninterruptible(1): give the victim a jiffy to exit, then retry.
+    let jiffy: Time = PS_PER_S / s.k.hz;
+    Outcome::Sleep(s.now() + jiffy)
+}

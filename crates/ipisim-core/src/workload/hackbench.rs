@@ -1,0 +1,631 @@
+//! `hackbench` (seed 004, "hackbench 400 on a 8 CPU x86 VM"): `groups` groups of 20 sender and
+//! 20 receiver processes. Every sender writes `loops` 100-byte messages to each receiver of its
+//! group; every receiver reads all of them. The parent (on CPU 0) forks every child in turn:
+//! copy_process allocates the child's `footprint` pages (kernel stack, page tables, its first
+//! user pages, socket buffers), freed when the child exits; the children wait until all are
+//! ready, then the clock starts. As they run, the processes read pages of the program text from
+//! the page cache (`text` pages shared by all, unmapped here), which reclaim can evict and the
+//! next reader brings back. The machine has no swap: only the text is reclaimable. With many groups the footprints exceed
+//! memory: direct reclaim evicts the text, fails, drains the per-CPU lists and, when it frees
+//! nothing at all, the OOM killer kills the largest process.
+//!
+//! A socket message is one page (the skb, charged to its writer until it is read); a pipe keeps
+//! appending 100-byte messages to its last page while it has room (pipe_write merging into the
+//! last buffer) and frees a page once every message in it was read. A writer sleeps while the
+//! receiver's queue is full: 52 pages for a socket (sk_sndbuf = 212992 bytes), 16 for a pipe
+//! (PIPE_DEF_BUFFERS). Processes are pinned round-robin to the CPUs (task id modulo CPUs).
+
+use std::collections::VecDeque;
+
+use super::{ScenarioDecl, ScenarioKind};
+use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::engine::{secs, Time, NEVER};
+use crate::machine::{Cost, Machine};
+use crate::mm::filemap::{PageInfo, PG_REFERENCED};
+use crate::mm::page_alloc::{alloc_page, alloc_slowpath, alloc_succeeded, free_page, NeedReclaim};
+use crate::mm::NONE;
+use crate::observe::{Func, Irq, Vm};
+use crate::sched::{self, Outcome, KTHREAD};
+use crate::sim::{CpuId, Sim, TaskId};
+
+const IPC: &[&str] = &["sockets", "pipes"];
+
+/// hackbench's num_fds: senders and receivers per group.
+const FDS: usize = 20;
+/// hackbench's default datasize, and how many such messages one pipe page holds.
+const MSG_BYTES: usize = 100;
+const PIPE_MSGS_PER_PAGE: u16 = (4096 / MSG_BYTES) as u16;
+/// sk_sndbuf (sysctl_wmem_default, 212992 bytes) in one-page messages.
+const SOCKET_QUEUE_PAGES: usize = 212992 / 4096;
+/// PIPE_DEF_BUFFERS.
+const PIPE_QUEUE_PAGES: usize = 16;
+
+pub const DECL: ScenarioDecl = ScenarioDecl {
+    name: "hackbench",
+    description: "groups of 20 senders and 20 receivers exchange messages through sockets or pipes; each process holds kernel memory, so many groups run the machine out of memory",
+    params: &[
+        Param {
+            key: "groups",
+            kind: Kind::Int { min: 1, max: 4000 },
+            unit: "groups",
+            default: "10",
+            doc: "groups of 20 senders + 20 receivers (hackbench's first argument)",
+        },
+        Param {
+            key: "loops",
+            kind: Kind::Int { min: 1, max: 100000 },
+            unit: "messages",
+            default: "100",
+            doc: "messages each sender writes to each receiver of its group (hackbench -l)",
+        },
+        Param {
+            key: "ipc",
+            kind: Kind::Choice(IPC),
+            unit: "",
+            default: "sockets",
+            doc: "unix socket pairs (one page per message) or pipes (-pipe: 40 messages per page)",
+        },
+        Param {
+            key: "footprint",
+            kind: Kind::Int { min: 0, max: 65536 },
+            unit: "pages",
+            default: "24",
+            doc: "pages fork allocates for each process and its exit frees (kernel stack, page tables, first user pages, socket buffers)",
+        },
+        Param {
+            key: "text",
+            kind: Kind::Int { min: 0, max: 1 << 20 },
+            unit: "pages",
+            default: "512",
+            doc: "page-cache pages of the program and libraries every process reads as it runs (reclaim evicts them, the next reader reads them back)",
+        },
+    ],
+    kind: ScenarioKind::Hackbench,
+};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Not forked yet: the parent is allocating its footprint (copy_process).
+    Start,
+    /// Forked: its first run.
+    Forked,
+    /// Waiting for every process to be ready (hackbench's ready/wakeup pipes).
+    Ready,
+    Run,
+    /// Its memory is freed; it exits at the next step.
+    Exiting,
+}
+
+/// One page of a receiver's queue: its frame, who wrote it (and is charged), messages in it.
+#[derive(Debug, Clone, Copy)]
+struct Buf {
+    pfn: u32,
+    owner: u32,
+    written: u16,
+    read: u16,
+}
+
+pub struct Hackbench {
+    groups: usize,
+    loops: usize,
+    pipes: bool,
+    footprint: usize,
+    text_pages: usize,
+    text_file: u32,
+    ntasks: usize,
+    phase: Vec<Phase>,
+    /// Footprint pages: task t's are own[t * footprint .. + owned[t]].
+    own: Vec<u32>,
+    owned: Vec<u32>,
+    /// In an interruptible sleep of its own (reading, writing to a full queue, ready wait).
+    asleep: Vec<bool>,
+    /// Per task: operations done (picks the text page it reads next).
+    ops: Vec<u32>,
+    /// Per sender: messages written (message k goes to receiver k % 20 of its group).
+    sent: Vec<u32>,
+    /// Per receiver (group * 20 + index): its queue, messages still to read, writers sleeping
+    /// on it, and whether it is gone (its socket closed).
+    queue: Vec<VecDeque<Buf>>,
+    expected: Vec<u32>,
+    blocked: Vec<Vec<u32>>,
+    closed: Vec<bool>,
+    ready: usize,
+    alive: usize,
+    /// Children the parent (task `ntasks`) has forked.
+    forked: usize,
+    go: Option<Time>,
+    messages: u64,
+    /// The most pages in use at once (pcp lists included).
+    peak_used: u64,
+    /// pcp_global_drain and pcp_global_ipi_saved when the clock started (the fork phase's).
+    drains_at_go: (u64, u64),
+    /// OOM kills when the clock started (the fork phase's).
+    kills_at_go: u64,
+}
+
+impl Hackbench {
+    pub fn new(r: &Resolved, m: &Machine) -> Result<Hackbench, ConfigError> {
+        let groups = r.int("groups") as usize;
+        let loops = r.int("loops") as usize;
+        let footprint = r.int("footprint") as usize;
+        let ntasks = groups * 2 * FDS;
+        // Far past OOM nothing more is learnt, and the bookkeeping would not fit in memory.
+        let pages = (m.mem_per_node * m.nodes as u64) >> 12;
+        if (ntasks as u64) * (footprint as u64) > 4 * pages {
+            let msg = format!(
+                "{groups} groups x 40 processes x {footprint} pages is more than 4 x the machine's {pages} pages"
+            );
+            return Err(r.error("footprint", msg));
+        }
+        let receivers = groups * FDS;
+        Ok(Hackbench {
+            groups,
+            loops,
+            pipes: r.str("ipc") == "pipes",
+            footprint,
+            text_pages: r.int("text") as usize,
+            text_file: 0,
+            ntasks,
+            phase: vec![Phase::Start; ntasks],
+            own: vec![NONE; ntasks * footprint],
+            owned: vec![0; ntasks],
+            asleep: vec![false; ntasks + 1],
+            ops: vec![0; ntasks + 1],
+            sent: vec![0; ntasks],
+            queue: (0..receivers).map(|_| VecDeque::new()).collect(),
+            expected: vec![(loops * FDS) as u32; receivers],
+            blocked: vec![Vec::new(); receivers],
+            closed: vec![false; receivers],
+            ready: 0,
+            alive: ntasks,
+            forked: 0,
+            go: None,
+            messages: 0,
+            peak_used: 0,
+            drains_at_go: (0, 0),
+            kills_at_go: 0,
+        })
+    }
+
+    pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+        let end = s.end.unwrap_or(s.now());
+        let go = self.go.unwrap_or(end);
+        let mut m = serde_json::Map::new();
+        m.insert("hackbench_s".into(), secs(end.saturating_sub(go)).into());
+        m.insert("startup_s".into(), secs(go).into());
+        m.insert("messages".into(), self.messages.into());
+        m.insert(
+            "messages_expected".into(),
+            (self.groups * FDS * FDS * self.loops).into(),
+        );
+        m.insert("oom_kills".into(), s.stats.oom_kills.into());
+        m.insert("oom_kills_fork".into(), self.kills_at_go.into());
+        m.insert("peak_used_pages".into(), self.peak_used.into());
+        let drains = s.stats.vm[Vm::PcpGlobalDrain as usize];
+        let saved = s.stats.vm[Vm::PcpGlobalIpiSaved as usize];
+        m.insert("pcp_global_drain".into(), drains.into());
+        m.insert("pcp_global_ipi_saved".into(), saved.into());
+        let ratio = if drains == 0 {
+            0.0
+        } else {
+            saved as f64 / drains as f64
+        };
+        m.insert("ipi_saved_ratio".into(), ratio.into());
+        m.insert("pcp_global_drain_fork".into(), self.drains_at_go.0.into());
+        m.insert(
+            "pcp_global_ipi_saved_fork".into(),
+            self.drains_at_go.1.into(),
+        );
+        let cal: u64 = s.stats.irqs[Irq::Cal as usize].iter().sum();
+        m.insert("cal_interrupts".into(), cal.into());
+        let lat = s.stats.direct_reclaim_json();
+        let drained = s.stats.direct_reclaim_drained_json();
+        for key in ["count", "mean_us", "p50_us", "p90_us", "p99_us", "max_us"] {
+            m.insert(format!("direct_reclaim_{key}"), lat[key].clone());
+            m.insert(format!("drained_reclaim_{key}"), drained[key].clone());
+        }
+        m
+    }
+}
+
+fn state(s: &mut Sim) -> &mut Hackbench {
+    match &mut s.work {
+        super::Workload::Hackbench(w) => w,
+        _ => unreachable!(),
+    }
+}
+
+fn is_sender(t: TaskId) -> bool {
+    t % (2 * FDS) < FDS
+}
+
+/// The receiver index (group * 20 + j) of receiver task `t`.
+fn rid_of(t: TaskId) -> usize {
+    t / (2 * FDS) * FDS + (t % (2 * FDS) - FDS)
+}
+
+fn receiver_task(rid: usize) -> TaskId {
+    rid / FDS * 2 * FDS + FDS + rid % FDS
+}
+
+pub fn start(s: &mut Sim) {
+    // Frames carry `struct page` state: text pages go through the page cache and LRU.
+    s.mem.page = vec![PageInfo::default(); s.mem.frames.total() as usize];
+    let text = state(s).text_pages as u64;
+    let file = s.mem.new_file(text, false);
+    state(s).text_file = file;
+    let j = crate::arch::x86::jiffies(s);
+    let ncpus = s.m.ncpus();
+    let ntasks = state(s).ntasks;
+    for i in 0..ntasks {
+        // Each hackbench process is a fork: its own mm. It runs once the parent forked it.
+        let mm = s.mem.new_mm(j, s.k.hz);
+        let t = sched::spawn_at(s, mm, i % ncpus, NEVER);
+        debug_assert_eq!(t, i);
+        s.tasks[t].comm = if is_sender(t) { "sender" } else { "receiver" }.into();
+    }
+    // The hackbench parent forks every child in turn, then waits for them to be ready.
+    let mm = s.mem.new_mm(j, s.k.hz);
+    let parent = sched::spawn(s, mm, 0);
+    debug_assert_eq!(parent, ntasks);
+    s.tasks[parent].comm = "hackbench".into();
+    // kswapd<n>, sleeping until the allocator wakes it.
+    for node in 0..s.m.nodes {
+        let t = sched::spawn_at(s, KTHREAD, node * s.m.cpus_per_node, NEVER);
+        s.tasks[t].comm = format!("kswapd{node}");
+        s.mem.kswapd[node] = Some(t);
+    }
+}
+
+/// Sleep in the task's own wait (a read, a full queue, the ready wait) until woken.
+fn sleep(s: &mut Sim, t: TaskId) -> Outcome {
+    state(s).asleep[t] = true;
+    Outcome::Sleep(NEVER)
+}
+
+fn wake(s: &mut Sim, t: TaskId) {
+    let w = state(s);
+    if w.asleep[t] {
+        w.asleep[t] = false;
+        sched::wake(s, t);
+    }
+}
+
+/// SIGKILL from the OOM killer: a task in an interruptible sleep wakes to die.
+pub fn signal_kill(s: &mut Sim, t: TaskId) {
+    if t < state(s).ntasks {
+        wake(s, t);
+    }
+}
+
+/// A page for task `t` (its footprint, a message, a text page), or the slowpath was entered and
+/// the caller must return `Outcome::Next` to run it and then retry this operation.
+fn get_page(s: &mut Sim, cpu: CpuId, t: TaskId) -> Option<(u32, Time)> {
+    match alloc_page(s, cpu, t) {
+        Ok(got) => {
+            alloc_succeeded(s, t);
+            Some(got)
+        }
+        Err(NeedReclaim) => {
+            alloc_slowpath(s, t);
+            None
+        }
+    }
+}
+
+pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    let used = s.mem.frames.used;
+    let w = state(s);
+    w.peak_used = w.peak_used.max(used);
+    if t == w.ntasks {
+        return parent(s, cpu, t);
+    }
+    if w.phase[t] == Phase::Exiting {
+        return Outcome::Exit;
+    }
+    if s.tasks[t].oom_killed {
+        return do_exit(s, cpu, t);
+    }
+    let w = state(s);
+    match w.phase[t] {
+        // A child that is not forked yet does not run.
+        Phase::Start => sleep(s, t),
+        Phase::Forked => {
+            // The child's first run (its text), then ready(): tell the parent, wait for go.
+            if let Some(o) = read_text(s, cpu, t) {
+                return o;
+            }
+            let w = state(s);
+            w.ops[t] += 1;
+            w.phase[t] = Phase::Ready;
+            w.ready += 1;
+            if !release_if_ready(s) {
+                return sleep(s, t);
+            }
+            Outcome::Next
+        }
+        Phase::Ready => sleep(s, t),
+        Phase::Run => {
+            if let Some(o) = read_text(s, cpu, t) {
+                return o;
+            }
+            if is_sender(t) {
+                sender(s, cpu, t)
+            } else {
+                receiver(s, cpu, t)
+            }
+        }
+        Phase::Exiting => Outcome::Exit,
+    }
+}
+
+/// The parent: fork each child (copy_process allocates its footprint, charged to the child once
+/// it exists), then wait for all of them. The parent itself is never an OOM candidate here.
+fn parent(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    let w = state(s);
+    if w.forked == w.ntasks {
+        release_if_ready(s);
+        return sleep(s, t);
+    }
+    let c = w.forked;
+    if (w.owned[c] as usize) < w.footprint {
+        if let Some(o) = read_text(s, cpu, t) {
+            return o;
+        }
+        let Some((pfn, ps)) = get_page(s, cpu, t) else {
+            return Outcome::Next;
+        };
+        let w = state(s);
+        w.own[c * w.footprint + w.owned[c] as usize] = pfn;
+        w.owned[c] += 1;
+        w.ops[t] += 1;
+        return Outcome::Busy {
+            ps,
+            irqs_off: false,
+        };
+    }
+    // fork() returns: the child exists (and holds its pages) and runs.
+    w.phase[c] = Phase::Forked;
+    w.forked += 1;
+    s.tasks[c].rss = state(s).owned[c] as u64;
+    sched::wake(s, c);
+    let ps = s.m.cost[Cost::ThreadCreate];
+    sched::charge(s, Some(t), Func::Syscall, ps);
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}
+
+/// Everyone alive is ready: the parent writes the wakeup pipe and the clock starts.
+fn release_if_ready(s: &mut Sim) -> bool {
+    let now = s.q.now();
+    let drains = (
+        s.stats.vm[Vm::PcpGlobalDrain as usize],
+        s.stats.vm[Vm::PcpGlobalIpiSaved as usize],
+    );
+    let kills = s.stats.oom_kills;
+    let w = state(s);
+    if w.go.is_some() || w.forked < w.ntasks || w.ready < w.alive {
+        return w.go.is_some();
+    }
+    w.go = Some(now);
+    w.drains_at_go = drains;
+    w.kills_at_go = kills;
+    for t in 0..w.ntasks {
+        if state(s).phase[t] == Phase::Ready {
+            state(s).phase[t] = Phase::Run;
+            wake(s, t);
+        }
+    }
+    true
+}
+
+/// The text page this operation runs through: read back into the page cache if reclaim evicted
+/// it (a clear and an insert, as readahead of a cached file does here), else mark_page_accessed.
+/// Returns the outcome when the task must first do that (or reclaim).
+fn read_text(s: &mut Sim, cpu: CpuId, t: TaskId) -> Option<Outcome> {
+    let w = state(s);
+    if w.text_pages == 0 {
+        return None;
+    }
+    let (file, index) = (w.text_file, w.ops[t] as usize % w.text_pages);
+    let pfn = s.mem.files[file as usize].pages[index];
+    if pfn != NONE {
+        s.mem.page[pfn as usize].flags |= PG_REFERENCED;
+        return None;
+    }
+    let Some((pfn, alloc)) = get_page(s, cpu, t) else {
+        return Some(Outcome::Next);
+    };
+    s.mem.files[file as usize].pages[index] = pfn;
+    s.mem.page[pfn as usize] = PageInfo {
+        file,
+        index: index as u32,
+        flags: PG_REFERENCED,
+        cpu: cpu as u16,
+    };
+    let read = s.m.cost[Cost::FaultFile] + s.m.cost[Cost::PageClear];
+    let read = read + s.m.cost[Cost::PagecacheInsert];
+    sched::charge(s, Some(t), Func::FilemapFault, read);
+    let ps = alloc + read + crate::mm::lru::lru_cache_add(s, cpu, t, pfn);
+    Some(Outcome::Busy {
+        ps,
+        irqs_off: false,
+    })
+}
+
+/// The receiver's queue is full (the writer waits in sock_alloc_send_pskb / pipe_wait).
+fn queue_full(w: &Hackbench, rid: usize) -> bool {
+    let q = &w.queue[rid];
+    if w.pipes {
+        q.len() >= PIPE_QUEUE_PAGES && q.back().is_some_and(|b| b.written == PIPE_MSGS_PER_PAGE)
+    } else {
+        q.len() >= SOCKET_QUEUE_PAGES
+    }
+}
+
+/// One write(): the next message to receiver k % 20 of the group.
+fn sender(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    let syscall = s.m.cost[Cost::Syscall];
+    let w = state(s);
+    let total = (w.loops * FDS) as u32;
+    if w.sent[t] >= total {
+        return do_exit(s, cpu, t);
+    }
+    let k = w.sent[t] as usize;
+    let rid = t / (2 * FDS) * FDS + k % FDS;
+    if w.closed[rid] {
+        // EPIPE: the receiver was killed; hackbench's writer goes on to the next one here.
+        w.sent[t] += 1;
+        return Outcome::Next;
+    }
+    if queue_full(w, rid) {
+        w.blocked[rid].push(t as u32);
+        return sleep(s, t);
+    }
+    let merge = w.pipes
+        && w.queue[rid]
+            .back()
+            .is_some_and(|b| b.written < PIPE_MSGS_PER_PAGE);
+    let mut ps = syscall;
+    if merge {
+        w.queue[rid].back_mut().expect("checked").written += 1;
+    } else {
+        let Some((pfn, alloc)) = get_page(s, cpu, t) else {
+            return Outcome::Next;
+        };
+        ps += alloc;
+        s.tasks[t].rss += 1;
+        state(s).queue[rid].push_back(Buf {
+            pfn,
+            owner: t as u32,
+            written: 1,
+            read: 0,
+        });
+    }
+    sched::charge(s, Some(t), Func::Syscall, syscall);
+    let w = state(s);
+    w.sent[t] += 1;
+    w.ops[t] += 1;
+    wake(s, receiver_task(rid));
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}
+
+/// One read(): the oldest message of the queue; a page whose messages are all read is freed.
+fn receiver(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    let rid = rid_of(t);
+    let syscall = s.m.cost[Cost::Syscall];
+    let w = state(s);
+    if w.expected[rid] == 0 {
+        return do_exit(s, cpu, t);
+    }
+    let Some(front) = w.queue[rid].front_mut() else {
+        return sleep(s, t);
+    };
+    front.read += 1;
+    w.expected[rid] -= 1;
+    w.messages += 1;
+    w.ops[t] += 1;
+    let mut ps = syscall;
+    let b = *front;
+    if b.read == b.written {
+        w.queue[rid].pop_front();
+    }
+    sched::charge(s, Some(t), Func::Syscall, syscall);
+    if b.read == b.written {
+        let owner = b.owner as usize;
+        s.tasks[owner].rss = s.tasks[owner].rss.saturating_sub(1);
+        let free = free_page(s, cpu, b.pfn);
+        sched::charge(s, Some(t), Func::FreePage, free);
+        ps += free;
+    }
+    wake_writers(s, rid);
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}
+
+fn wake_writers(s: &mut Sim, rid: usize) {
+    if queue_full(state(s), rid) {
+        return;
+    }
+    let writers = std::mem::take(&mut state(s).blocked[rid]);
+    for &w in &writers {
+        wake(s, w as usize);
+    }
+    let mut writers = writers;
+    writers.clear();
+    state(s).blocked[rid] = writers;
+}
+
+/// do_exit(): free the footprint (exit_mm, the stack...), close the task's sockets, and leave.
+/// A dead receiver's queued pages are freed; a dead sender's unsent messages are no longer
+/// expected by its receivers (EOF).
+fn do_exit(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    let w = state(s);
+    let before_go = w.go.is_none();
+    if before_go && w.phase[t] == Phase::Ready {
+        w.ready -= 1;
+    }
+    w.phase[t] = Phase::Exiting;
+    w.alive -= 1;
+    let from = t * w.footprint;
+    let n = w.owned[t] as usize;
+    w.owned[t] = 0;
+    let mut ps = 0;
+    for i in from..from + n {
+        let pfn = state(s).own[i];
+        ps += free_page(s, cpu, pfn);
+    }
+    s.tasks[t].rss = 0;
+    let w = state(s);
+    if is_sender(t) {
+        let total = (w.loops * FDS) as u32;
+        let base = t / (2 * FDS) * FDS;
+        for k in w.sent[t]..total {
+            let rid = base + k as usize % FDS;
+            if !w.closed[rid] {
+                w.expected[rid] -= 1;
+            }
+        }
+        for j in 0..FDS {
+            if state(s).expected[base + j] == 0 {
+                wake(s, receiver_task(base + j));
+            }
+        }
+    } else {
+        let rid = rid_of(t);
+        w.closed[rid] = true;
+        w.expected[rid] = 0;
+        while let Some(b) = state(s).queue[rid].pop_front() {
+            let owner = b.owner as usize;
+            s.tasks[owner].rss = s.tasks[owner].rss.saturating_sub(1);
+            ps += free_page(s, cpu, b.pfn);
+        }
+        // Writers waiting on it get EPIPE.
+        let writers = std::mem::take(&mut state(s).blocked[rid]);
+        for &w in &writers {
+            wake(s, w as usize);
+        }
+    }
+    sched::charge(s, Some(t), Func::FreePage, ps);
+    if before_go {
+        release_if_ready(s);
+    }
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}
+
+/// The run ends when the last process has exited.
+pub fn task_exited(s: &mut Sim) {
+    if state(s).alive == 0 {
+        s.end = Some(s.now());
+    }
+}
