@@ -229,9 +229,8 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
         }
         // No preemption while a spinlock is held across steps, nor while this CPU's csds are
         // locked (smp_call_function_many runs under get_cpu(): from queueing to csd_lock_wait).
-        let preemptible = s.tasks[t].locks_held == 0
-            && s.smp.locked[cpu].is_empty()
-            && s.smp.waiting[cpu] == 0;
+        let preemptible =
+            s.tasks[t].locks_held == 0 && s.smp.locked[cpu].is_empty() && s.smp.waiting[cpu] == 0;
         if s.cpus[cpu].need_resched && preemptible {
             // Wakeup preemption at a step boundary: the current task waits its turn.
             s.cpus[cpu].need_resched = false;
