@@ -34,9 +34,7 @@ pub struct Membarrier {
     pub main: TaskId,
     settled: bool,
     done: u64,
-    op_start: Time,
-    op_end: Time,
-    irqs_at_start: [Vec<u64>; 2],
+    window: super::OpWindow,
 }
 
 impl Membarrier {
@@ -60,27 +58,23 @@ impl Membarrier {
             main: 0,
             settled: false,
             done: 0,
-            op_start: 0,
-            op_end: 0,
-            irqs_at_start: [Vec::new(), Vec::new()],
+            window: Default::default(),
         })
     }
 
     pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
-        let delta = |row: Irq| -> u64 {
-            let now: u64 = s.stats.irqs[row as usize].iter().sum();
-            now - self.irqs_at_start[row as usize].iter().sum::<u64>()
-        };
-        let op_time = self.op_end.saturating_sub(self.op_start);
         let mut m = serde_json::Map::new();
         m.insert("calls".into(), self.done.into());
-        m.insert("op_time_s".into(), crate::engine::secs(op_time).into());
+        m.insert("op_time_s".into(), self.window.seconds().into());
+        m.insert("ns_per_call".into(), self.window.ns_per(self.done).into());
         m.insert(
-            "ns_per_call".into(),
-            (op_time as f64 / 1000.0 / self.done.max(1) as f64).into(),
+            "call_function_interrupts".into(),
+            self.window.irqs(s, Irq::Cal).into(),
         );
-        m.insert("call_function_interrupts".into(), delta(Irq::Cal).into());
-        m.insert("tlb_shootdowns".into(), delta(Irq::Tlb).into());
+        m.insert(
+            "tlb_shootdowns".into(),
+            self.window.irqs(s, Irq::Tlb).into(),
+        );
         m
     }
 }
@@ -123,14 +117,14 @@ pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
             Outcome::Next
         };
     }
-    if w.done == 0 && w.op_start == 0 {
-        w.op_start = now.max(1);
-        let irqs = s.stats.irqs.clone();
-        state(s).irqs_at_start = irqs;
+    if w.done == 0 && w.window.start == 0 {
+        let mut op = std::mem::take(&mut w.window);
+        op.begin(s, now.max(1));
+        state(s).window = op;
     }
     let w = state(s);
     if w.done == w.calls {
-        w.op_end = now;
+        w.window.end = now;
         return Outcome::Exit;
     }
     w.done += 1;

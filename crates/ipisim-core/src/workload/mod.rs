@@ -67,6 +67,37 @@ fn need_cpus(
     Err(r.error(key, msg))
 }
 
+/// The measured loop of a microbenchmark: when it started and ended, and the interrupt rows
+/// (TLB, CAL) when it started, so only its own interrupts count.
+#[derive(Debug, Default)]
+pub struct OpWindow {
+    pub start: Time,
+    pub end: Time,
+    irqs_at_start: [Vec<u64>; 2],
+}
+
+impl OpWindow {
+    pub fn begin(&mut self, s: &Sim, now: Time) {
+        self.start = now;
+        self.irqs_at_start = s.stats.irqs.clone();
+    }
+
+    pub fn seconds(&self) -> f64 {
+        crate::engine::secs(self.end.saturating_sub(self.start))
+    }
+
+    /// Nanoseconds of the loop per call.
+    pub fn ns_per(&self, calls: u64) -> f64 {
+        self.end.saturating_sub(self.start) as f64 / 1000.0 / calls.max(1) as f64
+    }
+
+    /// Interrupts of `row` taken on all CPUs during the loop.
+    pub fn irqs(&self, s: &Sim, row: crate::observe::Irq) -> u64 {
+        let now: u64 = s.stats.irqs[row as usize].iter().sum();
+        now - self.irqs_at_start[row as usize].iter().sum::<u64>()
+    }
+}
+
 /// kswapd<n> for each node of a reclaiming workload, sleeping until the allocator wakes it; it
 /// shares the node's first CPU.
 fn spawn_kswapds(s: &mut Sim) {

@@ -49,9 +49,7 @@ pub struct Shootdown {
     region: u64,
     phase: Phase,
     calls: u64,
-    op_start: Time,
-    op_end: Time,
-    irqs_at_start: [Vec<u64>; 2],
+    window: super::OpWindow,
 }
 
 fn pick(names: &'static [&'static str], v: &str) -> &'static str {
@@ -84,27 +82,26 @@ impl Shootdown {
             region: 0,
             phase: Phase::Touch,
             calls: 0,
-            op_start: 0,
-            op_end: 0,
-            irqs_at_start: [Vec::new(), Vec::new()],
+            window: Default::default(),
         })
     }
 
     pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
-        let delta = |row: Irq| -> u64 {
-            let now: u64 = s.stats.irqs[row as usize].iter().sum();
-            now - self.irqs_at_start[row as usize].iter().sum::<u64>()
-        };
-        let op_time = self.op_end.saturating_sub(self.op_start);
         let mut m = serde_json::Map::new();
         m.insert("syscalls".into(), self.calls.into());
-        m.insert("op_time_s".into(), crate::engine::secs(op_time).into());
+        m.insert("op_time_s".into(), self.window.seconds().into());
         m.insert(
             "ns_per_syscall".into(),
-            (op_time as f64 / 1000.0 / self.calls.max(1) as f64).into(),
+            self.window.ns_per(self.calls).into(),
         );
-        m.insert("tlb_shootdowns".into(), delta(Irq::Tlb).into());
-        m.insert("call_function_interrupts".into(), delta(Irq::Cal).into());
+        m.insert(
+            "tlb_shootdowns".into(),
+            self.window.irqs(s, Irq::Tlb).into(),
+        );
+        m.insert(
+            "call_function_interrupts".into(),
+            self.window.irqs(s, Irq::Cal).into(),
+        );
         m
     }
 }
@@ -164,13 +161,13 @@ pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
         }
         Phase::Ops { next } => {
             if next == 0 {
-                w.op_start = now;
-                let irqs = s.stats.irqs.clone();
-                state(s).irqs_at_start = irqs;
+                let mut op = std::mem::take(&mut w.window);
+                op.begin(s, now);
+                state(s).window = op;
             }
             let w = state(s);
             if next >= w.pages {
-                w.op_end = now;
+                w.window.end = now;
                 return Outcome::Exit;
             }
             let n = w.batch.min(w.pages - next);
