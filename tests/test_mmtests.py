@@ -194,8 +194,12 @@ def test_quick_lru_compare_batched_flush_cuts_interrupts(tmp_path: Path) -> None
     args += ["--kernel", "vanilla=linux-4.2", "--kernel", "flushfull=linux-4.3", "--scale", "0.004"]
     assert main([*args, "--json", str(out)]) == 0
     vanilla, flushfull = (v["result"] for v in json.loads(out.read_text())["variants"])
+    # Batching cuts the TLB-flush IPIs (one per CPU per 32 pages instead of one per page). At this
+    # scale drain_all_pages IPIs (CAL) are a large part of flushfull's remaining interrupts.
+    tlb = [sum(r["interrupts"]["TLB"]) for r in (vanilla, flushfull)]
+    assert tlb[1] < tlb[0] / 3
     rate = [r["ops"]["interrupts_per_s_steady"] for r in (vanilla, flushfull)]
-    assert rate[1] < rate[0] / 3
+    assert rate[1] < rate[0] / 2
     assert flushfull["elapsed_s"] < vanilla["elapsed_s"]
     for r in (vanilla, flushfull):
         assert r["safety"] == {"stale_tlb_use": 0, "stale_tlb_at_free": 0, "stale_tlb_at_pageout": 0}
