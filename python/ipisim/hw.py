@@ -106,16 +106,20 @@ def check_available() -> None:
 
 
 def build(program: str = "shootdown") -> Path:
-    """Compile native/<program>.c once per source version into the user's cache."""
-    src = resources.files("ipisim").joinpath(f"native/{program}.c").read_bytes()
+    """Compile native/<program>.c (with native/common.h) once per source version into the user's
+    cache."""
+    native = resources.files("ipisim").joinpath("native")
+    src = native.joinpath(f"{program}.c").read_bytes()
+    header = native.joinpath("common.h").read_bytes()
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ipisim"
-    exe = cache / f"{program}-{hashlib.sha256(src).hexdigest()[:16]}"
+    exe = cache / f"{program}-{hashlib.sha256(src + header).hexdigest()[:16]}"
     if exe.exists():
         return exe
     cache.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(dir=cache) as tmp:
         c_file = Path(tmp) / f"{program}.c"
         c_file.write_bytes(src)
+        (Path(tmp) / "common.h").write_bytes(header)
         out = Path(tmp) / program
         cc = os.environ.get("CC", "cc")
         proc = subprocess.run(

@@ -12,36 +12,14 @@
  * with per-CPU deltas. Build: cc -O2 -pthread -o shootdown shootdown.c
  */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <linux/futex.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#define PROGRAM "shootdown"
+#include "common.h"
 #include <sys/mman.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
 
 #define PAGE 4096UL
 #define PMD_SIZE (2UL << 20)
-#define MAX_CPUS 1024
 
 enum op { OP_MADVISE, OP_MUNMAP, OP_MPROTECT };
-enum remote { R_BUSY, R_SLEEPING, R_NONE };
-
-static atomic_int stop_flag;   /* busy threads spin on it; sleeping threads futex-wait on it */
-static atomic_int started;
-
-static void die(const char *what)
-{
-	fprintf(stderr, "shootdown: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
 
 static void usage(void)
 {
@@ -49,68 +27,6 @@ static void usage(void)
 			"--remote busy|sleeping|none --threads N [--misalign] [--settle-ms N] "
 			"[--repeats N]\n");
 	exit(2);
-}
-
-/* Parse the TLB and CAL rows of /proc/interrupts with one raw read (no stdio buffering). */
-static int read_irq_rows(uint64_t *tlb, uint64_t *cal, int ncpus)
-{
-	static char buf[1 << 20];
-	int fd = open("/proc/interrupts", O_RDONLY);
-	if (fd < 0)
-		die("open /proc/interrupts");
-	size_t len = 0;
-	ssize_t n;
-	while ((n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
-		len += (size_t)n;
-	close(fd);
-	buf[len] = 0;
-	int found = 0;
-	for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
-		char *p = line;
-		while (*p == ' ')
-			p++;
-		uint64_t *row = !strncmp(p, "TLB:", 4) ? tlb : !strncmp(p, "CAL:", 4) ? cal : NULL;
-		if (!row)
-			continue;
-		p += 4;
-		for (int c = 0; c < ncpus; c++)
-			row[c] = strtoull(p, &p, 10);
-		found++;
-	}
-	return found == 2;
-}
-
-static void *remote_thread(void *arg)
-{
-	enum remote mode = (enum remote)(intptr_t)arg;
-	atomic_fetch_add(&started, 1);
-	if (mode == R_BUSY) {
-		/* Keep other tasks from preempting the spinner, where we may: a CPU running some other
-		 * mm is skipped by flush_tlb_multi() and would hide real IPIs from the count. */
-		struct sched_param sp = { .sched_priority = 1 };
-		pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
-		while (!atomic_load_explicit(&stop_flag, memory_order_relaxed))
-			;
-	} else {
-		while (!atomic_load(&stop_flag))
-			syscall(SYS_futex, &stop_flag, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
-	}
-	return NULL;
-}
-
-static double now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-/* CPU time of the calling thread: what other tasks on its CPU (or the host) take is not in it. */
-static double cpu_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
 /* A VMA of exactly `len` bytes starting on a 2 MiB boundary (or one page past it). */

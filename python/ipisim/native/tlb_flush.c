@@ -15,20 +15,10 @@
  * (ns: wall time from the start to the last task's end; cpu_ns: mean CPU time of a task). Build: cc -O2 -pthread -o tlb_flush tlb_flush.c
  */
 #define _GNU_SOURCE
-#include <errno.h>
-#include <fcntl.h>
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
+#define PROGRAM "tlb_flush"
+#include "common.h"
 #include <sys/mman.h>
-#include <time.h>
-#include <unistd.h>
 
-#define MAX_CPUS 1024
 #define FILESIZE (128UL << 20)  /* tlb_flush1.c, tlb_flush3.c */
 #define MEMORYSIZE (1UL << 20)  /* tlb_flush2.c */
 
@@ -37,59 +27,10 @@ static long loops = 10000;
 static atomic_int go, ready;
 static int fds[MAX_CPUS];
 
-static void die(const char *what)
-{
-	fprintf(stderr, "tlb_flush: %s: %s\n", what, strerror(errno));
-	exit(1);
-}
-
 static void usage(void)
 {
 	fprintf(stderr, "usage: tlb_flush --test 1|2|3 --threads N --loops N [--repeats N]\n");
 	exit(2);
-}
-
-static int read_irq_rows(uint64_t *tlb, uint64_t *cal, int ncpus)
-{
-	static char buf[1 << 20];
-	int fd = open("/proc/interrupts", O_RDONLY);
-	if (fd < 0)
-		die("open /proc/interrupts");
-	size_t len = 0;
-	ssize_t n;
-	while ((n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
-		len += (size_t)n;
-	close(fd);
-	buf[len] = 0;
-	int found = 0;
-	for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
-		char *p = line;
-		while (*p == ' ')
-			p++;
-		uint64_t *row = !strncmp(p, "TLB:", 4) ? tlb : !strncmp(p, "CAL:", 4) ? cal : NULL;
-		if (!row)
-			continue;
-		p += 4;
-		for (int c = 0; c < ncpus; c++)
-			row[c] = strtoull(p, &p, 10);
-		found++;
-	}
-	return found == 2;
-}
-
-static double now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
-
-/* CPU time of the calling thread: what other tasks on its CPU (or the host) take is not in it. */
-static double cpu_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-	return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
 /* The test file of task `i` (tlb_flush1/3): created once, like testcase()'s mkstemp. */

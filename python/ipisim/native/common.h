@@ -1,0 +1,96 @@
+/*
+ * What the real-hardware programs (shootdown.c, membarrier.c, tlb_flush.c) share: errors, clocks,
+ * the TLB and CAL rows of /proc/interrupts, and the remote threads that spin or sleep. Each
+ * program defines PROGRAM (its name) before including this file. hw.py compiles the program with
+ * this header beside it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_CPUS 1024
+
+enum remote { R_BUSY, R_SLEEPING, R_NONE };
+
+static atomic_int stop_flag; /* busy threads spin on it; sleeping threads futex-wait on it */
+static atomic_int started;
+
+static void die(const char *what)
+{
+	fprintf(stderr, PROGRAM ": %s: %s\n", what, strerror(errno));
+	exit(1);
+}
+
+/* Parse the TLB and CAL rows of /proc/interrupts with one raw read (no stdio buffering). */
+static int read_irq_rows(uint64_t *tlb, uint64_t *cal, int ncpus)
+{
+	static char buf[1 << 20];
+	int fd = open("/proc/interrupts", O_RDONLY);
+	if (fd < 0)
+		die("open /proc/interrupts");
+	size_t len = 0;
+	ssize_t n;
+	while ((n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += (size_t)n;
+	close(fd);
+	buf[len] = 0;
+	int found = 0;
+	for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+		char *p = line;
+		while (*p == ' ')
+			p++;
+		uint64_t *row = !strncmp(p, "TLB:", 4) ? tlb : !strncmp(p, "CAL:", 4) ? cal : NULL;
+		if (!row)
+			continue;
+		p += 4;
+		for (int c = 0; c < ncpus; c++)
+			row[c] = strtoull(p, &p, 10);
+		found++;
+	}
+	return found == 2;
+}
+
+/* A remote thread of the process: spins in user space (busy) or blocks on a futex (sleeping). */
+static __attribute__((unused)) void *remote_thread(void *arg)
+{
+	enum remote mode = (enum remote)(intptr_t)arg;
+	atomic_fetch_add(&started, 1);
+	if (mode == R_BUSY) {
+		/* Keep other tasks from preempting the spinner, where we may: a CPU running some other
+		 * mm is skipped by flush_tlb_multi() and is not in the membarrier mask, which would hide
+		 * real IPIs from the count. */
+		struct sched_param sp = { .sched_priority = 1 };
+		pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
+		while (!atomic_load_explicit(&stop_flag, memory_order_relaxed))
+			;
+	} else {
+		while (!atomic_load(&stop_flag))
+			syscall(SYS_futex, &stop_flag, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
+	}
+	return NULL;
+}
+
+static double now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+/* CPU time of the calling thread: what other tasks on its CPU (or the host) take is not in it. */
+static double cpu_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
