@@ -1,8 +1,8 @@
 //! The PTE lock: one spinlock per PTE table (split page-table locks), taken by
-//! page_check_address() in reclaim's rmap walks and by pte_offset_map_lock() in faults. Before
-//! 4.3 reclaim flushed the TLB with it held (ptep_clear_flush(_young) inside the locked region),
-//! so other CPUs wanting the table spin for a whole IPI round trip. Only the reclaim model's
-//! mappings (files and anonymous regions) have these locks.
+//! page_check_address() in reclaim's rmap walks. Before 4.3 reclaim flushed the TLB with it held
+//! (ptep_clear_flush(_young) inside the locked region), so other CPUs wanting the table spin for
+//! a whole IPI round trip. Only the reclaim model's mappings (files and anonymous regions) have
+//! these locks, and faults do not take them yet (pte_offset_map_lock).
 
 use crate::engine::{HeldLock, Time, NEVER};
 use crate::observe::Func;
@@ -38,20 +38,15 @@ impl PteLocks {
     }
 }
 
-/// The PTE lock of the table that maps page `index` of file (or region) `file`.
-pub fn ptl_of(s: &Sim, file: u32, index: u64) -> u32 {
-    let f = &s.mem.files[file as usize];
-    let (_, start) = f.mapper.expect("a mapped file");
-    f.ptl_base + ((start + index) / PTRS_PER_PTE - start / PTRS_PER_PTE) as u32
-}
-
-/// The PTE lock of the table mapping page `pfn`.
+/// The PTE lock of the table mapping page `pfn` (of a mapped file or anonymous region).
 pub fn ptl_of_page(s: &Sim, pfn: u32) -> u32 {
     let p = s.mem.page[pfn as usize];
-    ptl_of(s, p.file, p.index as u64)
+    let f = &s.mem.files[p.file as usize];
+    let (_, start) = f.mapper.expect("a mapped file");
+    f.ptl_base + ((start + p.index as u64) / PTRS_PER_PTE - start / PTRS_PER_PTE) as u32
 }
 
-pub fn holds(s: &Sim, cpu: CpuId, id: u32) -> bool {
+fn holds(s: &Sim, cpu: CpuId, id: u32) -> bool {
     s.mem.ptl.locks[id as usize].held_by() == Some(cpu)
 }
 

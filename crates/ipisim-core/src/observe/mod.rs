@@ -188,15 +188,6 @@ impl Stats {
         n
     }
 
-    /// Latency percentiles and a log2 histogram of the direct-reclaim samples (microseconds).
-    pub fn direct_reclaim_json(&self) -> serde_json::Value {
-        latency_json(&self.direct_reclaim_latency)
-    }
-
-    pub fn direct_reclaim_drained_json(&self) -> serde_json::Value {
-        latency_json(&self.direct_reclaim_drained_latency)
-    }
-
     pub fn charge(&mut self, f: Func, t: Time) {
         self.profile[f as usize] += t;
     }

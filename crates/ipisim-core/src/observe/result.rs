@@ -1,8 +1,8 @@
 //! The result of a run as JSON: every counter, the times, the profile and the resolved config.
 
-use super::{Func, Irq, Trace, Vm};
+use super::{latency_json, Func, Irq, Trace, Vm};
 use crate::config::Resolved;
-use crate::engine::secs;
+use crate::engine::{secs, Time};
 use crate::sim::Sim;
 use serde_json::{json, Map, Value};
 
@@ -43,12 +43,7 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         .collect();
 
     let busy: u64 = st.profile.iter().sum();
-    let mut prof: Vec<(Func, u64)> = Func::ALL
-        .iter()
-        .map(|&f| (f, st.profile[f as usize]))
-        .filter(|p| p.1 > 0)
-        .collect();
-    prof.sort_by(|a, b| b.1.cmp(&a.1).then((a.0 as usize).cmp(&(b.0 as usize))));
+    let prof = ranked(&st.profile);
     let mut profile: Vec<Value> = prof
         .iter()
         .map(|(f, t)| json!({"function": f.name(), "seconds": secs(*t), "percent": 100.0 * *t as f64 / busy.max(1) as f64}))
@@ -59,13 +54,7 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         .iter_mut()
         .find(|p| p["function"] == Func::RawSpinLock.name())
     {
-        let mut callers: Vec<(Func, u64)> = Func::ALL
-            .iter()
-            .map(|&f| (f, st.lock_callers[f as usize]))
-            .filter(|c| c.1 > 0)
-            .collect();
-        callers.sort_by(|a, b| b.1.cmp(&a.1).then((a.0 as usize).cmp(&(b.0 as usize))));
-        row["callers"] = callers
+        row["callers"] = ranked(&st.lock_callers)
             .iter()
             .map(|(f, t)| json!({"function": f.name(), "percent": 100.0 * *t as f64 / lock.max(1) as f64}))
             .collect();
@@ -89,8 +78,8 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
             "stale_tlb_at_pageout": st.stale_tlb_at_pageout,
         },
         "latency": {
-            "direct_reclaim": st.direct_reclaim_json(),
-            "direct_reclaim_drained": st.direct_reclaim_drained_json(),
+            "direct_reclaim": latency_json(&st.direct_reclaim_latency),
+            "direct_reclaim_drained": latency_json(&st.direct_reclaim_drained_latency),
         },
         "drain_cpus_with_pages": st.drain_cpus_with_pages,
         "oom": {"kills": st.oom_kills, "no_killable_task": st.oom_no_victim},
@@ -104,4 +93,15 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         json,
         events: s.q.popped(),
     }
+}
+
+/// The functions with time in `times`, most first (ties in declaration order).
+fn ranked(times: &[Time; Func::ALL.len()]) -> Vec<(Func, Time)> {
+    let mut v: Vec<(Func, Time)> = Func::ALL
+        .iter()
+        .map(|&f| (f, times[f as usize]))
+        .filter(|p| p.1 > 0)
+        .collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then((a.0 as usize).cmp(&(b.0 as usize))));
+    v
 }

@@ -129,6 +129,26 @@ fn send_ipi(s: &mut Sim, from: CpuId, to: CpuId, at: Time) {
     );
 }
 
+/// send_call_function_ipi_mask(): trace the mask once, then one ICR write per target
+/// (default_send_IPI_mask_sequence_phys / x2apic physical mode) from `at`. Returns the time taken.
+fn send_ipi_mask(s: &mut Sim, from: CpuId, mask: &CpuMask, at: Time) -> Time {
+    crate::observe::tracelog::ipi_send_cpumask(s, from, mask);
+    let mut send: Time = 0;
+    for t in mask.iter() {
+        send += s.m.cost[Cost::IpiSend];
+        send_ipi(s, from, t, at + send);
+    }
+    send
+}
+
+/// The sender's csd_lock_wait() has one more csd to see unlocked.
+fn wait_for_one_more(s: &mut Sim, sender: CpuId) {
+    if s.smp.waiting[sender] == 0 {
+        s.smp.done_at[sender] = 0;
+    }
+    s.smp.waiting[sender] += 1;
+}
+
 /// smp_call_function_many_cond(): queue `func` on every CPU of `mask` (but this one) for which
 /// `cond` holds, send the IPIs, optionally run `func` here too, and optionally wait.
 #[allow(clippy::too_many_arguments)]
@@ -171,10 +191,7 @@ pub fn smp_call_function_many_cond(
         );
         s.smp.locked[cpu].set(t);
         if wait {
-            if s.smp.waiting[cpu] == 0 {
-                s.smp.done_at[cpu] = 0;
-            }
-            s.smp.waiting[cpu] += 1;
+            wait_for_one_more(s, cpu);
         }
         s.stats.trace(Trace::CsdQueueCpu);
         // llist_add() returns true when the target's queue was empty.
@@ -211,13 +228,7 @@ pub fn smp_call_function_many_cond(
             send_ipi(s, cpu, last, now + setup + send);
         }
     } else if nr_ipi > 1 {
-        // send_call_function_ipi_mask() traces the whole mask once.
-        crate::observe::tracelog::ipi_send_cpumask(s, cpu, &ipi_mask);
-        // One ICR write per target (default_send_IPI_mask_sequence_phys / x2apic physical mode).
-        for t in ipi_mask.iter() {
-            send += s.m.cost[Cost::IpiSend];
-            send_ipi(s, cpu, t, now + setup + send);
-        }
+        send = send_ipi_mask(s, cpu, &ipi_mask, now + setup);
     }
     if wait && nr_queued > 0 {
         s.tasks[task].steps.push(Step::CsdLockWait);
@@ -247,7 +258,8 @@ fn global_cfd_call(
     run_local: bool,
 ) -> Outcome {
     let now = s.now();
-    let (fill, list_op) = (s.m.cost[Cost::CsdQueue], s.m.cost[Cost::CsdQueue]);
+    // Filling the cfd and the list operation each cost about one csd_queue.
+    let op = s.m.cost[Cost::CsdQueue];
     let m = &s.m;
     let g = &mut s.smp.global;
     debug_assert!(
@@ -257,32 +269,24 @@ fn global_cfd_call(
     // csd_lock(&data->csd) and the stores to func, cpumask and refs.
     let mut setup = g.cfd[cpu]
         .line
-        .acquire(now, cpu, fill, |a, b| m.line_transfer(a, b))
-        + fill;
+        .acquire(now, cpu, op, |a, b| m.line_transfer(a, b))
+        + op;
     let spin = g
         .lock
-        .acquire(now + setup, cpu, list_op, |a, b| m.line_transfer(a, b));
-    setup += spin + list_op;
+        .acquire(now + setup, cpu, op, |a, b| m.line_transfer(a, b));
+    setup += spin + op;
     let cfd = &mut g.cfd[cpu];
     (cfd.func, cfd.cpumask, cfd.refs) = (Some(func), *targets, targets.weight() as u32);
     g.queue.insert(0, cpu as u32);
     if wait {
-        if s.smp.waiting[cpu] == 0 {
-            s.smp.done_at[cpu] = 0;
-        }
-        s.smp.waiting[cpu] += 1;
+        wait_for_one_more(s, cpu);
         s.tasks[task].steps.push(Step::CsdLockWait);
     }
     if run_local {
         s.tasks[task].steps.push(Step::LocalCall(func));
     }
     // arch_send_call_function_ipi_mask(): every target, whatever else is queued.
-    crate::observe::tracelog::ipi_send_cpumask(s, cpu, targets);
-    let mut send: Time = 0;
-    for t in targets.iter() {
-        send += s.m.cost[Cost::IpiSend];
-        send_ipi(s, cpu, t, now + setup + send);
-    }
+    let send = send_ipi_mask(s, cpu, targets, now + setup);
     sched::charge_lock(s, Some(task), Func::SmpCallFunctionManyCond, spin);
     sched::charge(s, Some(task), Func::SmpCallFunctionManyCond, setup - spin);
     sched::charge(s, Some(task), Func::SendIpi, send);

@@ -24,7 +24,7 @@ use crate::machine::{Cost, Machine};
 use crate::mm::filemap::{PageInfo, PG_REFERENCED};
 use crate::mm::page_alloc::{alloc_page, alloc_slowpath, alloc_succeeded, free_page, NeedReclaim};
 use crate::mm::NONE;
-use crate::observe::{Func, Irq, Vm};
+use crate::observe::{latency_json, Func, Irq, Vm};
 use crate::sched::{self, Outcome, KTHREAD};
 use crate::sim::{CpuId, Sim, TaskId};
 
@@ -218,8 +218,8 @@ impl Hackbench {
         );
         let cal: u64 = s.stats.irqs[Irq::Cal as usize].iter().sum();
         m.insert("cal_interrupts".into(), cal.into());
-        let lat = s.stats.direct_reclaim_json();
-        let drained = s.stats.direct_reclaim_drained_json();
+        let lat = latency_json(&s.stats.direct_reclaim_latency);
+        let drained = latency_json(&s.stats.direct_reclaim_drained_latency);
         for key in ["count", "mean_us", "p50_us", "p90_us", "p99_us", "max_us"] {
             m.insert(format!("direct_reclaim_{key}"), lat[key].clone());
             m.insert(format!("drained_reclaim_{key}"), drained[key].clone());
