@@ -11,11 +11,7 @@ import pytest
 
 from ipisim import hw
 
-try:
-    hw.check_available()
-    UNAVAILABLE = ""
-except hw.Unavailable as e:
-    UNAVAILABLE = str(e)
+UNAVAILABLE = hw.unavailable_reason()
 
 pytestmark = pytest.mark.skipif(bool(UNAVAILABLE), reason=UNAVAILABLE)
 

@@ -18,11 +18,7 @@ import ipisim
 from ipisim import hw, probe
 from ipisim.cli import main
 
-try:
-    hw.check_available()
-    UNAVAILABLE = ""
-except hw.Unavailable as e:
-    UNAVAILABLE = str(e)
+UNAVAILABLE = hw.unavailable_reason()
 
 needs_hw = pytest.mark.skipif(bool(UNAVAILABLE), reason=UNAVAILABLE)
 

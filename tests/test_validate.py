@@ -10,11 +10,7 @@ import pytest
 from ipisim import hw
 from ipisim.cli import main
 
-try:
-    hw.check_available()
-    UNAVAILABLE = ""
-except hw.Unavailable as e:
-    UNAVAILABLE = str(e)
+UNAVAILABLE = hw.unavailable_reason()
 
 needs_hw = pytest.mark.skipif(bool(UNAVAILABLE), reason=UNAVAILABLE)
 

@@ -105,6 +105,15 @@ def check_available() -> None:
         raise Unavailable("no C compiler (set CC or install cc)")
 
 
+def unavailable_reason() -> str:
+    """Why this machine cannot run the real-hardware programs, or "" if it can."""
+    try:
+        check_available()
+    except Unavailable as e:
+        return str(e)
+    return ""
+
+
 def build(program: str = "shootdown") -> Path:
     """Compile native/<program>.c (with native/common.h) once per source version into the user's
     cache."""

@@ -3,27 +3,12 @@
 
 mod common;
 
-use common::profile_percent;
-use ipisim_core::{run, RunRequest};
+use common::{profile_percent, run_json, tlb};
+use ipisim_core::RunRequest;
 use serde_json::Value;
 
 fn result(scenario: &str, kernel: &str, sets: &[(&str, &str)]) -> Value {
-    let req = RunRequest {
-        scenario: scenario.into(),
-        machine: Some("xeon-4n-48c-64g".into()),
-        kernel: Some(kernel.into()),
-        sets: sets
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        seed: 1,
-    };
-    run(&req).unwrap().json
-}
-
-fn tlb(j: &Value) -> u64 {
-    let row = j["interrupts"]["TLB"].as_array().unwrap();
-    row.iter().map(|v| v.as_u64().unwrap()).sum()
+    run_json(scenario, "xeon-4n-48c-64g", kernel, sets)
 }
 
 /// One sender, `threads` busy CPUs in the mm: both designs send one IPI per target per call

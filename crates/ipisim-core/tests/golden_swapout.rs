@@ -3,19 +3,11 @@
 
 mod common;
 
-use common::profile_percent;
-use ipisim_core::{run, RunRequest};
+use common::{profile_percent, run_json};
 use serde_json::Value;
 
 fn swapout(kernel: &str) -> Value {
-    let req = RunRequest {
-        scenario: "swapout".into(),
-        machine: Some("xeon-2s-2013".into()),
-        kernel: Some(kernel.into()),
-        sets: vec![("scale".into(), "0.002".into())],
-        seed: 1,
-    };
-    run(&req).unwrap().json
+    run_json("swapout", "xeon-2s-2013", kernel, &[("scale", "0.002")])
 }
 
 /// Every page written beyond RAM is swapped out once, safely, and the run is deterministic.
@@ -52,19 +44,14 @@ fn flushing_under_the_pte_lock_makes_reclaimers_spin() {
 #[test]
 fn skipping_cpus_with_queued_work_saves_most_ipis() {
     let ipis = |skip: &str| {
-        let req = RunRequest {
-            scenario: "swapout".into(),
-            machine: Some("xeon-2s-2013".into()),
-            kernel: Some("linux-4.3".into()),
-            sets: vec![
-                ("scale".into(), "0.005".into()),
-                ("machine.cpus_per_node".into(), "44".into()),
-                ("threads".into(), "88".into()),
-                ("kernel.skip_ipi_if_queued".into(), skip.into()),
-            ],
-            seed: 1,
-        };
-        run(&req).unwrap().json["ipis_sent"].as_u64().unwrap()
+        let sets = [
+            ("scale", "0.005"),
+            ("machine.cpus_per_node", "44"),
+            ("threads", "88"),
+            ("kernel.skip_ipi_if_queued", skip),
+        ];
+        let j = run_json("swapout", "xeon-2s-2013", "linux-4.3", &sets);
+        j["ipis_sent"].as_u64().unwrap()
     };
     let (off, on) = (ipis("false"), ipis("true"));
     assert!(on * 4 < off, "{on} vs {off}");

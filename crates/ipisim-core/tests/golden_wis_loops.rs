@@ -1,27 +1,20 @@
 //! will-it-scale tlb_flush* with `loops`: every task stops after exactly that many iterations and
 //! the run ends with the last one (what `ipisim validate` compares with the real loop).
 
-use ipisim_core::{run, RunRequest};
+mod common;
+
+use common::{run_json, tlb};
 use serde_json::Value;
 
 fn wis(test: &str, tasks: usize, loops: u64) -> Value {
-    let req = RunRequest {
-        scenario: format!("will-it-scale/{test}"),
-        machine: Some("host-2cpu".into()),
-        kernel: Some("linux-6.18".into()),
-        sets: vec![
-            ("mode".into(), "thread".into()),
-            ("tasks".into(), tasks.to_string()),
-            ("loops".into(), loops.to_string()),
-        ],
-        seed: 1,
-    };
-    run(&req).unwrap().json
-}
-
-fn tlb(j: &Value) -> u64 {
-    let row = j["interrupts"]["TLB"].as_array().unwrap();
-    row.iter().map(|v| v.as_u64().unwrap()).sum()
+    let (tasks, loops) = (tasks.to_string(), loops.to_string());
+    let sets = [("mode", "thread"), ("tasks", &tasks), ("loops", &loops)];
+    run_json(
+        &format!("will-it-scale/{test}"),
+        "host-2cpu",
+        "linux-6.18",
+        &sets,
+    )
 }
 
 #[test]
