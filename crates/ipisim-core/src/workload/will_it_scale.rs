@@ -238,7 +238,7 @@ pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
             }
             let mm = s.tasks[t].mm;
             let region = s.mem.mmap(mm, pages, true, task.backing, false);
-            s.mem.mms[mm].mmap_lock_writer = None;
+            crate::mm::mmap_write_unlock(s, t);
             state(s).tasks[t].region = region;
             state(s).tasks[t].page = 0;
             // mmap() itself flushes nothing: a syscall and VMA work.
