@@ -7,6 +7,7 @@ use crate::engine::{EventQueue, Rng, Time, NEVER};
 use crate::kernel::KernelConfig;
 use crate::machine::Machine;
 use crate::mm::Memory;
+use crate::observe::check::Checker;
 use crate::observe::Stats;
 use crate::sched::{self, Cpu, Task};
 use crate::smp::Smp;
@@ -48,6 +49,10 @@ pub struct Sim {
     pub tlb: Vec<Tlb>,
     pub mem: Memory,
     pub stats: Stats,
+    /// Seeded timing jitter and thread placement.
+    pub perturb: sched::Perturb,
+    /// The TLB-coherence checker.
+    pub check: Checker,
     pub work: Workload,
     /// Set when the workload says it is finished, or at the time limit.
     pub end: Option<Time>,
@@ -69,9 +74,12 @@ impl Sim {
         let k = KernelConfig::from_resolved(r)?;
         let n = m.ncpus();
         let work = Workload::from_resolved(r, &m)?;
+        let mut rng = Rng::new(r.seed);
+        let perturb = sched::Perturb::new(r, n, &mut rng)?;
         let mut s = Sim {
             q: EventQueue::new(),
-            rng: Rng::new(r.seed),
+            rng,
+            perturb,
             cpus: (0..n).map(|_| Cpu::default()).collect(),
             tasks: Vec::new(),
             smp: Smp::new(n),
@@ -81,6 +89,7 @@ impl Sim {
                 .collect(),
             mem: Memory::new(m.nodes, m.mem_per_node, n),
             stats: Stats::new(n),
+            check: Checker::new(r.bool("check.enabled")),
             work,
             end: None,
             trace: None,

@@ -39,9 +39,9 @@ fn reclaim(kernel: &str, processes: usize, remote: &str, extra: &[(&str, &str)])
         tlb: n(&j["ops"]["tlb_shootdowns"]),
         ipis: n(&j["ipis_sent"]),
         remote_flush: n(&j["vmstat"]["nr_tlb_remote_flush"]),
-        stale: n(&j["safety"]["stale_tlb_at_free"]) + n(&j["safety"]["stale_tlb_use"]),
+        stale: n(&j["check"]["by_site"]["free"]) + n(&j["check"]["by_site"]["access"]),
         written: n(&j["vmstat"]["nr_vmscan_write"]),
-        stale_at_pageout: n(&j["safety"]["stale_tlb_at_pageout"]),
+        stale_at_pageout: n(&j["check"]["by_site"]["pageout"]),
         scanned: n(&j["vmstat"]["pgscan_kswapd"]) + n(&j["vmstat"]["pgscan_direct"]),
         swapped: n(&j["vmstat"]["pswpout"]),
     }

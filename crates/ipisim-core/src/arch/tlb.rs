@@ -73,12 +73,19 @@ impl Tlb {
         (None, base + w)
     }
 
-    /// The frame of a live translation for the page, if any (no replacement state changes).
-    pub fn probe(&self, asid: u8, vpn: u64) -> Option<u32> {
+    /// A live translation for the page, if any (no replacement state changes).
+    pub fn probe(&self, asid: u8, vpn: u64) -> Option<TlbEntry> {
         let (base, k) = (self.set(vpn), key(asid, vpn));
         (base..base + self.ways)
             .find(|&i| self.keys[i] == k && self.vals[i].1 >> 2 == self.epoch[asid as usize])
-            .map(|i| self.vals[i].0)
+            .map(|i| {
+                let (pfn, ef) = self.vals[i];
+                TlbEntry {
+                    pfn,
+                    writable: ef & WRITABLE != 0,
+                    dirty: ef & DIRTY != 0,
+                }
+            })
     }
 
     pub fn lookup(&mut self, asid: u8, vpn: u64) -> Option<TlbEntry> {

@@ -103,6 +103,8 @@ pub fn all_params(scenario: &ScenarioDecl) -> Vec<&'static Param> {
     crate::machine::PARAMS
         .iter()
         .chain(crate::kernel::PARAMS.iter())
+        .chain(crate::sched::PARAMS.iter())
+        .chain(crate::observe::check::PARAMS.iter())
         .chain(scenario.params.iter())
         .collect()
 }

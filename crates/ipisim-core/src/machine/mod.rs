@@ -16,6 +16,7 @@ pub const PARAMS: &[Param] = &[
     Param { key: "machine.name", kind: Kind::Str, unit: "", default: "custom", doc: "profile name, shown in results" },
     Param { key: "machine.description", kind: Kind::Str, unit: "", default: "", doc: "one line about the machine this profile models" },
     Param { key: "machine.arch", kind: Kind::Choice(ARCHS), unit: "", default: "x86", doc: "how TLBs are flushed: x86 uses IPIs" },
+    Param { key: "machine.clean_write_traps", kind: Kind::Bool, unit: "", default: "true", doc: "a write through a cached clean TLB entry walks the page table to set the dirty bit, so it faults if the PTE is gone (x86; the guarantee batched reclaim relies on, seed 001 v6 2/4); false models an architecture without it" },
     Param { key: "machine.nodes", kind: Kind::Int { min: 1, max: 64 }, unit: "nodes", default: "1", doc: "NUMA nodes (one socket each)" },
     Param { key: "machine.cpus_per_node", kind: Kind::Int { min: 1, max: 1024 }, unit: "CPUs", default: "2", doc: "logical CPUs per node" },
     Param { key: "machine.smt", kind: Kind::Int { min: 1, max: 8 }, unit: "threads/core", default: "1", doc: "hardware threads per core" },
@@ -44,6 +45,8 @@ pub enum Idle {
 pub struct Machine {
     pub name: String,
     pub arch: Arch,
+    /// Writes through a clean stale TLB entry fault (machine.clean_write_traps).
+    pub clean_write_traps: bool,
     pub nodes: usize,
     pub cpus_per_node: usize,
     pub smt: usize,
@@ -96,6 +99,7 @@ impl Machine {
         Ok(Machine {
             name: r.str("machine.name").to_string(),
             arch: Arch::X86,
+            clean_write_traps: r.bool("machine.clean_write_traps"),
             nodes,
             cpus_per_node,
             smt,

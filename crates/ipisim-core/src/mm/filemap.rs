@@ -6,6 +6,7 @@ use super::page_alloc::{alloc_page, alloc_slowpath, alloc_succeeded, NeedReclaim
 use super::{Backing, Vma, NONE, SWAPPED};
 use crate::engine::Time;
 use crate::machine::Cost;
+use crate::observe::check::{self, Site, Violation};
 use crate::observe::{Func, Vm};
 use crate::sched::{self, Outcome, Step};
 use crate::sim::{CpuId, Sim, TaskId};
@@ -91,21 +92,25 @@ pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bo
             s.tlb[cpu].fill_at(slot, asid, w, pte.pfn(), pte.write(), pte.dirty());
         }
     }
+    let traps = s.m.clean_write_traps;
     for i in 0..n as u64 {
         let v = vpn + i;
-        let pfn = s.mem.files[file].pages[(first + i) as usize];
-        let flags = if pfn == NONE {
+        let index = (first + i) as u32;
+        let pfn = s.mem.files[file].pages[index as usize];
+        let flags = if pfn >= SWAPPED {
             0
         } else {
             s.mem.page[pfn as usize].flags
         };
-        let mapped = flags & PTE_MAPPED != 0 && (!write || flags & PTE_DIRTY != 0);
+        let present = flags & PTE_MAPPED != 0;
+        let mapped = present && (!write || flags & PTE_DIRTY != 0);
         let (hit, slot) = s.tlb[cpu].access(asid, v);
-        match hit.filter(|e| !write || e.dirty) {
+        // A write through a clean entry makes x86 walk the page table to set the dirty bit; an
+        // architecture without that guarantee writes through a stale clean entry.
+        match hit.filter(|e| !write || e.dirty || (!traps && !present)) {
             Some(e) => {
-                // The CPU uses the cached translation; it must still be the page's mapping.
-                if !mapped || e.pfn != pfn {
-                    s.stats.stale_tlb_use += 1;
+                if s.check.enabled && !(present && e.pfn == pfn) {
+                    check_hit(s, cpu, (mm, v), (file as u32, index), e.pfn, write);
                 }
             }
             None if mapped => {
@@ -139,6 +144,36 @@ pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bo
         ps: user,
         irqs_off: false,
     }
+}
+
+/// The checker on a TLB hit whose PTE is gone or points elsewhere: a frame that no longer holds
+/// (file, index) was freed; the old frame of a migrated page is stale; the page itself, unmapped
+/// but not yet freed, may still be read, and written only while its dirty bit is kept for
+/// writeback (try_to_unmap_one's set_page_dirty).
+fn check_hit(
+    s: &mut Sim,
+    cpu: CpuId,
+    (mm, v): (usize, u64),
+    owner: (u32, u32),
+    frame: u32,
+    write: bool,
+) {
+    let f = s.mem.page[frame as usize];
+    let current = s.mem.files[owner.0 as usize].pages[owner.1 as usize];
+    let kind = if (f.file, f.index) != owner {
+        Violation::UseAfterFree
+    } else if frame != current {
+        if write {
+            Violation::LostWrite
+        } else {
+            Violation::StaleRead
+        }
+    } else if write && f.flags & PG_DIRTY == 0 {
+        Violation::LostWrite
+    } else {
+        return;
+    };
+    check::violation(s, kind, Site::Access { write }, cpu, mm, v, frame);
 }
 
 /// page_cache_sync_readahead() of the missing page at `index`, then the fault (`retry`) again.

@@ -6,6 +6,7 @@ use super::filemap::{PG_DIRTY, PTE_DIRTY, PTE_MAPPED, PTE_YOUNG};
 use crate::arch::x86::FlushRange;
 use crate::engine::{CpuMask, Time};
 use crate::machine::Cost;
+use crate::observe::check::{self, PageEvent, Site, Violation};
 use crate::observe::{Func, Irq, Vm};
 use crate::sched::{self, Outcome, Step};
 use crate::sim::{CpuId, Sim, TaskId};
@@ -42,6 +43,8 @@ pub struct TlbUbc {
     pub writable: bool,
     /// batch_pfn: (mm, vpn) of each deferred page, in order.
     pub pages: Vec<(u32, u64)>,
+    /// The checker's number for this batch (observe/check.rs).
+    pub batch: u32,
 }
 
 /// The mm and address of the one mapping of a page-cache page.
@@ -71,16 +74,13 @@ pub fn try_to_unmap_one(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, dirty: boo
         && (!dirty || s.k.defer_writable);
     if !defer {
         // ptep_clear_flush() -> flush_tlb_page().
+        check::record(s, cpu, pfn, PageEvent::Unmap { batch: 0 });
         s.tasks[t].steps.push(flush_tlb_page(mm, vpn));
         return (cost, true);
     }
-    // set_tlb_ubc_flush_pending().
-    let mask = s.mem.mms[mm].cpumask;
-    let ubc = &mut s.tasks[t].reclaim.ubc;
-    ubc.cpumask.or(&mask);
-    ubc.flush_required = true;
-    ubc.writable |= dirty;
+    set_tlb_ubc_flush_pending(s, cpu, t, mm, pfn, dirty);
     if s.k.reclaim_flush == ReclaimFlush::BatchPfn {
+        let ubc = &mut s.tasks[t].reclaim.ubc;
         ubc.pages.push((mm as u32, vpn));
         if ubc.pages.len() >= s.k.batch_pfn_size {
             s.tasks[t].steps.push(Step::TryToUnmapFlush);
@@ -88,6 +88,34 @@ pub fn try_to_unmap_one(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, dirty: boo
         }
     }
     (cost, false)
+}
+
+/// set_tlb_ubc_flush_pending(): the page's flush joins the task's batch. From 4.14, with PCID,
+/// arch_tlbbatch_add_pending() also bumps the mm's tlb_gen, so a CPU that switches back to the mm
+/// flushes the ASID it left behind.
+pub fn set_tlb_ubc_flush_pending(
+    s: &mut Sim,
+    cpu: CpuId,
+    t: TaskId,
+    mm: usize,
+    pfn: u32,
+    dirty: bool,
+) {
+    if s.k.pcid {
+        s.mem.mms[mm].tlb_gen += 1;
+    }
+    let mask = s.mem.mms[mm].cpumask;
+    let ubc = &mut s.tasks[t].reclaim.ubc;
+    ubc.cpumask.or(&mask);
+    if !ubc.flush_required {
+        s.check.batches += 1;
+        ubc.batch = s.check.batches;
+    }
+    let ubc = &mut s.tasks[t].reclaim.ubc;
+    ubc.flush_required = true;
+    ubc.writable |= dirty;
+    let batch = ubc.batch;
+    check::record(s, cpu, pfn, PageEvent::Unmap { batch });
 }
 
 /// flush_tlb_page(): the step that flushes one page of `mm` on every CPU that may cache it.
@@ -108,12 +136,13 @@ pub fn try_to_unmap_flush(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     if !ubc.flush_required {
         return Outcome::Next;
     }
-    let mask = ubc.cpumask;
+    let (mask, batch) = (ubc.cpumask, ubc.batch);
     let func = if ubc.pages.is_empty() {
         CallFunc::FlushTlbBatchPages
     } else {
         CallFunc::FlushTlbPfns
     };
+    check::record(s, cpu, u32::MAX, PageEvent::BatchFlush { batch });
     // 4.3 traced the batch flush as a remote shootdown of every page (-1).
     crate::observe::tracelog::tlb_flush(s, cpu, 1, -1);
     if mask.any_but(cpu) {
@@ -139,8 +168,21 @@ pub fn flush_tlb_batch_pages(s: &mut Sim, cpu: CpuId, task: Option<TaskId>) -> T
     s.stats.vm(Vm::TlbRemoteFlushReceived, 1);
     s.stats.irq(Irq::Tlb, cpu);
     let asid = s.x86.cpu[cpu].loaded_asid;
-    s.tlb[cpu].flush_asid(asid);
-    let ps = s.m.cost[Cost::FlushTlbFunc] + s.m.cost[Cost::Cr3Flush];
+    let mut ps = s.m.cost[Cost::FlushTlbFunc];
+    // With PCID (arch_tlbbatch_flush -> flush_tlb_func): nothing to do if this ASID has caught
+    // up with its mm's tlb_gen; else a full flush brings it there.
+    let behind = match s.x86.cpu[cpu].loaded_mm {
+        Some(mm) if s.k.pcid => {
+            let gen = s.mem.mms[mm].tlb_gen;
+            let ctx = &mut s.x86.cpu[cpu].ctxs[asid as usize];
+            std::mem::replace(&mut ctx.tlb_gen, gen) < gen
+        }
+        _ => true,
+    };
+    if behind {
+        s.tlb[cpu].flush_asid(asid);
+        ps += s.m.cost[Cost::Cr3Flush];
+    }
     sched::charge(s, task, Func::FlushTlbBatchPages, ps);
     ps
 }
@@ -164,17 +206,30 @@ pub fn flush_tlb_pfns(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: Cpu
     ps
 }
 
-/// The safety invariant at free and at pageout: no CPU may still cache a translation to the
-/// page. Returns how many do. Only CPUs with the mm loaded can (without PCID every mm switch
-/// flushes).
-pub fn stale_translations(s: &Sim, pfn: u32) -> u64 {
-    let (mm, vpn) = mapping_of(s, pfn);
-    let mut n = 0;
-    for c in s.mem.mms[mm].cpumask.iter() {
-        let st = &s.x86.cpu[c];
-        if st.loaded_mm == Some(mm) && s.tlb[c].probe(st.loaded_asid, vpn) == Some(pfn) {
-            n += 1;
-        }
+/// The invariants at free and at pageout (try_to_unmap_flush): no CPU may still cache a
+/// translation to a page being freed, nor one it could write through to a page being written
+/// out. Each CPU that does is a violation. Only CPUs with the mm loaded can (without PCID every
+/// mm switch flushes; with it, a batch bumps tlb_gen so a switch back flushes).
+pub fn check_translations(s: &mut Sim, pfn: u32, site: Site) {
+    if !s.check.enabled {
+        return;
     }
-    n
+    let (mm, vpn) = mapping_of(s, pfn);
+    let traps = s.m.clean_write_traps;
+    let mask = s.mem.mms[mm].cpumask;
+    for c in mask.iter() {
+        let st = &s.x86.cpu[c];
+        if st.loaded_mm != Some(mm) {
+            continue;
+        }
+        let Some(e) = s.tlb[c].probe(st.loaded_asid, vpn).filter(|e| e.pfn == pfn) else {
+            continue;
+        };
+        let kind = match site {
+            Site::Pageout if e.dirty || (e.writable && !traps) => Violation::LostWrite,
+            Site::Pageout => continue,
+            _ => Violation::UseAfterFree,
+        };
+        check::violation(s, kind, site, c, mm, vpn, pfn);
+    }
 }

@@ -10,6 +10,7 @@ use super::rmap::{self, TlbUbc};
 use super::{ptl, NONE, SWAPPED};
 use crate::engine::Time;
 use crate::machine::Cost;
+use crate::observe::check::{self, PageEvent, Site};
 use crate::observe::{Func, Vm};
 use crate::sched::{self, Outcome, Step};
 use crate::sim::{CpuId, Sim, TaskId};
@@ -401,7 +402,8 @@ fn remove_mapping(s: &mut Sim, t: TaskId, pfn: u32, delete: Time) -> Time {
 /// synchronously to a RAM-backed device (brd, zram: bdev_write_page): clear PG_dirty, copy the
 /// page out, and reclaim it in this pass ("a synchronous write - probably a ramdisk").
 pub fn pageout(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32) -> Outcome {
-    s.stats.stale_tlb_at_pageout += rmap::stale_translations(s, pfn);
+    rmap::check_translations(s, pfn, Site::Pageout);
+    check::record(s, cpu, pfn, PageEvent::Pageout);
     let p = &mut s.mem.page[pfn as usize];
     p.flags &= !PG_DIRTY;
     if p.flags & PG_SWAPBACKED != 0 {
@@ -427,8 +429,9 @@ pub fn shrink_finish(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             .mapper
             .is_some()
         {
-            s.stats.stale_tlb_at_free += rmap::stale_translations(s, pfn);
+            rmap::check_translations(s, pfn, Site::Free);
         }
+        check::record(s, cpu, pfn, PageEvent::Free);
         let last = s.mem.page[pfn as usize].cpu;
         s.mem.page[pfn as usize] = super::filemap::PageInfo {
             cpu: last,

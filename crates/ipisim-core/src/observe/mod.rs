@@ -1,6 +1,7 @@
 //! What a run reports: /proc/interrupts rows, /proc/vmstat counters, tracepoint counts, CPU time by
 //! kernel function (the profile), and per-task user/system time. Flat arrays indexed by small enums.
 
+pub mod check;
 mod func;
 mod result;
 pub mod tracelog;
@@ -108,13 +109,6 @@ pub struct Stats {
     pub ipis_received: u64,
     /// Call-function interrupts taken, per IRQ_BIN of simulated time (for steady-phase rates).
     pub irq_bins: Vec<u32>,
-    /// Safety: reads through a TLB entry whose PTE was gone or pointed elsewhere.
-    pub stale_tlb_use: u64,
-    /// Safety: pages freed while a CPU still cached a translation to them.
-    pub stale_tlb_at_free: u64,
-    /// Safety: pages written out while a CPU still cached a translation to them (a write
-    /// through it after the I/O started would be lost).
-    pub stale_tlb_at_pageout: u64,
     /// Direct-reclaim latencies: from entering __alloc_pages_direct_reclaim to leaving it (the
     /// drain_all_pages after a failed retry included), one sample per call, in call order.
     pub direct_reclaim_latency: Vec<Time>,
@@ -144,9 +138,6 @@ impl Stats {
             ipis_sent: 0,
             ipis_received: 0,
             irq_bins: Vec::new(),
-            stale_tlb_use: 0,
-            stale_tlb_at_free: 0,
-            stale_tlb_at_pageout: 0,
             direct_reclaim_latency: Vec::new(),
             direct_reclaim_drained_latency: Vec::new(),
             drain_cpus_with_pages: vec![0; ncpus + 1],

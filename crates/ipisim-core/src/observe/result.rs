@@ -72,11 +72,7 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         "tracepoints": tracepoints,
         "ops": crate::workload::ops(s),
         "metrics": crate::workload::metrics(s).iter().map(|(name, lower)| json!({"name": name, "better": if *lower { "lower" } else { "higher" }})).collect::<Vec<_>>(),
-        "safety": {
-            "stale_tlb_use": st.stale_tlb_use,
-            "stale_tlb_at_free": st.stale_tlb_at_free,
-            "stale_tlb_at_pageout": st.stale_tlb_at_pageout,
-        },
+        "check": super::check::to_json(&s.check),
         "latency": {
             "direct_reclaim": latency_json(&st.direct_reclaim_latency),
             "direct_reclaim_drained": latency_json(&st.direct_reclaim_drained_latency),

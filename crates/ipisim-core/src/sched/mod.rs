@@ -10,10 +10,53 @@ mod step;
 
 pub use step::{exec, Outcome, SpinOn, Step};
 
-use crate::engine::{Time, NEVER};
+use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::engine::{Rng, Time, NEVER};
 use crate::machine::{Cost, Idle};
 use crate::observe::{Func, Irq, TaskTimes};
 use crate::sim::{CpuId, Event, Sim, TaskId};
+
+pub const PARAMS: &[Param] = &[
+    Param { key: "sched.jitter", kind: Kind::Float, unit: "", default: "0", doc: "stretch every busy step by a seeded random fraction up to this (timing noise for `ipisim check`); 0: none" },
+    Param { key: "sched.placement", kind: Kind::Choice(&["as_scenario", "shuffled"]), unit: "", default: "as_scenario", doc: "as_scenario: user tasks run on the CPUs the scenario names; shuffled: on a seeded permutation of them (`ipisim check`)" },
+];
+
+/// The seeded perturbations of a run: timing jitter and thread placement (sched.*).
+pub struct Perturb {
+    /// Up to this many 1/65536ths of a busy step are added to it.
+    jitter: u64,
+    /// The CPU a user task that the scenario puts on CPU i really runs on.
+    placement: Vec<CpuId>,
+}
+
+impl Perturb {
+    pub fn new(r: &Resolved, ncpus: usize, rng: &mut Rng) -> Result<Perturb, ConfigError> {
+        let j = r.float("sched.jitter");
+        if !(0.0..=1.0).contains(&j) {
+            return Err(r.error("sched.jitter", "must be in [0, 1]"));
+        }
+        let mut placement: Vec<CpuId> = (0..ncpus).collect();
+        if r.str("sched.placement") == "shuffled" {
+            // Fisher-Yates, from the seed.
+            for i in (1..ncpus).rev() {
+                placement.swap(i, rng.below(i as u64 + 1) as usize);
+            }
+        }
+        Ok(Perturb {
+            jitter: (j * 65536.0) as u64,
+            placement,
+        })
+    }
+}
+
+/// A busy step of `ps`, stretched by the run's jitter.
+fn jittered(s: &mut Sim, ps: Time) -> Time {
+    if s.perturb.jitter == 0 || ps == 0 {
+        return ps;
+    }
+    let max = ((ps as u128 * s.perturb.jitter as u128) >> 16) as u64;
+    ps + s.rng.below(max + 1)
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
@@ -93,6 +136,11 @@ pub fn spawn(s: &mut Sim, mm: usize, cpu: CpuId) -> TaskId {
 
 /// Create a task of `mm` pinned to `cpu` that starts running at `at`.
 pub fn spawn_at(s: &mut Sim, mm: usize, cpu: CpuId, at: Time) -> TaskId {
+    let cpu = if mm == KTHREAD {
+        cpu
+    } else {
+        s.perturb.placement[cpu]
+    };
     let t = s.tasks.len();
     s.tasks.push(Task {
         mm,
@@ -245,7 +293,7 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
         match exec(s, cpu, t, step) {
             Outcome::Next => continue,
             Outcome::Busy { ps, irqs_off } => {
-                let until = s.q.now() + ps;
+                let until = s.q.now() + jittered(s, ps);
                 if let Some(tr) = s.trace.as_mut() {
                     tr.step_begin(cpu, step.name(), s.q.now());
                 }
