@@ -34,7 +34,7 @@ fn main() {
         j["user_s"].as_f64().unwrap(),
         j["system_s"].as_f64().unwrap()
     );
-    println!("ops {}\nsafety {}", j["ops"], j["safety"]);
+    println!("ops {}\ncheck {}", j["ops"], j["check"]);
     println!("interrupts {}\nvmstat {}", j["interrupts"], j["vmstat"]);
     for p in j["profile"].as_array().unwrap().iter().take(14) {
         println!(

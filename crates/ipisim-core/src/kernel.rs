@@ -4,6 +4,7 @@
 use crate::arch::x86::{LazyTlb, MmCpumask};
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::mm::drain::PcpDrain;
+use crate::mm::migrate::MigrateFlush;
 use crate::mm::rmap::ReclaimFlush;
 use crate::smp::CallFunction;
 
@@ -20,12 +21,13 @@ pub const PARAMS: &[Param] = &[
     Param { key: "kernel.skip_ipi_if_queued", kind: Kind::Bool, unit: "", default: "true", doc: "smp_call_function_many sends no IPI to a CPU whose call queue already holds work (3fc5b3b6a80b, 4.13)" },
     Param { key: "kernel.ipi_poll_elision", kind: Kind::Bool, unit: "", default: "true", doc: "a single-target call IPI to an idle CPU that is polling sets NEED_RESCHED instead (call_function_single_prep_ipi)" },
     Param { key: "kernel.pt_reclaim", kind: Kind::Bool, unit: "", default: "true", doc: "CONFIG_PT_RECLAIM: MADV_DONTNEED over a whole PMD frees the empty PTE table (6.14)" },
-    Param { key: "kernel.reclaim_flush", kind: Kind::Choice(ReclaimFlush::NAMES), unit: "", default: "batch_full", doc: "how reclaim flushes unmapped pages: immediate (flush_tlb_page per page, to 4.2), batch_full (one IPI per CPU per batch, full flush; 72b252aed506, 4.3), batch_pfn (the v1-v5 series: a PFN list, INVLPG each)" },
+    Param { key: "kernel.reclaim_flush", kind: Kind::Choice(ReclaimFlush::NAMES), unit: "", default: "batch_full", doc: "how reclaim flushes unmapped pages: immediate (flush_tlb_page per page, to 4.2), batch_full (one IPI per CPU per batch, full flush; 72b252aed506, 4.3), batch_pfn (the v1-v5 series: a PFN list, INVLPG each), none (a debug policy that never flushes; the checker catches it)" },
     Param { key: "kernel.batch_pfn_size", kind: Kind::Int { min: 1, max: 4096 }, unit: "pages", default: "32", doc: "batch_pfn: PFNs per batch before a flush (BATCH_TLBFLUSH_SIZE, 32 = SWAP_CLUSTER_MAX; a page's worth is about 500)" },
     Param { key: "kernel.defer_writable", kind: Kind::Bool, unit: "", default: "true", doc: "batch dirty PTEs too and flush them before pageout (try_to_unmap_flush_dirty; seed 001 patch 3); false: flush dirty PTEs at once" },
     Param { key: "kernel.young_flush", kind: Kind::Bool, unit: "", default: "false", doc: "reclaim's ptep_clear_flush_young() flushes the TLB when it clears a set accessed bit (x86 until b13b1d2d8692, 3.15)" },
     Param { key: "kernel.flush_dirty_before_pageout", kind: Kind::Bool, unit: "", default: "true", doc: "try_to_unmap_flush_dirty() before pageout() of a page whose writable PTE was unmapped in the batch, as every kernel does; false is an unsafe what-if that the safety check reports (stale_tlb_at_pageout)" },
     Param { key: "kernel.flush_before_free", kind: Kind::Bool, unit: "", default: "true", doc: "try_to_unmap_flush() before the reclaimed pages are freed, as every kernel does; false is an unsafe what-if that the safety check reports (stale_tlb_at_free)" },
+    Param { key: "kernel.migrate_flush", kind: Kind::Choice(MigrateFlush::NAMES), unit: "", default: "batched", doc: "how migrate_pages flushes the pages it unmaps: immediate (ptep_clear_flush per page, to 6.3), batched (unmap up to 512 pages, one try_to_unmap_flush, then copy; 7e12beb8ca2a, 6.4), batched_unsafe (a what-if that copies, restores and frees before the flush; the checker catches it)" },
     Param { key: "kernel.pagevec_size", kind: Kind::Int { min: 1, max: 64 }, unit: "pages", default: "31", doc: "PAGEVEC_SIZE: per-CPU LRU-add batch (14 in 4.x, 15 later, 31 today)" },
     Param { key: "kernel.pcp_batch", kind: Kind::Int { min: 1, max: 1024 }, unit: "pages", default: "63", doc: "per-CPU page list refill/drain batch (zone_batchsize)" },
     Param { key: "kernel.pcp_high", kind: Kind::Int { min: 1, max: 65536 }, unit: "pages", default: "378", doc: "per-CPU page list high mark: above it, free a batch back to the buddy allocator" },
@@ -62,6 +64,7 @@ pub struct KernelConfig {
     pub fault_around_pages: u64,
     pub readahead_pages: u64,
     pub pcp_drain: PcpDrain,
+    pub migrate_flush: MigrateFlush,
 }
 
 impl KernelConfig {
@@ -91,6 +94,7 @@ impl KernelConfig {
             fault_around_pages: (r.uint("kernel.fault_around_bytes") >> 12).max(1),
             readahead_pages: r.int("kernel.readahead_pages") as u64,
             pcp_drain: PcpDrain::from_name(r.str("kernel.pcp_drain")),
+            migrate_flush: MigrateFlush::from_name(r.str("kernel.migrate_flush")),
         })
     }
 }

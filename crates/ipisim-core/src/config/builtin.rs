@@ -46,6 +46,14 @@ const KERNELS: &[(&str, &str)] = &[
         include_str!("../../data/kernels/linux-4.3.toml"),
     ),
     (
+        "linux-6.3",
+        include_str!("../../data/kernels/linux-6.3.toml"),
+    ),
+    (
+        "linux-6.4",
+        include_str!("../../data/kernels/linux-6.4.toml"),
+    ),
+    (
         "linux-6.18",
         include_str!("../../data/kernels/linux-6.18.toml"),
     ),

@@ -40,6 +40,7 @@ cost_table! {
     PageClear = "page_clear": "clearing one 4 KiB page",
     PageCopy = "page_copy": "copying one 4 KiB page",
     UserTouch = "user_touch": "a user store to one page plus loop overhead, TLB hit",
+    DramAccess = "dram_access": "a user load or store that misses every cache (a random access to a large region)",
     UserReadPage = "user_read_page": "user code reading a whole 4 KiB page 8 bytes at a time (usemem --readonly)",
     LruPage = "lru_page": "moving one page on or off an LRU list, under lru_lock",
     BuddyPage = "buddy_page": "moving one page between a pcp list and the buddy free lists, under zone->lock",

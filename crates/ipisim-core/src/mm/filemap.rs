@@ -12,21 +12,23 @@ use crate::sched::{self, Outcome, Step};
 use crate::sim::{CpuId, Sim, TaskId};
 
 /// On an LRU list.
-pub const PG_LRU: u8 = 1;
+pub const PG_LRU: u16 = 1;
 /// On the active list.
-pub const PG_ACTIVE: u8 = 2;
+pub const PG_ACTIVE: u16 = 2;
 /// PG_referenced: seen referenced by an earlier reclaim scan (mark_page_accessed / page_check_references).
-pub const PG_REFERENCED: u8 = 4;
+pub const PG_REFERENCED: u16 = 4;
 /// The page's one mapping has a present PTE for it.
-pub const PTE_MAPPED: u8 = 8;
+pub const PTE_MAPPED: u16 = 8;
 /// That PTE's accessed bit.
-pub const PTE_YOUNG: u8 = 16;
+pub const PTE_YOUNG: u16 = 16;
 /// That PTE is writable and dirty (a shared writable mapping after its write fault).
-pub const PTE_DIRTY: u8 = 32;
+pub const PTE_DIRTY: u16 = 32;
 /// PG_dirty: the page must be written back before it can be freed.
-pub const PG_DIRTY: u8 = 64;
+pub const PG_DIRTY: u16 = 64;
 /// PG_swapbacked: an anonymous page (its "file" is the region's anon_vma; it goes to swap).
-pub const PG_SWAPBACKED: u8 = 128;
+pub const PG_SWAPBACKED: u16 = 128;
+/// Its PTE holds a migration entry: the page is locked for migration (try_to_migrate_one).
+pub const PTE_MIGRATION: u16 = 256;
 
 /// What the kernel's `struct page` says about a page-cache page: its file and index, flags, and
 /// the CPU that last wrote it (whose cache holds its line).
@@ -34,7 +36,7 @@ pub const PG_SWAPBACKED: u8 = 128;
 pub struct PageInfo {
     pub file: u32,
     pub index: u32,
-    pub flags: u8,
+    pub flags: u16,
     pub cpu: u16,
 }
 
@@ -73,9 +75,8 @@ fn mapping_at(s: &Sim, mm: usize, vpn: u64) -> (usize, u64, Vma) {
     }
 }
 
-/// User reads (or writes) of whole pages [vpn, vpn + n) of a file mapping. Each page goes through
-/// the TLB; a miss walks the page table (setting the accessed bit) or, with no PTE, faults. A
-/// write needs a dirty entry: a clean one is walked again (x86), a read-only PTE write-faults.
+/// User reads (or writes) of whole pages [vpn, vpn + n) of a file mapping, each through
+/// [`access_page`], faulting where it says.
 pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) -> Outcome {
     let mm = s.tasks[t].mm;
     let (file, first, _) = mapping_at(s, mm, vpn);
@@ -92,58 +93,68 @@ pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bo
             s.tlb[cpu].fill_at(slot, asid, w, pte.pfn(), pte.write(), pte.dirty());
         }
     }
-    let traps = s.m.clean_write_traps;
     for i in 0..n as u64 {
-        let v = vpn + i;
-        let index = (first + i) as u32;
-        let pfn = s.mem.files[file].pages[index as usize];
-        let flags = if pfn >= SWAPPED {
-            0
-        } else {
-            s.mem.page[pfn as usize].flags
-        };
-        let present = flags & PTE_MAPPED != 0;
-        let mapped = present && (!write || flags & PTE_DIRTY != 0);
-        let (hit, slot) = s.tlb[cpu].access(asid, v);
-        // A write through a clean entry makes x86 walk the page table to set the dirty bit; an
-        // architecture without that guarantee writes through a stale clean entry.
-        match hit.filter(|e| !write || e.dirty || (!traps && !present)) {
-            Some(e) => {
-                if s.check.enabled && !(present && e.pfn == pfn) {
-                    check_hit(s, cpu, (mm, v), (file as u32, index), e.pfn, write);
-                }
-            }
-            None if mapped => {
-                // The page walk sets the PTE's accessed bit (x86 sets it only on a walk).
-                user += walk;
-                s.mem.page[pfn as usize].flags |= PTE_YOUNG;
-                s.tlb[cpu].fill_at(slot, asid, v, pfn, write, write);
-            }
-            None => {
-                s.tasks[t].steps.push(Step::FileRead {
-                    vpn: v,
+        match access_page(s, cpu, (mm, vpn + i), (file as u32, (first + i) as u32), write) {
+            Ok(ps) => user += ps + read,
+            Err(fault) => {
+                let retry = Step::FileRead {
+                    vpn: vpn + i,
                     n: n - i as u32,
                     write,
-                });
-                s.tasks[t].steps.push(if write {
-                    Step::FileWriteFault { vpn: v }
-                } else {
-                    Step::FileFault { vpn: v }
-                });
-                sched::charge(s, Some(t), Func::User, user);
-                return Outcome::Busy {
-                    ps: user,
-                    irqs_off: false,
                 };
+                s.tasks[t].steps.extend([retry, fault]);
+                break;
             }
         }
-        user += read;
     }
     sched::charge(s, Some(t), Func::User, user);
     Outcome::Busy {
         ps: user,
         irqs_off: false,
     }
+}
+
+/// One user load or store to page `v` of `mm`, which is page `index` of `file`, through the TLB:
+/// a hit is checked (observe/check.rs); a miss walks the page table, setting the accessed bit.
+/// Returns the walk time, or the fault to take before retrying: a missing or read-only PTE, or
+/// a migration entry. A write needs a dirty entry: a clean one is walked again (x86).
+pub fn access_page(
+    s: &mut Sim,
+    cpu: CpuId,
+    (mm, v): (usize, u64),
+    (file, index): (u32, u32),
+    write: bool,
+) -> Result<Time, Step> {
+    let asid = s.x86.cpu[cpu].loaded_asid;
+    let pfn = s.mem.files[file as usize].pages[index as usize];
+    let flags = if pfn >= SWAPPED {
+        0
+    } else {
+        s.mem.page[pfn as usize].flags
+    };
+    let present = flags & PTE_MAPPED != 0;
+    let (hit, slot) = s.tlb[cpu].access(asid, v);
+    // A write through a clean entry makes x86 walk the page table to set the dirty bit; an
+    // architecture without that guarantee writes through a stale clean entry.
+    let traps = s.m.clean_write_traps;
+    if let Some(e) = hit.filter(|e| !write || e.dirty || (!traps && !present)) {
+        if s.check.enabled && !(present && e.pfn == pfn) {
+            check_hit(s, cpu, (mm, v), (file, index), e.pfn, write);
+        }
+        return Ok(0);
+    }
+    if present && (!write || flags & PTE_DIRTY != 0) {
+        s.mem.page[pfn as usize].flags |= PTE_YOUNG;
+        s.tlb[cpu].fill_at(slot, asid, v, pfn, write, write);
+        return Ok(s.m.cost[Cost::TlbMiss]);
+    }
+    Err(if flags & PTE_MIGRATION != 0 {
+        Step::MigrationEntryWait { pfn }
+    } else if write {
+        Step::FileWriteFault { vpn: v }
+    } else {
+        Step::FileFault { vpn: v }
+    })
 }
 
 /// The checker on a TLB hit whose PTE is gone or points elsewhere: a frame that no longer holds

@@ -6,6 +6,7 @@ pub mod drain;
 mod fault;
 pub mod filemap;
 pub mod lru;
+pub mod migrate;
 mod mmu_gather;
 pub mod oom_kill;
 pub mod page_alloc;
@@ -130,6 +131,8 @@ pub struct Memory {
     pub drain: drain::DrainState,
     /// The PTE locks of the reclaim model's mappings, and their waiting CPUs (mm/ptl.rs).
     pub ptl: ptl::PteLocks,
+    /// Tasks asleep in migration_entry_wait(), with the frame they wait for.
+    pub migration_waiters: Vec<(u32, usize)>,
 }
 
 impl Memory {
@@ -149,6 +152,7 @@ impl Memory {
             reclaim_started: None,
             drain: drain::DrainState::new(ncpus),
             ptl: ptl::PteLocks::new(ncpus),
+            migration_waiters: Vec::new(),
         }
     }
 

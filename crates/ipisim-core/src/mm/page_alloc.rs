@@ -186,6 +186,18 @@ pub fn alloc_page(s: &mut Sim, cpu: CpuId, t: TaskId) -> Result<(u32, Time), Nee
     Ok((pfn, cost))
 }
 
+/// alloc_pages_node(node, __GFP_THISNODE) for a migration target: a page from `node` only, if
+/// it is above its low watermark; else wake its kswapd and fail (the page is not migrated).
+pub fn alloc_page_on_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize) -> Option<(u32, Time)> {
+    if !s.mem.frames.zones[node].watermark_ok(WMARK_LOW) {
+        super::vmscan::wakeup_kswapd(s, node);
+        return None;
+    }
+    let (pfn, cost) = take_pcp(s, cpu, node);
+    crate::sched::charge(s, Some(t), Func::PageAlloc, cost);
+    Some((pfn, cost))
+}
+
 /// The allocation of task `t` succeeded: if it was in __alloc_pages_direct_reclaim (the retry
 /// after reclaim, or after the drain), that call returns now.
 pub fn alloc_succeeded(s: &mut Sim, t: TaskId) {

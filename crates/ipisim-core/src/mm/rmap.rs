@@ -21,14 +21,17 @@ pub enum ReclaimFlush {
     BatchFull,
     /// TTU_BATCH_FLUSH with a list of `batch_pfn_size` PFNs, each target INVLPGs every one.
     BatchPfn,
+    /// Debug only: clear the PTE and never flush, so the checker has something to catch.
+    None,
 }
 
 impl ReclaimFlush {
-    pub const NAMES: &'static [&'static str] = &["immediate", "batch_full", "batch_pfn"];
+    pub const NAMES: &'static [&'static str] = &["immediate", "batch_full", "batch_pfn", "none"];
     pub fn from_name(n: &str) -> ReclaimFlush {
         match n {
             "immediate" => ReclaimFlush::Immediate,
             "batch_pfn" => ReclaimFlush::BatchPfn,
+            "none" => ReclaimFlush::None,
             _ => ReclaimFlush::BatchFull,
         }
     }
@@ -68,6 +71,10 @@ pub fn try_to_unmap_one(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, dirty: boo
     p.flags &= !(PTE_MAPPED | PTE_YOUNG | PTE_DIRTY);
     let cost = s.m.cost[Cost::RmapWalk];
     sched::charge(s, Some(t), Func::TryToUnmap, cost);
+    if s.k.reclaim_flush == ReclaimFlush::None {
+        check::record(s, cpu, pfn, PageEvent::Unmap { batch: 0 });
+        return (cost, false);
+    }
     // should_defer_flush(): only worth it when another CPU may hold the translation.
     let defer = s.k.reclaim_flush != ReclaimFlush::Immediate
         && s.mem.mms[mm].cpumask.any_but(cpu)

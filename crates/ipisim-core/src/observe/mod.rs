@@ -47,6 +47,7 @@ named_enum! {
         NrVmscanWrite = "nr_vmscan_write",
         PSwpOut = "pswpout",
         NrVmscanImmediateReclaim = "nr_vmscan_immediate_reclaim",
+        PgMigrateSuccess = "pgmigrate_success",
         // The seed 004 series' debug counters (patch 8/8), never merged upstream.
         PcpGlobalDrain = "pcp_global_drain",
         PcpGlobalIpiSaved = "pcp_global_ipi_saved",

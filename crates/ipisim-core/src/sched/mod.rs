@@ -111,6 +111,8 @@ pub struct Task {
     pub gather: crate::mm::MmuGather,
     /// Page reclaim state, including the batched-flush tlb_ubc.
     pub reclaim: crate::mm::vmscan::Reclaim,
+    /// The migrate_pages() call in progress.
+    pub migrate: crate::mm::migrate::Migration,
     /// The command name traces show.
     pub comm: String,
     /// Pages the task's own code keeps using while it reads file pages (its text and stack):
@@ -150,6 +152,7 @@ pub fn spawn_at(s: &mut Sim, mm: usize, cpu: CpuId, at: Time) -> TaskId {
         times: TaskTimes::default(),
         gather: crate::mm::MmuGather::default(),
         reclaim: Default::default(),
+        migrate: Default::default(),
         comm: "task".into(),
         working_set: (0, 0),
         locks_held: 0,

@@ -61,6 +61,14 @@ pub enum Step {
     CsdLockWait,
     /// User reads (or writes) of `n` whole pages of a file mapping from `vpn`.
     FileRead { vpn: u64, n: u32, write: bool },
+    /// migration_entry_wait(): the PTE is a migration entry for `pfn`; sleep until it is gone.
+    MigrationEntryWait { pfn: u32 },
+    /// do_migrate_pages(): isolate the task's pages on node `from` for a move to `to`.
+    MigratePages { mm: u32, from: u8, to: u8 },
+    /// migrate_pages_batch(): unmap the next batch of the isolated pages.
+    MigrateUnmap,
+    /// migrate_folio_move() for each page of the batch: copy, restore the PTE, free the source.
+    MigrateMove,
     /// filemap_fault + fault-around for `vpn`.
     FileFault { vpn: u64 },
     /// A write fault on a shared file mapping at `vpn`.
@@ -109,6 +117,10 @@ impl Step {
             Step::Work { func, .. } => func.name(),
             Step::Syscall(_) => "entry_SYSCALL_64",
             Step::Touch { .. } | Step::FileRead { .. } => "[user]",
+            Step::MigrationEntryWait { .. } => "migration_entry_wait",
+            Step::MigratePages { .. } => "do_migrate_pages",
+            Step::MigrateUnmap => "migrate_folio_unmap",
+            Step::MigrateMove => "migrate_folio_move",
             Step::Zap { .. } => "zap_pte_range",
             Step::Protect { .. } => "change_pte_range",
             Step::FreePgtables { .. } => "free_pgtables",
@@ -185,6 +197,12 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::LocalCall(f) => smp::run_local(s, cpu, t, f),
         Step::CsdLockWait => Outcome::Spin(SpinOn::CsdLockWait),
         Step::FileRead { vpn, n, write } => mm::filemap::file_read(s, cpu, t, vpn, n, write),
+        Step::MigrationEntryWait { pfn } => mm::migrate::migration_entry_wait(s, t, pfn),
+        Step::MigratePages { mm, from, to } => {
+            mm::migrate::migrate_pages(s, cpu, t, mm as usize, from as usize, to as usize)
+        }
+        Step::MigrateUnmap => mm::migrate::unmap_batch(s, cpu, t),
+        Step::MigrateMove => mm::migrate::move_batch(s, cpu, t),
         Step::FileWriteFault { vpn } => mm::filemap::file_write_fault(s, cpu, t, vpn),
         Step::FileFault { vpn } => mm::filemap::file_fault(s, cpu, t, vpn),
         Step::Readahead { file, index, n } => mm::filemap::readahead(s, cpu, t, file, index, n),

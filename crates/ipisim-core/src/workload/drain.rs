@@ -48,6 +48,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
         },
     ],
     kind: ScenarioKind::Drain,
+    machine: None,
 };
 
 pub struct Drain {

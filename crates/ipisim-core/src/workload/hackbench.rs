@@ -81,6 +81,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
         },
     ],
     kind: ScenarioKind::Hackbench,
+    machine: None,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

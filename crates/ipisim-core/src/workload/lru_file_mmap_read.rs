@@ -18,6 +18,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
         Param { key: "scale", kind: Kind::Float, unit: "", default: "1", doc: "simulate this fraction of the machine's memory; the files shrink with it (1 = full scale)" },
     ],
     kind: ScenarioKind::LruFileMmapRead,
+    machine: None,
 };
 
 struct Reader {

@@ -24,6 +24,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
         Param { key: "settle", kind: Kind::Duration, unit: "s", default: "50ms", doc: "the main thread sleeps this long before the first call, so the remote threads spin or idle" },
     ],
     kind: ScenarioKind::Membarrier,
+    machine: None,
 };
 
 pub struct Membarrier {

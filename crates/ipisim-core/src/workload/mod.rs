@@ -5,6 +5,7 @@ mod drain;
 mod hackbench;
 mod lru_file_mmap_read;
 mod membarrier;
+mod migrate;
 mod reclaim;
 mod shootdown;
 mod swapout;
@@ -23,6 +24,8 @@ pub struct ScenarioDecl {
     pub description: &'static str,
     pub params: &'static [Param],
     pub kind: ScenarioKind,
+    /// The machine profile when none is given (else the global default, host-2cpu).
+    pub machine: Option<&'static str>,
 }
 
 /// Which workload model a scenario runs, with its fixed shape.
@@ -37,6 +40,7 @@ pub enum ScenarioKind {
     Membarrier,
     Swapout,
     Hackbench,
+    Migrate,
 }
 
 pub const SCENARIOS: &[ScenarioDecl] = &[
@@ -50,6 +54,7 @@ pub const SCENARIOS: &[ScenarioDecl] = &[
     membarrier::DECL,
     swapout::DECL,
     hackbench::DECL,
+    migrate::DECL,
 ];
 
 /// A scenario's CPU demand against the machine: "<what> need <cpus> CPUs; the machine has N".
@@ -134,6 +139,7 @@ pub enum Workload {
     Membarrier(membarrier::Membarrier),
     Swapout(swapout::Swapout),
     Hackbench(hackbench::Hackbench),
+    Migrate(migrate::Migrate),
 }
 
 impl Workload {
@@ -151,6 +157,7 @@ impl Workload {
             ScenarioKind::Membarrier => membarrier::Membarrier::new(r, m).map(Workload::Membarrier),
             ScenarioKind::Swapout => swapout::Swapout::new(r, m).map(Workload::Swapout),
             ScenarioKind::Hackbench => hackbench::Hackbench::new(r, m).map(Workload::Hackbench),
+            ScenarioKind::Migrate => migrate::Migrate::new(r, m).map(Workload::Migrate),
         }
     }
 
@@ -164,7 +171,8 @@ impl Workload {
             | Workload::Drain(_)
             | Workload::Membarrier(_)
             | Workload::Swapout(_)
-            | Workload::Hackbench(_) => crate::engine::NEVER,
+            | Workload::Hackbench(_)
+            | Workload::Migrate(_) => crate::engine::NEVER,
         }
     }
 }
@@ -180,6 +188,7 @@ pub fn start(s: &mut Sim) -> Result<(), ConfigError> {
         Workload::Membarrier(_) => membarrier::start(s),
         Workload::Swapout(_) => swapout::start(s),
         Workload::Hackbench(_) => hackbench::start(s),
+        Workload::Migrate(_) => migrate::start(s),
     }
     Ok(())
 }
@@ -195,6 +204,7 @@ pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         Workload::Membarrier(_) => membarrier::next_op(s, cpu, t),
         Workload::Swapout(_) => swapout::next_op(s, cpu, t),
         Workload::Hackbench(_) => hackbench::next_op(s, cpu, t),
+        Workload::Migrate(_) => migrate::next_op(s, cpu, t),
     }
 }
 
@@ -221,6 +231,7 @@ pub fn ops(s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         Workload::Membarrier(w) => w.ops(s),
         Workload::Swapout(w) => w.ops(s),
         Workload::Hackbench(w) => w.ops(s),
+        Workload::Migrate(w) => w.ops(s),
     }
 }
 
@@ -234,6 +245,7 @@ pub fn metrics(s: &Sim) -> &'static [(&'static str, bool)] {
         Workload::Membarrier(_) => &[("ns_per_call", true)],
         Workload::Swapout(_) => &[("swapout_mb_per_s", false)],
         Workload::Hackbench(_) => &[("hackbench_s", true)],
+        Workload::Migrate(_) => &[("pages_migrated_per_s", false), ("tlb_shootdowns", true)],
         Workload::LruFileMmapRead(_) => &[
             ("lru-file-mmap-read-elapsed", true),
             ("lru-file-mmap-read-time_range", true),

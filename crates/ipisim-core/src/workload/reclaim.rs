@@ -70,6 +70,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
         },
     ],
     kind: ScenarioKind::Reclaim,
+    machine: None,
 };
 
 pub struct Reclaim {

@@ -28,6 +28,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
         Param { key: "settle", kind: Kind::Duration, unit: "s", default: "50ms", doc: "remote=sleeping: the main thread sleeps this long first, so the remote CPUs are idle" },
     ],
     kind: ScenarioKind::Shootdown,
+    machine: None,
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

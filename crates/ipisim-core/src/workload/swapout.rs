@@ -30,6 +30,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
         },
     ],
     kind: ScenarioKind::Swapout,
+    machine: None,
 };
 
 struct Writer {

@@ -55,18 +55,21 @@ pub const TLB_FLUSH1: ScenarioDecl = ScenarioDecl {
     description: "will-it-scale: TLB flush of separated file private mapping",
     params: PARAMS,
     kind: ScenarioKind::WillItScale(Mapping::FilePrivate, 128 << 20),
+    machine: None,
 };
 pub const TLB_FLUSH2: ScenarioDecl = ScenarioDecl {
     name: "will-it-scale/tlb_flush2",
     description: "will-it-scale: TLB flush of anonymous memory private mapping",
     params: PARAMS,
     kind: ScenarioKind::WillItScale(Mapping::Anon, 1 << 20),
+    machine: None,
 };
 pub const TLB_FLUSH3: ScenarioDecl = ScenarioDecl {
     name: "will-it-scale/tlb_flush3",
     description: "will-it-scale: TLB flush of separated file shared mapping",
     params: PARAMS,
     kind: ScenarioKind::WillItScale(Mapping::FileShared, 128 << 20),
+    machine: None,
 };
 
 /// What each task maps.

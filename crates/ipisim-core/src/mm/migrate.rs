@@ -1,0 +1,224 @@
+//! Page migration between nodes (mm/migrate.c, mm/mempolicy.c do_migrate_pages): isolate the
+//! pages, then for each page unmap it (a migration entry replaces its PTE), flush the TLB, copy it
+//! to a page on the new node and restore the PTE there, and free the old page. Linux 6.4 unmaps a
+//! batch of NR_MAX_BATCHED_MIGRATION pages and flushes once before moving any
+//! (migrate_pages_batch, 7e12beb8ca2a).
+
+use super::filemap::{touch_page, PageInfo, PG_ACTIVE, PG_DIRTY, PG_LRU, PTE_DIRTY, PTE_MAPPED, PTE_MIGRATION};
+use super::lru::{lock_lru, lru_add_drain, lru_cache_add};
+use super::page_alloc::{alloc_page_on_node, free_page};
+use super::rmap::{self, flush_tlb_page};
+use crate::engine::{Time, NEVER};
+use crate::machine::Cost;
+use crate::observe::check::{self, PageEvent, Site};
+use crate::observe::{Func, Vm};
+use crate::sched::{self, Outcome, Step};
+use crate::sim::{CpuId, Sim, TaskId};
+
+/// NR_MAX_BATCHED_MIGRATION: HPAGE_PMD_NR, 512 pages on x86-64.
+pub const NR_MAX_BATCHED_MIGRATION: usize = 512;
+
+/// `kernel.migrate_flush`: when migration flushes the TLB for the pages it unmaps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MigrateFlush {
+    /// try_to_migrate_one's ptep_clear_flush(): one flush per page, page by page (to 6.3).
+    Immediate,
+    /// 6.4: unmap up to 512 pages with TTU_BATCH_FLUSH, one try_to_unmap_flush(), then move.
+    Batched,
+    /// An unsafe what-if: move (copy, restore, free) the batch first and flush after, which
+    /// seed 001 warned about. The checker must catch it.
+    BatchedUnsafe,
+}
+
+impl MigrateFlush {
+    pub const NAMES: &'static [&'static str] = &["immediate", "batched", "batched_unsafe"];
+    pub fn from_name(n: &str) -> MigrateFlush {
+        match n {
+            "immediate" => MigrateFlush::Immediate,
+            "batched_unsafe" => MigrateFlush::BatchedUnsafe,
+            _ => MigrateFlush::Batched,
+        }
+    }
+}
+
+/// One migrate_pages() call of a task: the isolated pages left, the batch in flight as
+/// (source, destination) frames, and the target node.
+#[derive(Debug, Default)]
+pub struct Migration {
+    pages: Vec<u32>,
+    batch: Vec<(u32, u32)>,
+    to: usize,
+}
+
+/// do_migrate_pages() -> migrate_to_node(): lru_add_drain(), then isolate every page of `mm` on
+/// node `from` (queue_pages_range + isolate_lru_page), then migrate them in batches.
+pub fn migrate_pages(s: &mut Sim, cpu: CpuId, t: TaskId, mm: usize, from: usize, to: usize) -> Outcome {
+    let mut ps = lru_add_drain(s, cpu, t);
+    let mut pages = std::mem::take(&mut s.tasks[t].migrate.pages);
+    pages.clear();
+    let (page, files) = (&s.mem.page, &s.mem.files);
+    let lists = &mut s.mem.lru[from].anon;
+    for list in [&mut lists.active, &mut lists.inactive] {
+        for p in std::mem::take(list) {
+            let owner = &files[page[p as usize].file as usize];
+            if owner.mapper.is_some_and(|(m, _)| m == mm) {
+                pages.push(p);
+            } else {
+                list.push_back(p);
+            }
+        }
+    }
+    // queue_pages_range() walks the page tables: pages are migrated in address order.
+    pages.sort_unstable_by_key(|&p| (page[p as usize].file, page[p as usize].index));
+    for &p in &pages {
+        s.mem.page[p as usize].flags &= !(PG_LRU | PG_ACTIVE);
+    }
+    let isolate = lock_lru(s, cpu, from, &pages);
+    sched::charge(s, Some(t), Func::IsolateLruPages, isolate);
+    ps += isolate;
+    // pop() takes the lowest address first.
+    pages.reverse();
+    let m = &mut s.tasks[t].migrate;
+    (m.pages, m.to) = (pages, to);
+    s.tasks[t].steps.push(Step::MigrateUnmap);
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}
+
+/// migrate_pages_batch(): allocate a destination for each page of the next batch and unmap it
+/// (migrate_folio_unmap -> try_to_migrate_one), then flush and move as the policy says.
+pub fn unmap_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    let size = match s.k.migrate_flush {
+        MigrateFlush::Immediate => 1,
+        _ => NR_MAX_BATCHED_MIGRATION,
+    };
+    let to = s.tasks[t].migrate.to;
+    let mut ps: Time = 0;
+    let mut flushes = Vec::new();
+    while s.tasks[t].migrate.batch.len() < size {
+        let Some(src) = s.tasks[t].migrate.pages.pop() else { break };
+        let Some((dst, alloc)) = alloc_page_on_node(s, cpu, t, to) else {
+            // -ENOMEM: the page stays where it is (putback_movable_pages).
+            putback(s, cpu, t, src);
+            continue;
+        };
+        ps += alloc + touch_page(s, cpu, src);
+        let (mm, vpn) = rmap::mapping_of(s, src);
+        let p = &mut s.mem.page[src as usize];
+        let dirty = p.flags & PTE_DIRTY != 0;
+        // The migration entry replaces the PTE; a dirty PTE's bit moves to the folio.
+        p.flags = (p.flags & !PTE_MAPPED) | PTE_MIGRATION;
+        if dirty {
+            p.flags |= PG_DIRTY;
+        }
+        let walk = s.m.cost[Cost::RmapWalk];
+        sched::charge(s, Some(t), Func::TryToMigrate, walk);
+        ps += walk;
+        // should_defer_flush(): only when another CPU may cache the translation.
+        let defer = s.k.migrate_flush != MigrateFlush::Immediate && s.mem.mms[mm].cpumask.any_but(cpu);
+        if defer {
+            rmap::set_tlb_ubc_flush_pending(s, cpu, t, mm, src, dirty);
+        } else {
+            check::record(s, cpu, src, PageEvent::Unmap { batch: 0 });
+            flushes.push(flush_tlb_page(mm, vpn));
+        }
+        s.tasks[t].migrate.batch.push((src, dst));
+    }
+    if s.tasks[t].migrate.batch.is_empty() {
+        // All pages done: migrate_pages() returns.
+        return Outcome::Busy {
+            ps,
+            irqs_off: false,
+        };
+    }
+    let steps = &mut s.tasks[t].steps;
+    steps.push(Step::MigrateUnmap);
+    if s.k.migrate_flush == MigrateFlush::BatchedUnsafe {
+        steps.extend([Step::TryToUnmapFlush, Step::MigrateMove]);
+    } else {
+        // The `move:` label: try_to_unmap_flush() before any copy or PTE restore.
+        steps.extend([Step::MigrateMove, Step::TryToUnmapFlush]);
+    }
+    steps.extend(flushes);
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}
+
+/// migrate_folio_move() for every page of the batch: copy to the destination, restore the PTE
+/// there (remove_migration_ptes), wake tasks waiting on the migration entry, free the source and
+/// put the destination on the LRU.
+pub fn move_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    let batch = std::mem::take(&mut s.tasks[t].migrate.batch);
+    let mut ps: Time = 0;
+    for &(src, dst) in &batch {
+        let info = s.mem.page[src as usize];
+        let copy = s.m.cost[Cost::PageCopy] + touch_page(s, cpu, dst);
+        sched::charge(s, Some(t), Func::CopyPage, copy);
+        let remap = s.m.cost[Cost::RmapWalk];
+        sched::charge(s, Some(t), Func::RemoveMigrationPtes, remap);
+        s.mem.page[dst as usize] = PageInfo {
+            flags: (info.flags & !(PTE_MIGRATION | PG_LRU | PG_ACTIVE)) | PTE_MAPPED,
+            cpu: cpu as u16,
+            ..info
+        };
+        s.mem.files[info.file as usize].pages[info.index as usize] = dst;
+        check::record(s, cpu, src, PageEvent::MigrateTo { to: dst });
+        wake_waiters(s, src);
+        rmap::check_translations(s, src, Site::Free);
+        check::record(s, cpu, src, PageEvent::Free);
+        s.mem.page[src as usize] = PageInfo {
+            cpu: info.cpu,
+            ..Default::default()
+        };
+        let free = free_page(s, cpu, src);
+        sched::charge(s, Some(t), Func::FreePage, free);
+        ps += copy + remap + free + lru_cache_add(s, cpu, t, dst);
+    }
+    s.stats.vm(Vm::PgMigrateSuccess, batch.len() as u64);
+    s.stats.vm(Vm::PgFree, batch.len() as u64);
+    let mut batch = batch;
+    batch.clear();
+    s.tasks[t].migrate.batch = batch;
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}
+
+/// A page that could not be migrated goes back on its LRU list.
+fn putback(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32) {
+    let cost = lru_cache_add(s, cpu, t, pfn);
+    sched::charge(s, Some(t), Func::PutbackLruPages, cost);
+}
+
+/// migration_entry_wait(): a fault on a migration entry sleeps on the page lock until the
+/// migration restores the PTE; then the access is retried.
+pub fn migration_entry_wait(s: &mut Sim, t: TaskId, pfn: u32) -> Outcome {
+    let fault = s.m.cost[Cost::FaultAnon];
+    sched::charge(s, Some(t), Func::MigrationEntryWait, fault);
+    s.stats.vm(Vm::PgFault, 1);
+    if s.mem.page[pfn as usize].flags & PTE_MIGRATION == 0 {
+        return Outcome::Busy {
+            ps: fault,
+            irqs_off: false,
+        };
+    }
+    s.mem.migration_waiters.push((pfn, t));
+    Outcome::Sleep(NEVER)
+}
+
+fn wake_waiters(s: &mut Sim, pfn: u32) {
+    let mut i = 0;
+    while i < s.mem.migration_waiters.len() {
+        if s.mem.migration_waiters[i].0 == pfn {
+            let (_, t) = s.mem.migration_waiters.swap_remove(i);
+            sched::wake(s, t);
+        } else {
+            i += 1;
+        }
+    }
+}

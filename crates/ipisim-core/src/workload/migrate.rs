@@ -1,0 +1,265 @@
+//! `migrate` (Huang Ying's test for 7e12beb8ca2a, 6.4): a pmbench-like process whose `threads`
+//! threads first write their share of one anonymous region, then keep loading and storing to
+//! random pages of all of it, while a `migratepages` process moves the region's pages from one
+//! node to the other and back, `passes` times. The metric is pages migrated per second.
+
+use super::{ScenarioDecl, ScenarioKind};
+use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::engine::{secs, Time};
+use crate::machine::{Cost, Machine};
+use crate::mm::filemap::access_page;
+use crate::observe::{Func, Irq, Vm};
+use crate::sched::{self, Outcome, Step};
+use crate::sim::{CpuId, Sim, TaskId};
+
+pub const DECL: ScenarioDecl = ScenarioDecl {
+    name: "migrate",
+    description: "pmbench-like threads access random pages of one region while migratepages moves it between two nodes",
+    params: &[
+        Param {
+            key: "threads",
+            kind: Kind::Int { min: 0, max: 1024 },
+            unit: "threads",
+            default: "0",
+            doc: "accessing threads, one per CPU from CPU 0; 0: every CPU but the last, where migratepages runs",
+        },
+        Param {
+            key: "memory",
+            kind: Kind::Size,
+            unit: "bytes",
+            default: "256MiB",
+            doc: "the region the threads access and migratepages moves; it must fit on one node",
+        },
+        Param {
+            key: "write_percent",
+            kind: Kind::Int { min: 0, max: 100 },
+            unit: "%",
+            default: "50",
+            doc: "share of random accesses that are stores (chosen: pmbench takes a read/write ratio)",
+        },
+        Param {
+            key: "passes",
+            kind: Kind::Int { min: 1, max: 1000 },
+            unit: "passes",
+            default: "4",
+            doc: "migrate_pages() calls, alternating node 0 -> 1 and 1 -> 0",
+        },
+        Param {
+            key: "scale",
+            kind: Kind::Float,
+            unit: "",
+            default: "1",
+            doc: "simulate this fraction of the machine's memory (1 = full scale); `memory` is not scaled",
+        },
+    ],
+    kind: ScenarioKind::Migrate,
+    machine: Some("xeon-2s-2013"),
+};
+
+/// Random accesses per user step: the loop's granularity, not a pmbench setting.
+const ACCESSES_PER_STEP: u32 = 1024;
+
+struct Thread {
+    /// The next page of its share to write in the populate phase, and its end.
+    next: u64,
+    end: u64,
+    /// An access that faulted, to retry first.
+    retry: Option<(u64, bool)>,
+    /// It has finished populating and waited for the others.
+    joined: bool,
+}
+
+pub struct Migrate {
+    threads: usize,
+    pages: u64,
+    write_percent: u64,
+    passes: u32,
+    /// The region: its first page, its mm and its anonymous "file".
+    start: u64,
+    mm: usize,
+    file: u32,
+    workers: Vec<Thread>,
+    populated: usize,
+    migrator: TaskId,
+    pass: u32,
+    /// When migration started, and the TLB row then.
+    began: Time,
+    tlb_at_start: u64,
+}
+
+impl Migrate {
+    pub fn new(r: &Resolved, m: &Machine) -> Result<Migrate, ConfigError> {
+        if m.nodes < 2 {
+            return Err(r.error("machine.nodes", "migrate needs a machine with 2 or more nodes"));
+        }
+        let threads = match r.int("threads") as usize {
+            0 => m.ncpus() - 1,
+            n => n,
+        };
+        super::need_cpus(r, m, "threads", format!("{threads} threads and migratepages"), threads + 1)?;
+        let bytes = r.uint("memory");
+        let pages = bytes >> 12;
+        if pages < threads as u64 {
+            return Err(r.error("memory", "less than a page per thread"));
+        }
+        // The machine is already scaled (sim.rs).
+        let node = m.mem_per_node;
+        if bytes > node / 2 {
+            let msg = format!("{bytes} bytes do not fit in half of a node ({node} bytes at this scale)");
+            return Err(r.error("memory", msg));
+        }
+        Ok(Migrate {
+            threads,
+            pages,
+            write_percent: r.int("write_percent") as u64,
+            passes: r.int("passes") as u32,
+            start: 0,
+            mm: 0,
+            file: 0,
+            workers: Vec::new(),
+            populated: 0,
+            migrator: 0,
+            pass: 0,
+            began: 0,
+            tlb_at_start: 0,
+        })
+    }
+
+    pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+        let migrated = s.stats.vm[Vm::PgMigrateSuccess as usize];
+        let span = secs(s.end.unwrap_or(s.now()).saturating_sub(self.began)).max(1e-12);
+        let tlb: u64 = s.stats.irqs[Irq::Tlb as usize].iter().sum::<u64>() - self.tlb_at_start;
+        let mut m = serde_json::Map::new();
+        m.insert("pages_migrated_per_s".into(), (migrated as f64 / span).into());
+        m.insert("pages_migrated".into(), migrated.into());
+        m.insert("migrate_s".into(), span.into());
+        m.insert("tlb_shootdowns".into(), tlb.into());
+        m.insert("threads".into(), self.threads.into());
+        m
+    }
+}
+
+fn state(s: &mut Sim) -> &mut Migrate {
+    match &mut s.work {
+        super::Workload::Migrate(w) => w,
+        _ => unreachable!(),
+    }
+}
+
+pub fn start(s: &mut Sim) {
+    let (threads, pages) = (state(s).threads, state(s).pages);
+    let j = crate::arch::x86::jiffies(s);
+    let mm = s.mem.new_mm(j, s.k.hz);
+    let start = s.mem.map_new_anon(mm, pages);
+    let file = match s.mem.vma_at(mm, start).map(|v| v.backing) {
+        Some(crate::mm::Backing::File { file, .. }) => file,
+        _ => unreachable!("map_new_anon maps an anonymous file"),
+    };
+    for i in 0..threads {
+        let t = sched::spawn(s, mm, i);
+        debug_assert_eq!(t, i);
+        s.tasks[t].comm = "pmbench".into();
+        let share = (start + pages * i as u64 / threads as u64, start + pages * (i as u64 + 1) / threads as u64);
+        state(s).workers.push(Thread {
+            next: share.0,
+            end: share.1,
+            retry: None,
+            joined: false,
+        });
+    }
+    // migratepages: its own process, on the last CPU, asleep until the region is populated.
+    let other = s.mem.new_mm(j, s.k.hz);
+    let last = s.m.ncpus() - 1;
+    let t = sched::spawn_at(s, other, last, crate::engine::NEVER);
+    s.tasks[t].comm = "migratepages".into();
+    let w = state(s);
+    (w.start, w.mm, w.file, w.migrator) = (start, mm, file, t);
+}
+
+pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    if t == state(s).migrator {
+        return migratepages(s, t);
+    }
+    let w = &mut state(s).workers[t];
+    if w.next < w.end {
+        // Populate: write every page of its share once (pmbench's initial memset).
+        let n = 16.min(w.end - w.next);
+        let vpn = w.next;
+        w.next += n;
+        s.tasks[t].steps.push(Step::FileRead {
+            vpn,
+            n: n as u32,
+            write: true,
+        });
+        return Outcome::Next;
+    }
+    if !w.joined {
+        // Random accesses start on a fully populated region.
+        w.joined = true;
+        return populated(s);
+    }
+    let (mm, file, start, pages, wp) = {
+        let w = state(s);
+        (w.mm, w.file, w.start, w.pages, w.write_percent)
+    };
+    // Random accesses over the region miss the caches.
+    let touch = s.m.cost[Cost::UserTouch] + s.m.cost[Cost::DramAccess];
+    let mut user: Time = 0;
+    for _ in 0..ACCESSES_PER_STEP {
+        let (v, write) = match state(s).workers[t].retry.take() {
+            Some(a) => a,
+            None => (start + s.rng.below(pages), s.rng.below(100) < wp),
+        };
+        match access_page(s, cpu, (mm, v), (file, (v - start) as u32), write) {
+            Ok(walk) => user += walk + touch,
+            Err(fault) => {
+                state(s).workers[t].retry = Some((v, write));
+                s.tasks[t].steps.push(fault);
+                break;
+            }
+        }
+    }
+    sched::charge(s, Some(t), Func::User, user);
+    Outcome::Busy {
+        ps: user,
+        irqs_off: false,
+    }
+}
+
+/// A thread finished populating: it sleeps until the last one does, which wakes every thread
+/// and migratepages.
+fn populated(s: &mut Sim) -> Outcome {
+    let w = state(s);
+    w.populated += 1;
+    if w.populated < w.threads {
+        return Outcome::Sleep(crate::engine::NEVER);
+    }
+    let (m, n) = (w.migrator, w.threads);
+    let now = s.now();
+    let tlb = s.stats.irqs[Irq::Tlb as usize].iter().sum();
+    let w = state(s);
+    (w.began, w.tlb_at_start) = (now, tlb);
+    for t in (0..n).chain([m]) {
+        sched::wake(s, t);
+    }
+    Outcome::Next
+}
+
+/// migratepages PID 0 1, then 1 0, ...: one migrate_pages() syscall per pass; then the run ends.
+fn migratepages(s: &mut Sim, t: TaskId) -> Outcome {
+    let w = state(s);
+    if w.pass == w.passes {
+        s.end = Some(s.now());
+        return Outcome::Exit;
+    }
+    let (from, to) = if w.pass % 2 == 0 { (0, 1) } else { (1, 0) };
+    w.pass += 1;
+    let mm = w.mm as u32;
+    let sys = s.m.cost[Cost::Syscall];
+    sched::charge(s, Some(t), Func::Syscall, sys);
+    s.tasks[t].steps.push(Step::MigratePages { mm, from, to });
+    Outcome::Busy {
+        ps: sys,
+        irqs_off: false,
+    }
+}
