@@ -26,12 +26,14 @@ if TYPE_CHECKING:
 
 __version__: str = _native.__version__
 __all__ = [
+    "CheckResult",
     "Comparison",
     "ConfigError",
     "RunResult",
     "SweepResult",
     "Trace",
     "Variant",
+    "check",
     "compare",
     "describe",
     "list_builtins",
@@ -299,3 +301,70 @@ def sweep(
 
 def _quiet(done: int, total: int) -> None:
     pass
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """A seed search by the TLB-coherence checker: the seeds run, and the first that failed."""
+
+    scenario: str
+    seeds_run: int
+    sets: list[tuple[str, str]]
+    failing_seed: int | None
+    failure: RunResult | None
+
+    @property
+    def clean(self) -> bool:
+        return self.failing_seed is None
+
+    def reproduce(self, machine: str | None, kernel: str | None) -> str:
+        """The `ipisim run` command that replays the failing seed."""
+        from shlex import quote
+
+        parts = ["ipisim", "run", self.scenario]
+        parts += ["--machine", machine] if machine else []
+        parts += ["--kernel", kernel] if kernel else []
+        for k, v in self.sets:
+            parts += ["--set", f"{k}={v}"]
+        parts += ["--seed", str(self.failing_seed), "--json", "violation.json"]
+        return " ".join(quote(p) for p in parts)
+
+
+def check(
+    scenario: str,
+    *,
+    seeds: int = 1000,
+    first_seed: int = 1,
+    machine: str | None = None,
+    kernel: str | None = None,
+    sets: Sets = (),
+    jitter: float = 0.05,
+    jobs: int = 1,
+    progress: Callable[[int, int], None] | None = None,
+) -> CheckResult:
+    """Run `scenario` for seeds first_seed.. until one breaks a TLB-coherence invariant.
+
+    Each seed perturbs timing (busy steps stretched by up to `jitter`) and shuffles the threads
+    over the CPUs. The scenario's small check shape applies first, then `sets`. Seeds run `jobs`
+    at a time; the lowest failing seed is reported, whatever the order they finished in.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    shape = [(k, str(v)) for k, v in describe(scenario)["check"].items()]
+    perturb = [("sched.jitter", str(jitter)), ("sched.placement", "shuffled")]
+    all_sets = shape + perturb + _set_pairs(sets)
+
+    def one(seed: int) -> RunResult:
+        return run(scenario, machine=machine, kernel=kernel, sets=all_sets, seed=seed)
+
+    done = 0
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        for start in range(first_seed, first_seed + seeds, max(1, jobs) * 4):
+            chunk = range(start, min(start + max(1, jobs) * 4, first_seed + seeds))
+            for seed, r in zip(chunk, pool.map(one, chunk), strict=True):
+                done += 1
+                if r.data["check"]["violations"]:
+                    return CheckResult(scenario, done, all_sets, seed, r)
+            if progress:
+                progress(done, seeds)
+    return CheckResult(scenario, done, all_sets, None, None)

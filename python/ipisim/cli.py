@@ -43,10 +43,24 @@ def _write(path: str, text: str) -> None:
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--machine", help="built-in machine profile or a .toml file (default host-2cpu)")
+    p.add_argument(
+        "--machine", help="built-in machine profile or a .toml file (default: the scenario's, else host-2cpu)"
+    )
     p.add_argument("--kernel", help="built-in kernel preset or a .toml file (default linux-6.18)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a parameter")
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+
+
+def _no_check(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--no-check",
+        action="store_true",
+        help="skip the TLB-coherence checker (the same as --set check.enabled=false)",
+    )
+
+
+def _check_sets(args: argparse.Namespace) -> list[tuple[str, str]]:
+    return [("check.enabled", "false")] if args.no_check else []
 
 
 def _add_trace_options(p: argparse.ArgumentParser) -> None:
@@ -117,7 +131,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.scenario,
         machine=args.machine,
         kernel=args.kernel,
-        sets=_parse_sets(args.set),
+        sets=_check_sets(args) + _parse_sets(args.set),
         seed=args.seed,
         trace_window=window,
     )
@@ -265,7 +279,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             raise UsageError(f"--kernel: duplicate label {label!r}")
         kernels[label] = variant
     common = [("scale", str(args.scale))] if args.scale is not None else []
-    common += _parse_sets(args.set)
+    common += _check_sets(args) + _parse_sets(args.set)
     t0 = time.perf_counter()
 
     def progress(v: ipisim.Variant, i: int, n: int) -> None:
@@ -290,6 +304,62 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json:
         _write(args.json, c.to_json())
     return 0
+
+
+def _violation(r: ipisim.RunResult) -> str:
+    """The first violation of a run, with the page's history and the last events, as text."""
+    c = r.data["check"]
+    v = c["first"][0]
+    kinds = ", ".join(f"{n} {k}" for k, n in c["by_kind"].items() if n)
+    lines = [
+        f"{c['violations']} violations ({kinds}); the first:",
+        f"  {v['kind']} at {v['at']}: CPU {v['cpu']}, t={v['time_s'] * 1e3:.6f} ms, address {v['address']}"
+        f" (mm {v['mm']}), pfn {v['pfn']}",
+        "  the page's history:",
+    ]
+    event = "    {:>12.6f} ms  CPU {:<3} {:<8} {}"
+    for e in v["history"]:
+        lines.append(event.format(e["time_s"] * 1e3, e["cpu"], e.get("pfn", ""), e["event"]))
+    lines.append("  the last events before it:")
+    for e in v["last_events"]:
+        lines.append(event.format(e["time_s"] * 1e3, e["cpu"], e.get("pfn", ""), e["event"]))
+    access = next((a for a in c["first"] if a["at"] in ("read", "write")), None)
+    if access is not None and access is not v:
+        lines.append(
+            f"  the first offending access: {access['kind']}, a {access['at']} by CPU {access['cpu']} at"
+            f" t={access['time_s'] * 1e3:.6f} ms, address {access['address']}, pfn {access['pfn']}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    if args.seeds < 1:
+        raise UsageError(f"--seeds: must be at least 1, got {args.seeds}")
+    t0 = time.perf_counter()
+
+    def progress(done: int, total: int) -> None:
+        print(f"seed {done}/{total}: clean ({time.perf_counter() - t0:.1f} s)", file=sys.stderr)
+
+    res = ipisim.check(
+        args.scenario,
+        seeds=args.seeds,
+        first_seed=args.first_seed,
+        machine=args.machine,
+        kernel=args.kernel,
+        sets=_parse_sets(args.set),
+        jitter=args.jitter,
+        jobs=args.jobs,
+        progress=progress,
+    )
+    where = f"{args.scenario} on {args.machine or 'its default machine'} with {args.kernel or 'linux-6.18'}"
+    if res.clean:
+        print(f"clean: {res.seeds_run} seeds of {where}, no TLB-coherence violation")
+        return 0
+    assert res.failure is not None
+    print(f"VIOLATION: seed {res.failing_seed} of {where} (after {res.seeds_run} seeds)")
+    print(_violation(res.failure), end="")
+    print(f"reproduce: {res.reproduce(args.machine, args.kernel)}")
+    return 1
 
 
 def cmd_reproduce(args: argparse.Namespace) -> int:
@@ -352,8 +422,24 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(r)
     r.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     r.add_argument("--profile", action="store_true", help="print CPU time by kernel function")
+    _no_check(r)
     _add_trace_options(r)
     r.set_defaults(func=cmd_run)
+
+    ck = sub.add_parser("check", help="search seeds for a TLB-coherence violation; exit 1 at the first")
+    ck.add_argument("scenario")
+    ck.add_argument(
+        "--machine", help="built-in machine profile or a .toml file (default: the scenario's, else host-2cpu)"
+    )
+    ck.add_argument("--kernel", help="built-in kernel preset or a .toml file (default linux-6.18)")
+    ck.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a parameter")
+    ck.add_argument("--seeds", type=int, default=1000, help="seeds to try (default 1000)")
+    ck.add_argument("--first-seed", type=int, default=1, help="the first seed (default 1)")
+    ck.add_argument(
+        "--jitter", type=float, default=0.05, help="stretch busy steps by up to this fraction (default 0.05)"
+    )
+    ck.add_argument("--jobs", type=int, default=2, help="seeds run at once (default 2)")
+    ck.set_defaults(func=cmd_check)
 
     rp = sub.add_parser("reproduce", help="run every seed experiment and compare with the published figures")
     rp.add_argument("--quick", action="store_true", help="scaled down, for CI (figures will not match)")
@@ -390,7 +476,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compare", help="run kernel variants and print an mmtests compare-kernels table")
     c.add_argument("scenario")
-    c.add_argument("--machine", help="built-in machine profile or a .toml file (default host-2cpu)")
+    c.add_argument(
+        "--machine", help="built-in machine profile or a .toml file (default: the scenario's, else host-2cpu)"
+    )
     c.add_argument(
         "--kernel",
         action="append",
@@ -402,6 +490,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--scale", type=float, help="the same as --set scale=F")
     c.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     c.add_argument("--json", metavar="PATH", help="write every variant's full result as JSON")
+    _no_check(c)
     _add_trace_options(c)
     c.set_defaults(func=cmd_compare)
 

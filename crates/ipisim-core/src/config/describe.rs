@@ -65,8 +65,14 @@ fn param_json(p: &Param, value: Option<String>) -> Value {
 pub fn describe(thing: &str) -> Result<Value, ConfigError> {
     if let Some(s) = SCENARIOS.iter().find(|s| s.name == thing) {
         let params: Vec<Value> = s.params.iter().map(|p| param_json(p, None)).collect();
+        let check: serde_json::Map<String, Value> = s
+            .check
+            .iter()
+            .map(|(k, v)| ((*k).into(), (*v).into()))
+            .collect();
         return Ok(
             json!({"kind": "scenario", "name": s.name, "description": s.description, "params": params,
+            "machine": s.machine, "check": check,
             "note": "machine.* and kernel.* keys apply too: see `ipisim describe machine` and `ipisim describe kernel`"}),
         );
     }

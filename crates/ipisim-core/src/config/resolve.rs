@@ -182,11 +182,13 @@ pub fn resolve(req: &RunRequest) -> Result<Resolved, ConfigError> {
     };
 
     // The machine profile: [machine] keys and a [cost] table giving every cost with its source.
-    let (mfile, mtable) = load("machine", req
-            .machine
+    let (mfile, mtable) = load(
+        "machine",
+        req.machine
             .as_deref()
             .or(scenario.machine)
-            .unwrap_or(DEFAULT_MACHINE))?;
+            .unwrap_or(DEFAULT_MACHINE),
+    )?;
     apply_section(
         &mut r,
         &params,

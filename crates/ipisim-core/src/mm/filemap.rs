@@ -94,7 +94,13 @@ pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bo
         }
     }
     for i in 0..n as u64 {
-        match access_page(s, cpu, (mm, vpn + i), (file as u32, (first + i) as u32), write) {
+        match access_page(
+            s,
+            cpu,
+            (mm, vpn + i),
+            (file as u32, (first + i) as u32),
+            write,
+        ) {
             Ok(ps) => user += ps + read,
             Err(fault) => {
                 let retry = Step::FileRead {

@@ -4,7 +4,9 @@
 //! batch of NR_MAX_BATCHED_MIGRATION pages and flushes once before moving any
 //! (migrate_pages_batch, 7e12beb8ca2a).
 
-use super::filemap::{touch_page, PageInfo, PG_ACTIVE, PG_DIRTY, PG_LRU, PTE_DIRTY, PTE_MAPPED, PTE_MIGRATION};
+use super::filemap::{
+    touch_page, PageInfo, PG_ACTIVE, PG_DIRTY, PG_LRU, PTE_DIRTY, PTE_MAPPED, PTE_MIGRATION,
+};
 use super::lru::{lock_lru, lru_add_drain, lru_cache_add};
 use super::page_alloc::{alloc_page_on_node, free_page};
 use super::rmap::{self, flush_tlb_page};
@@ -52,7 +54,14 @@ pub struct Migration {
 
 /// do_migrate_pages() -> migrate_to_node(): lru_add_drain(), then isolate every page of `mm` on
 /// node `from` (queue_pages_range + isolate_lru_page), then migrate them in batches.
-pub fn migrate_pages(s: &mut Sim, cpu: CpuId, t: TaskId, mm: usize, from: usize, to: usize) -> Outcome {
+pub fn migrate_pages(
+    s: &mut Sim,
+    cpu: CpuId,
+    t: TaskId,
+    mm: usize,
+    from: usize,
+    to: usize,
+) -> Outcome {
     let mut ps = lru_add_drain(s, cpu, t);
     let mut pages = std::mem::take(&mut s.tasks[t].migrate.pages);
     pages.clear();
@@ -98,7 +107,9 @@ pub fn unmap_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     let mut ps: Time = 0;
     let mut flushes = Vec::new();
     while s.tasks[t].migrate.batch.len() < size {
-        let Some(src) = s.tasks[t].migrate.pages.pop() else { break };
+        let Some(src) = s.tasks[t].migrate.pages.pop() else {
+            break;
+        };
         let Some((dst, alloc)) = alloc_page_on_node(s, cpu, t, to) else {
             // -ENOMEM: the page stays where it is (putback_movable_pages).
             putback(s, cpu, t, src);
@@ -117,7 +128,8 @@ pub fn unmap_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         sched::charge(s, Some(t), Func::TryToMigrate, walk);
         ps += walk;
         // should_defer_flush(): only when another CPU may cache the translation.
-        let defer = s.k.migrate_flush != MigrateFlush::Immediate && s.mem.mms[mm].cpumask.any_but(cpu);
+        let defer =
+            s.k.migrate_flush != MigrateFlush::Immediate && s.mem.mms[mm].cpumask.any_but(cpu);
         if defer {
             rmap::set_tlb_ubc_flush_pending(s, cpu, t, mm, src, dirty);
         } else {

@@ -112,9 +112,10 @@ struct Record {
     what: PageEvent,
 }
 
-/// How many recent events the history ring keeps, and how many violations are reported in full.
+/// How many recent events the history ring keeps, and how many violations of each site (access,
+/// free, pageout) are reported in full: the first ones.
 const RING: usize = 4096;
-const REPORTED: usize = 8;
+const REPORTED: usize = 4;
 
 #[derive(Debug, Clone)]
 struct Report {
@@ -202,7 +203,7 @@ pub fn violation(
     let c = &mut s.check;
     c.counts[kind as usize] += 1;
     c.sites[site.index()] += 1;
-    if c.reports.len() >= REPORTED {
+    if c.sites[site.index()] > REPORTED as u64 {
         return;
     }
     let batches: Vec<u32> = c

@@ -49,6 +49,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     ],
     kind: ScenarioKind::Drain,
     machine: None,
+    check: &[],
 };
 
 pub struct Drain {

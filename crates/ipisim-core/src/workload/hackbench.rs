@@ -82,6 +82,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     ],
     kind: ScenarioKind::Hackbench,
     machine: None,
+    check: &[],
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

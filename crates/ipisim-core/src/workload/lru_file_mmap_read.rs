@@ -19,6 +19,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     ],
     kind: ScenarioKind::LruFileMmapRead,
     machine: None,
+    check: &[("scale", "0.001")],
 };
 
 struct Reader {

@@ -25,6 +25,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     ],
     kind: ScenarioKind::Membarrier,
     machine: None,
+    check: &[],
 };
 
 pub struct Membarrier {

@@ -54,6 +54,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     ],
     kind: ScenarioKind::Migrate,
     machine: Some("xeon-2s-2013"),
+    check: &[("scale", "0.01"), ("memory", "32MiB"), ("passes", "2")],
 };
 
 /// Random accesses per user step: the loop's granularity, not a pmbench setting.
@@ -90,13 +91,22 @@ pub struct Migrate {
 impl Migrate {
     pub fn new(r: &Resolved, m: &Machine) -> Result<Migrate, ConfigError> {
         if m.nodes < 2 {
-            return Err(r.error("machine.nodes", "migrate needs a machine with 2 or more nodes"));
+            return Err(r.error(
+                "machine.nodes",
+                "migrate needs a machine with 2 or more nodes",
+            ));
         }
         let threads = match r.int("threads") as usize {
             0 => m.ncpus() - 1,
             n => n,
         };
-        super::need_cpus(r, m, "threads", format!("{threads} threads and migratepages"), threads + 1)?;
+        super::need_cpus(
+            r,
+            m,
+            "threads",
+            format!("{threads} threads and migratepages"),
+            threads + 1,
+        )?;
         let bytes = r.uint("memory");
         let pages = bytes >> 12;
         if pages < threads as u64 {
@@ -105,7 +115,8 @@ impl Migrate {
         // The machine is already scaled (sim.rs).
         let node = m.mem_per_node;
         if bytes > node / 2 {
-            let msg = format!("{bytes} bytes do not fit in half of a node ({node} bytes at this scale)");
+            let msg =
+                format!("{bytes} bytes do not fit in half of a node ({node} bytes at this scale)");
             return Err(r.error("memory", msg));
         }
         Ok(Migrate {
@@ -130,7 +141,10 @@ impl Migrate {
         let span = secs(s.end.unwrap_or(s.now()).saturating_sub(self.began)).max(1e-12);
         let tlb: u64 = s.stats.irqs[Irq::Tlb as usize].iter().sum::<u64>() - self.tlb_at_start;
         let mut m = serde_json::Map::new();
-        m.insert("pages_migrated_per_s".into(), (migrated as f64 / span).into());
+        m.insert(
+            "pages_migrated_per_s".into(),
+            (migrated as f64 / span).into(),
+        );
         m.insert("pages_migrated".into(), migrated.into());
         m.insert("migrate_s".into(), span.into());
         m.insert("tlb_shootdowns".into(), tlb.into());
@@ -159,7 +173,10 @@ pub fn start(s: &mut Sim) {
         let t = sched::spawn(s, mm, i);
         debug_assert_eq!(t, i);
         s.tasks[t].comm = "pmbench".into();
-        let share = (start + pages * i as u64 / threads as u64, start + pages * (i as u64 + 1) / threads as u64);
+        let share = (
+            start + pages * i as u64 / threads as u64,
+            start + pages * (i as u64 + 1) / threads as u64,
+        );
         state(s).workers.push(Thread {
             next: share.0,
             end: share.1,

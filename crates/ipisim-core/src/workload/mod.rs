@@ -26,6 +26,8 @@ pub struct ScenarioDecl {
     pub kind: ScenarioKind,
     /// The machine profile when none is given (else the global default, host-2cpu).
     pub machine: Option<&'static str>,
+    /// The small shape `ipisim check` runs each seed at, as `--set` pairs (it may override them).
+    pub check: &'static [(&'static str, &'static str)],
 }
 
 /// Which workload model a scenario runs, with its fixed shape.

@@ -71,6 +71,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     ],
     kind: ScenarioKind::Reclaim,
     machine: None,
+    check: &[],
 };
 
 pub struct Reclaim {

@@ -29,6 +29,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     ],
     kind: ScenarioKind::Shootdown,
     machine: None,
+    check: &[],
 };
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -31,6 +31,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     ],
     kind: ScenarioKind::Swapout,
     machine: None,
+    check: &[("scale", "0.002")],
 };
 
 struct Writer {

@@ -56,6 +56,7 @@ pub const TLB_FLUSH1: ScenarioDecl = ScenarioDecl {
     params: PARAMS,
     kind: ScenarioKind::WillItScale(Mapping::FilePrivate, 128 << 20),
     machine: None,
+    check: &[],
 };
 pub const TLB_FLUSH2: ScenarioDecl = ScenarioDecl {
     name: "will-it-scale/tlb_flush2",
@@ -63,6 +64,7 @@ pub const TLB_FLUSH2: ScenarioDecl = ScenarioDecl {
     params: PARAMS,
     kind: ScenarioKind::WillItScale(Mapping::Anon, 1 << 20),
     machine: None,
+    check: &[],
 };
 pub const TLB_FLUSH3: ScenarioDecl = ScenarioDecl {
     name: "will-it-scale/tlb_flush3",
@@ -70,6 +72,7 @@ pub const TLB_FLUSH3: ScenarioDecl = ScenarioDecl {
     params: PARAMS,
     kind: ScenarioKind::WillItScale(Mapping::FileShared, 128 << 20),
     machine: None,
+    check: &[],
 };
 
 /// What each task maps.
