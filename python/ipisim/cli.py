@@ -164,6 +164,10 @@ def cmd_describe(args: argparse.Namespace) -> int:
         print(f"  {key:<{width}}  = {value} {unit}".rstrip() + f"    [{typ}] {desc}")
     for c in d.get("costs", []):
         print(f"  {c['key']:<{width}}  = {c['value']:g} cycles    {c['description']}; source: {c['source']}")
+    if d.get("machine"):
+        print(f"default machine: {d['machine']}")
+    if d.get("check"):
+        print("`ipisim check` runs it with: " + " ".join(f"{k}={v}" for k, v in d["check"].items()))
     if "note" in d:
         print(d["note"])
     return 0

@@ -343,3 +343,55 @@ pub fn readahead(s: &mut Sim, cpu: CpuId, t: TaskId, file: u32, index: u64, n: u
         irqs_off: false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{resolve, RunRequest};
+
+    /// A reclaim setup with one page of the reader's file mapped writable, cached clean (it was
+    /// only read) in CPU 1's TLB, then unmapped and not yet flushed: the batched-reclaim window.
+    fn unmapped_clean_page(traps: bool) -> (Sim, usize, u64, u32) {
+        let req = RunRequest {
+            scenario: "reclaim".into(),
+            machine: Some("kvm-8cpu".into()),
+            sets: vec![("machine.clean_write_traps".into(), traps.to_string())],
+            ..Default::default()
+        };
+        let mut s = Sim::new(&resolve(&req).unwrap()).unwrap();
+        let (mm, vpn) = s.mem.files[0].mapper.unwrap();
+        let pfn = s.mem.frames.alloc();
+        s.mem.files[0].pages[0] = pfn;
+        s.mem.page[pfn as usize] = PageInfo {
+            file: 0,
+            index: 0,
+            flags: 0,
+            cpu: 1,
+        };
+        s.x86.cpu[1].loaded_mm = Some(mm);
+        let asid = s.x86.cpu[1].loaded_asid;
+        s.tlb[1].fill(asid, vpn, pfn, false, false);
+        (s, mm, vpn, pfn)
+    }
+
+    /// x86 walks the page table for a store through a clean entry, so the store faults; an
+    /// architecture without that guarantee stores through the stale entry into a page reclaim
+    /// thinks clean: a lost write.
+    #[test]
+    fn a_store_through_a_stale_clean_entry_traps_only_where_guaranteed() {
+        let (mut s, mm, vpn, _) = unmapped_clean_page(true);
+        let got = access_page(&mut s, 1, (mm, vpn), (0, 0), true);
+        assert_eq!(got, Err(Step::FileWriteFault { vpn }));
+        assert_eq!(s.check.total(), 0);
+
+        let (mut s, mm, vpn, _) = unmapped_clean_page(false);
+        assert_eq!(access_page(&mut s, 1, (mm, vpn), (0, 0), true), Ok(0));
+        let json = crate::observe::check::to_json(&s.check);
+        assert_eq!(json["by_kind"]["lost-write"], 1, "{json}");
+        assert_eq!(json["first"][0]["at"], "write");
+        // A load through it is fine: the page is still the file's until it is freed.
+        let (mut s, mm, vpn, _) = unmapped_clean_page(false);
+        assert_eq!(access_page(&mut s, 1, (mm, vpn), (0, 0), false), Ok(0));
+        assert_eq!(s.check.total(), 0);
+    }
+}
