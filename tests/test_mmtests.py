@@ -203,3 +203,11 @@ def test_quick_lru_compare_batched_flush_cuts_interrupts(tmp_path: Path) -> None
     assert flushfull["elapsed_s"] < vanilla["elapsed_s"]
     for r in (vanilla, flushfull):
         assert r["check"]["violations"] == 0
+
+
+def test_migrate_compare_table_is_golden(capsys: pytest.CaptureFixture[str]) -> None:
+    # Batched migration flushing (6.4) against a flush per page (6.3), at 32 MiB: the table is
+    # pinned byte for byte, so any change to the model's migration path shows here.
+    args = ["compare", "migrate", "--kernel", "before=linux-6.3", "--kernel", "after=linux-6.4"]
+    assert main([*args, "--set", "scale=0.01", "--set", "memory=32MiB", "--set", "passes=2"]) == 0
+    assert capsys.readouterr().out == (GOLDEN / "migrate-6.3-vs-6.4-32MiB.txt").read_text()

@@ -339,6 +339,8 @@ def _violation(r: ipisim.RunResult) -> str:
 def cmd_check(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         raise UsageError(f"--seeds: must be at least 1, got {args.seeds}")
+    if not 0 <= args.jitter <= 1:
+        raise UsageError(f"--jitter: must be in [0, 1], got {args.jitter}")
     t0 = time.perf_counter()
 
     def progress(done: int, total: int) -> None:

@@ -72,7 +72,7 @@ pub fn try_to_unmap_one(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, dirty: boo
     let cost = s.m.cost[Cost::RmapWalk];
     sched::charge(s, Some(t), Func::TryToUnmap, cost);
     if s.k.reclaim_flush == ReclaimFlush::None {
-        check::record(s, cpu, pfn, PageEvent::Unmap { batch: 0 });
+        check::record(s, cpu, pfn, PageEvent::UnmapNoFlush);
         return (cost, false);
     }
     // should_defer_flush(): only worth it when another CPU may hold the translation.
@@ -118,7 +118,6 @@ pub fn set_tlb_ubc_flush_pending(
         s.check.batches += 1;
         ubc.batch = s.check.batches;
     }
-    let ubc = &mut s.tasks[t].reclaim.ubc;
     ubc.flush_required = true;
     ubc.writable |= dirty;
     let batch = ubc.batch;
@@ -223,20 +222,29 @@ pub fn check_translations(s: &mut Sim, pfn: u32, site: Site) {
     }
     let (mm, vpn) = mapping_of(s, pfn);
     let traps = s.m.clean_write_traps;
-    let mask = s.mem.mms[mm].cpumask;
-    for c in mask.iter() {
+    // The violating CPU and kind of a cached translation on CPU `c`, if any.
+    let stale = |s: &Sim, c: CpuId| {
         let st = &s.x86.cpu[c];
         if st.loaded_mm != Some(mm) {
-            continue;
+            return None;
         }
-        let Some(e) = s.tlb[c].probe(st.loaded_asid, vpn).filter(|e| e.pfn == pfn) else {
-            continue;
-        };
-        let kind = match site {
-            Site::Pageout if e.dirty || (e.writable && !traps) => Violation::LostWrite,
-            Site::Pageout => continue,
-            _ => Violation::UseAfterFree,
-        };
-        check::violation(s, kind, site, c, mm, vpn, pfn);
+        let e = s.tlb[c]
+            .probe(st.loaded_asid, vpn)
+            .filter(|e| e.pfn == pfn)?;
+        match site {
+            Site::Pageout if e.dirty || (e.writable && !traps) => Some(Violation::LostWrite),
+            Site::Pageout => None,
+            _ => Some(Violation::UseAfterFree),
+        }
+    };
+    // The common case, no stale translation, reads the mask in place.
+    if !s.mem.mms[mm].cpumask.iter().any(|c| stale(s, c).is_some()) {
+        return;
+    }
+    let mask = s.mem.mms[mm].cpumask;
+    for c in mask.iter() {
+        if let Some(kind) = stale(s, c) {
+            check::violation(s, kind, site, c, mm, vpn, pfn);
+        }
     }
 }

@@ -61,6 +61,8 @@ pub enum PageEvent {
     /// try_to_unmap_one / try_to_migrate_one cleared the PTE; `batch` is the deferred flush batch
     /// it joined (0: flushed at once).
     Unmap { batch: u32 },
+    /// The PTE was cleared and no flush will follow (the debug policy reclaim_flush = none).
+    UnmapNoFlush,
     /// try_to_unmap_flush() of a batch.
     BatchFlush { batch: u32 },
     /// pageout() wrote the page.
@@ -95,6 +97,7 @@ impl PageEvent {
             PageEvent::Unmap { batch } => {
                 json!(format!("unmapped, flush deferred in batch {batch}"))
             }
+            PageEvent::UnmapNoFlush => json!("unmapped, never flushed (reclaim_flush = none)"),
             PageEvent::BatchFlush { batch } => json!(format!("batch {batch} flushed")),
             PageEvent::Pageout => json!("written out (pageout)"),
             PageEvent::Free => json!("freed"),
@@ -189,7 +192,6 @@ pub fn record(s: &mut Sim, cpu: CpuId, pfn: u32, what: PageEvent) {
 }
 
 /// Report a violation: counted always, described in full for the first few.
-#[allow(clippy::too_many_arguments)]
 pub fn violation(
     s: &mut Sim,
     kind: Violation,

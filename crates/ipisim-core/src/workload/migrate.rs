@@ -115,8 +115,11 @@ impl Migrate {
         // The machine is already scaled (sim.rs).
         let node = m.mem_per_node;
         if bytes > node / 2 {
-            let msg =
-                format!("{bytes} bytes do not fit in half of a node ({node} bytes at this scale)");
+            let msg = format!(
+                "{} MiB do not fit in half of a node ({} MiB at this scale)",
+                bytes >> 20,
+                node >> 20
+            );
             return Err(r.error("memory", msg));
         }
         Ok(Migrate {
