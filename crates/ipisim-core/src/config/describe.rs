@@ -73,7 +73,7 @@ pub fn describe(thing: &str) -> Result<Value, ConfigError> {
         return Ok(
             json!({"kind": "scenario", "name": s.name, "description": s.description, "params": params,
             "machine": s.machine, "check": check,
-            "note": "machine.* and kernel.* keys apply too: see `ipisim describe machine` and `ipisim describe kernel`"}),
+            "note": "machine.*, kernel.*, sched.* (jitter, placement) and check.enabled apply too: see `ipisim describe machine` and `ipisim describe kernel`"}),
         );
     }
     let is_machine = thing == "machine"

@@ -14,6 +14,10 @@ pub struct Zone {
     free: Vec<u32>,
     next: u32,
     end: u32,
+    /// The zone's first frame, and one bit per frame: out of the buddy lists (handed out, or on
+    /// a pcp list). The checker reads it to catch a TLB hit on a frame back in the allocator.
+    base: u32,
+    taken: Vec<u64>,
     /// WMARK_MIN, WMARK_LOW, WMARK_HIGH in pages (__setup_per_zone_wmarks).
     pub wmark: [u64; 3],
     pub lock: SpinLock,
@@ -30,17 +34,26 @@ impl Zone {
     }
 
     pub fn take(&mut self) -> Option<u32> {
-        if let Some(p) = self.free.pop() {
-            return Some(p);
-        }
-        (self.next < self.end).then(|| {
-            self.next += 1;
-            self.next - 1
-        })
+        let p = self.free.pop().or_else(|| {
+            (self.next < self.end).then(|| {
+                self.next += 1;
+                self.next - 1
+            })
+        })?;
+        let i = (p - self.base) as usize;
+        self.taken[i / 64] |= 1 << (i % 64);
+        Some(p)
     }
 
     pub fn give(&mut self, pfn: u32) {
+        let i = (pfn - self.base) as usize;
+        self.taken[i / 64] &= !(1 << (i % 64));
         self.free.push(pfn);
+    }
+
+    fn is_taken(&self, pfn: u32) -> bool {
+        let i = (pfn - self.base) as usize;
+        self.taken[i / 64] & (1 << (i % 64)) != 0
     }
 
     /// zone_watermark_ok() for one order-0 page.
@@ -75,6 +88,8 @@ impl Frames {
                 free: Vec::new(),
                 next: (n * per).max(reserved + 1),
                 end: (n + 1) * per,
+                base: n * per,
+                taken: vec![0; (per as usize).div_ceil(64)],
                 wmark: [
                     min_pages,
                     min_pages + min_pages / 4,
@@ -97,6 +112,11 @@ impl Frames {
 
     pub fn total(&self) -> u64 {
         self.pages_per_node as u64 * self.zones.len() as u64
+    }
+
+    /// Is this frame back in the buddy allocator (free, or never handed out)?
+    pub fn is_free(&self, pfn: u32) -> bool {
+        !self.zones[self.node_of(pfn)].is_taken(pfn)
     }
 
     /// A page from the first node that has one, for workloads that never reclaim.

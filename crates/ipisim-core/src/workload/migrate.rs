@@ -28,7 +28,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
             kind: Kind::Size,
             unit: "bytes",
             default: "256MiB",
-            doc: "the region the threads access and migratepages moves; it must fit on one node",
+            doc: "the region the threads access and migratepages moves; at most half a node, as all of it lands on one",
         },
         Param {
             key: "write_percent",
