@@ -22,6 +22,16 @@ fn n(v: &Value) -> u64 {
     v.as_u64().unwrap()
 }
 
+/// The events of a violation report's page history, in order.
+fn history(report: &Value) -> Vec<&str> {
+    report["history"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["event"].as_str().unwrap())
+        .collect()
+}
+
 /// 6.3 flushes each page as try_to_migrate_one unmaps it: one flush_tlb_mm_range per page. 6.4
 /// unmaps the whole batch (up to 512 pages) and flushes once.
 #[test]
@@ -63,12 +73,7 @@ fn moving_before_the_flush_is_caught() {
     let first = &c["first"][0];
     assert_eq!(first["kind"], "use-after-free");
     assert_eq!(first["at"], "free");
-    let history: Vec<&str> = first["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["event"].as_str().unwrap())
-        .collect();
+    let history = history(first);
     assert_eq!(history[0], "unmapped, flush deferred in batch 1");
     assert!(history[1].starts_with("migrated to pfn"), "{history:?}");
 }
@@ -98,12 +103,7 @@ fn the_first_offending_access_is_named() {
     let t = first["time_s"].as_f64().unwrap();
     assert!(accesses.iter().all(|r| r["time_s"].as_f64().unwrap() >= t));
     assert_eq!(first["kind"], "use-after-free");
-    let events: Vec<&str> = first["history"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|e| e["event"].as_str().unwrap())
-        .collect();
+    let events = history(first);
     assert!(events.contains(&"freed"), "{events:?}");
     assert!(first["history"]
         .as_array()
