@@ -24,10 +24,12 @@ pub fn touch(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) 
     let mm = s.tasks[t].mm;
     let asid = s.x86.cpu[cpu].loaded_asid;
     let (touch_cost, walk_cost) = (s.m.cost[Cost::UserTouch], s.m.cost[Cost::TlbMiss]);
-    let (mut user, mut fault): (Time, Time) = (chunk as Time * touch_cost, 0);
+    let (mut user, mut fault): (Time, Time) = (0, 0);
     let mut vma: Option<Vma> = None;
     let mut table: Option<(u64, usize)> = None;
-    for v in vpn..vpn + chunk as u64 {
+    let end = vpn + chunk as u64;
+    for v in vpn..end {
+        user += touch_cost;
         let (hit, slot) = s.tlb[cpu].access(asid, v);
         if let Some(e) = hit.filter(|e| !write || e.dirty) {
             // The checker: the frame must not be back in the allocator. (A hit on a page that
@@ -58,10 +60,29 @@ pub fn touch(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) 
                         .unwrap_or_else(|| panic!("workload touched unmapped page {v:#x}")),
                 );
             }
-            let (new, cost) = handle_mm_fault(s, t, vma.unwrap(), v, write);
+            let vma = vma.unwrap();
+            let (new, cost) = handle_mm_fault(s, t, vma, v, write);
             fault += cost;
             if !pte.present() {
                 s.mem.tables[tab].present += 1;
+                if !write {
+                    fault += fault_around(s, t, vma, v, tab);
+                }
+            } else if new.pfn() != pte.pfn() {
+                // do_wp_page() -> wp_page_copy() of a present PTE (a read-only page-cache page
+                // of a private mapping, or the zero page): ptep_clear_flush() before the new
+                // PTE is used, so other CPUs drop the old translation. Resume after the flush.
+                s.mem.tables[tab].pte[idx] = new;
+                let steps = &mut s.tasks[t].steps;
+                if v + 1 < end {
+                    steps.push(Step::Touch {
+                        vpn: v + 1,
+                        n: (end - v - 1) as u32,
+                        write,
+                    });
+                }
+                steps.push(crate::mm::rmap::flush_tlb_page(mm, v));
+                break;
             }
             pte = new;
         } else if write && !pte.dirty() {
@@ -75,6 +96,35 @@ pub fn touch(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) 
         ps: user + fault,
         irqs_off: false,
     }
+}
+
+/// do_fault_around() on a read fault of a file mapping (3.15): map every page-cache page of the
+/// aligned `fault_around_bytes` window around `v`, within its VMA and PTE table, whose PTE is
+/// none, read-only (filemap_map_pages). Returns the time, `fault_file` per page mapped.
+fn fault_around(s: &mut Sim, t: TaskId, vma: Vma, v: u64, tab: usize) -> Time {
+    let Backing::File { file, pgoff, .. } = vma.backing else {
+        return 0;
+    };
+    let fa = s.k.fault_around_pages;
+    let table_start = v - v % PTRS_PER_PTE;
+    let start = (v - v % fa).max(vma.start).max(table_start);
+    let end = (v - v % fa + fa)
+        .min(vma.end)
+        .min(table_start + PTRS_PER_PTE);
+    let mut mapped = 0;
+    for u in (start..end).filter(|&u| u != v) {
+        let idx = (u % PTRS_PER_PTE) as usize;
+        let page = s.mem.files[file as usize].pages[(pgoff + u - vma.start) as usize];
+        if page == NONE || s.mem.tables[tab].pte[idx].present() {
+            continue;
+        }
+        s.mem.tables[tab].pte[idx] = Pte::new(page, false, false);
+        s.mem.tables[tab].present += 1;
+        mapped += 1;
+    }
+    let cost = mapped * s.m.cost[Cost::FaultFile];
+    sched::charge(s, Some(t), Func::FilemapFault, cost);
+    cost
 }
 
 /// handle_mm_fault(): the PTE to install for `v`, and the kernel time spent.

@@ -1,7 +1,7 @@
 //! The mmu_gather (mm/mmu_gather.c, include/asm-generic/tlb.h): collects the range of PTEs cleared
 //! and the pages to free, flushes the TLB once for all of them, and only then frees the pages.
 
-use crate::arch::x86::FlushRange;
+use crate::arch::x86::{FlushRange, TLB_FLUSH_ALL};
 use crate::sched::{Outcome, Step};
 use crate::sim::{Sim, TaskId};
 
@@ -20,6 +20,8 @@ pub struct MmuGather {
     pub cleared_pmds: bool,
     /// Frames unmapped and waiting for the flush before they may be freed.
     pub pages: Vec<u32>,
+    /// tlb_finish_mmu() is flushing: once done, the gather closes (dec_tlb_flush_pending).
+    finishing: bool,
 }
 
 impl MmuGather {
@@ -81,8 +83,25 @@ pub fn tlb_flush_mmu(s: &mut Sim, t: TaskId) -> Outcome {
     Outcome::Next
 }
 
+/// tlb_finish_mmu(): if another thread of the mm has a gather open too (mm_tlb_flush_nested), its
+/// flush may not have reached every CPU yet, so flush the whole mm, page tables included (the
+/// MADV_DONTNEED race fix, Minchan Kim, 4.15); then flush as tlb_flush_mmu() and close.
+pub fn tlb_finish_mmu(s: &mut Sim, t: TaskId) -> Outcome {
+    let g = &mut s.tasks[t].gather;
+    if s.mem.mms[g.mm].tlb_flush_pending > 1 {
+        g.reset_range();
+        (g.start, g.end, g.freed_tables) = (0, TLB_FLUSH_ALL, true);
+    }
+    g.finishing = true;
+    tlb_flush_mmu(s, t)
+}
+
 /// tlb_batch_pages_flush(): the TLB is clean, the gathered pages can go back to the allocator.
 pub fn tlb_batch_pages_flush(s: &mut Sim, t: TaskId) -> Outcome {
+    let g = &mut s.tasks[t].gather;
+    if std::mem::take(&mut g.finishing) {
+        s.mem.mms[g.mm].tlb_flush_pending -= 1;
+    }
     let mut pages = std::mem::take(&mut s.tasks[t].gather.pages);
     for &pfn in &pages {
         s.mem.frames.free(pfn);

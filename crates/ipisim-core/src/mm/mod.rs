@@ -17,7 +17,7 @@ mod syscall;
 pub mod vmscan;
 
 pub use fault::touch;
-pub use mmu_gather::{tlb_batch_pages_flush, tlb_flush_mmu, MmuGather};
+pub use mmu_gather::{tlb_batch_pages_flush, tlb_finish_mmu, tlb_flush_mmu, MmuGather};
 pub use page_alloc::Frames;
 pub use pagetable::{Pte, PteTable};
 pub use syscall::{
@@ -90,6 +90,9 @@ pub struct Mm {
     pub cpumask: CpuMask,
     pub ctx_id: u64,
     pub tlb_gen: u64,
+    /// tlb_flush_pending: mmu_gathers open on this mm (inc_tlb_flush_pending); more than one
+    /// means another thread's batched flush may still be outstanding (mm_tlb_flush_nested).
+    pub tlb_flush_pending: u32,
     /// In jiffies.
     pub next_trim_cpumask: u64,
     /// mmap_lock held for writing (munmap, mprotect) by this task, and the tasks sleeping for it.
@@ -166,6 +169,7 @@ impl Memory {
             cpumask: CpuMask::new(),
             ctx_id,
             tlb_gen: 0,
+            tlb_flush_pending: 0,
             next_trim_cpumask: jiffies + hz,
             mmap_lock_writer: None,
             mmap_lock_waiters: Vec::new(),

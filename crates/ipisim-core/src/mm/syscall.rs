@@ -28,12 +28,14 @@ pub fn syscall(s: &mut Sim, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
     sched::charge(s, Some(t), Func::Syscall, s.m.cost[Cost::Syscall]);
     sched::charge(s, Some(t), Func::VmaOps, s.m.cost[Cost::VmaOp]);
     s.tasks[t].gather.init(mm);
+    // tlb_gather_mmu() -> inc_tlb_flush_pending(): other threads' tlb_finish_mmu() see it.
+    s.mem.mms[mm].tlb_flush_pending += 1;
     match sc {
         Syscall::MadviseDontneed { vpn, n } => {
             // madvise_dontneed_free() -> zap_page_range_single_batched(); with CONFIG_PT_RECLAIM
             // the zap may free PTE tables it empties completely.
             let steps = &mut s.tasks[t].steps;
-            steps.push(Step::TlbFlushMmu);
+            steps.push(Step::TlbFinishMmu);
             steps.push(Step::Zap {
                 from: vpn,
                 end: vpn + n,
@@ -53,7 +55,7 @@ pub fn syscall(s: &mut Sim, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
             m.vmas.drain(i..j);
             let steps = &mut s.tasks[t].steps;
             steps.push(Step::MmapWriteUnlock);
-            steps.push(Step::TlbFlushMmu);
+            steps.push(Step::TlbFinishMmu);
             steps.push(Step::FreePgtables {
                 start: vpn,
                 end: vpn + n,
@@ -82,7 +84,7 @@ pub fn syscall(s: &mut Sim, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
             merge_vmas(m);
             let steps = &mut s.tasks[t].steps;
             steps.push(Step::MmapWriteUnlock);
-            steps.push(Step::TlbFlushMmu);
+            steps.push(Step::TlbFinishMmu);
             steps.push(Step::Protect {
                 from: vpn,
                 end: vpn + n,
@@ -139,6 +141,9 @@ pub fn zap_step(s: &mut Sim, t: TaskId, from: u64, end: u64, reclaim_pt: bool) -
         };
         let tab = tab as usize;
         let mut force_flush = false;
+        // A dirty page-cache PTE: its rmap removal waits for the TLB flush, which must happen
+        // before the PTE lock is dropped (zap_present_folio_ptes: delay_rmap, 5df397dec7c4).
+        let mut delay_rmap = false;
         let (mut lo, mut hi) = (u64::MAX, 0);
         let mut v = vpn;
         while v < pmd_end {
@@ -152,6 +157,7 @@ pub fn zap_step(s: &mut Sim, t: TaskId, from: u64, end: u64, reclaim_pt: bool) -
             s.mem.tables[tab].present -= 1;
             zapped += 1;
             (lo, hi) = (lo.min(v - 1), v);
+            delay_rmap |= !pte.is_anon() && pte.dirty();
             // Anonymous pages are freed after the flush; page-cache pages and the zero page stay.
             if pte.is_anon() && s.tasks[t].gather.remove_page(pte.pfn()) {
                 force_flush = true;
@@ -170,7 +176,7 @@ pub fn zap_step(s: &mut Sim, t: TaskId, from: u64, end: u64, reclaim_pt: bool) -
             free_pte_table(s, t, mm, pmd_start);
             freed_tables += 1;
         }
-        if force_flush {
+        if force_flush || (delay_rmap && pmd_end < end) {
             let steps = &mut s.tasks[t].steps;
             steps.push(Step::Zap {
                 from: v,
@@ -179,6 +185,10 @@ pub fn zap_step(s: &mut Sim, t: TaskId, from: u64, end: u64, reclaim_pt: bool) -
             });
             steps.push(Step::TlbFlushMmu);
             break;
+        }
+        if delay_rmap {
+            // The last table of the range: flush now; tlb_finish_mmu() finds nothing left.
+            s.tasks[t].steps.push(Step::TlbFlushMmu);
         }
         vpn = pmd_end;
     }

@@ -49,6 +49,8 @@ pub enum Step {
     },
     /// tlb_flush_mmu / tlb_finish_mmu: flush the TLB for what the task's mmu_gather collected.
     TlbFlushMmu,
+    /// tlb_finish_mmu: the last flush of a gather, a full one if another gather is open.
+    TlbFinishMmu,
     /// tlb_batch_pages_flush: free the gathered pages once the TLB is clean.
     TlbBatchPagesFlush,
     /// flush_tlb_mm_range(mm, start, end, stride_shift, freed_tables).
@@ -125,6 +127,7 @@ impl Step {
             Step::Protect { .. } => "change_pte_range",
             Step::FreePgtables { .. } => "free_pgtables",
             Step::TlbFlushMmu => "tlb_flush_mmu",
+            Step::TlbFinishMmu => "tlb_finish_mmu",
             Step::TlbBatchPagesFlush => "tlb_batch_pages_flush",
             Step::FlushTlbMmRange(_) => "flush_tlb_mm_range",
             Step::FlushTlbOthers => "smp_call_function_many_cond",
@@ -191,6 +194,7 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
             ceiling,
         } => mm::free_pgtables(s, t, start, end, floor, ceiling),
         Step::TlbFlushMmu => mm::tlb_flush_mmu(s, t),
+        Step::TlbFinishMmu => mm::tlb_finish_mmu(s, t),
         Step::TlbBatchPagesFlush => mm::tlb_batch_pages_flush(s, t),
         Step::FlushTlbMmRange(r) => x86::flush_tlb_mm_range(s, cpu, t, r),
         Step::FlushTlbOthers => x86::flush_tlb_multi(s, cpu, t, false),
