@@ -52,8 +52,8 @@ pub struct Migration {
     to: usize,
 }
 
-/// do_migrate_pages() -> migrate_to_node(): lru_add_drain(), then isolate every page of `mm` on
-/// node `from` (queue_pages_range + isolate_lru_page), then migrate them in batches.
+/// do_migrate_pages() -> migrate_to_node(): lru_cache_disable(), then isolate every page of `mm`
+/// on node `from` (queue_pages_range + isolate_lru_page), then migrate them in batches.
 pub fn migrate_pages(
     s: &mut Sim,
     cpu: CpuId,
@@ -62,7 +62,12 @@ pub fn migrate_pages(
     from: usize,
     to: usize,
 ) -> Outcome {
-    let mut ps = lru_add_drain(s, cpu, t);
+    // lru_cache_disable() drains every CPU's LRU-add batch, so no page is missed for sitting in
+    // one. The kernel runs a work item on each CPU and waits; here the caller does the work.
+    let mut ps = 0;
+    for c in 0..s.m.ncpus() {
+        ps += lru_add_drain(s, c, t);
+    }
     let mut pages = std::mem::take(&mut s.tasks[t].migrate.pages);
     pages.clear();
     let (page, files) = (&s.mem.page, &s.mem.files);
