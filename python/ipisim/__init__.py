@@ -308,6 +308,8 @@ class CheckResult:
     """A seed search by the TLB-coherence checker: the seeds run, and the first that failed."""
 
     scenario: str
+    machine: str | None
+    kernel: str | None
     seeds_run: int
     sets: list[tuple[str, str]]
     failing_seed: int | None
@@ -317,13 +319,13 @@ class CheckResult:
     def clean(self) -> bool:
         return self.failing_seed is None
 
-    def reproduce(self, machine: str | None, kernel: str | None) -> str:
+    def reproduce(self) -> str:
         """The `ipisim run` command that replays the failing seed."""
         from shlex import quote
 
         parts = ["ipisim", "run", self.scenario]
-        parts += ["--machine", machine] if machine else []
-        parts += ["--kernel", kernel] if kernel else []
+        parts += ["--machine", self.machine] if self.machine else []
+        parts += ["--kernel", self.kernel] if self.kernel else []
         for k, v in self.sets:
             parts += ["--set", f"{k}={v}"]
         parts += ["--seed", str(self.failing_seed), "--json", "violation.json"]
@@ -364,7 +366,7 @@ def check(
             for seed, r in zip(chunk, pool.map(one, chunk), strict=True):
                 done += 1
                 if r.data["check"]["violations"]:
-                    return CheckResult(scenario, done, all_sets, seed, r)
+                    return CheckResult(scenario, machine, kernel, done, all_sets, seed, r)
             if progress:
                 progress(done, seeds)
-    return CheckResult(scenario, done, all_sets, None, None)
+    return CheckResult(scenario, machine, kernel, done, all_sets, None, None)

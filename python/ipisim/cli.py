@@ -364,7 +364,7 @@ def cmd_check(args: argparse.Namespace) -> int:
     assert res.failure is not None
     print(f"VIOLATION: seed {res.failing_seed} of {where} (after {res.seeds_run} seeds)")
     print(_violation(res.failure), end="")
-    print(f"reproduce: {res.reproduce(args.machine, args.kernel)}")
+    print(f"reproduce: {res.reproduce()}")
     return 1
 
 
