@@ -42,12 +42,18 @@ def _write(path: str, text: str) -> None:
         raise UsageError(f"{path}: cannot write: {e.strerror}") from e
 
 
-def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument(
-        "--machine", help="built-in machine profile or a .toml file (default: the scenario's, else host-2cpu)"
-    )
+MACHINE_HELP = "built-in machine profile or a .toml file (default: the scenario's, else host-2cpu)"
+
+
+def _add_target_options(p: argparse.ArgumentParser) -> None:
+    """--machine, --kernel and --set: what to simulate."""
+    p.add_argument("--machine", help=MACHINE_HELP)
     p.add_argument("--kernel", help="built-in kernel preset or a .toml file (default linux-6.18)")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a parameter")
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    _add_target_options(p)
     p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
 
 
@@ -434,11 +440,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ck = sub.add_parser("check", help="search seeds for a TLB-coherence violation; exit 1 at the first")
     ck.add_argument("scenario")
-    ck.add_argument(
-        "--machine", help="built-in machine profile or a .toml file (default: the scenario's, else host-2cpu)"
-    )
-    ck.add_argument("--kernel", help="built-in kernel preset or a .toml file (default linux-6.18)")
-    ck.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override a parameter")
+    _add_target_options(ck)
     ck.add_argument("--seeds", type=int, default=1000, help="seeds to try (default 1000)")
     ck.add_argument("--first-seed", type=int, default=1, help="the first seed (default 1)")
     ck.add_argument(
@@ -482,9 +484,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("compare", help="run kernel variants and print an mmtests compare-kernels table")
     c.add_argument("scenario")
-    c.add_argument(
-        "--machine", help="built-in machine profile or a .toml file (default: the scenario's, else host-2cpu)"
-    )
+    c.add_argument("--machine", help=MACHINE_HELP)
     c.add_argument(
         "--kernel",
         action="append",
