@@ -52,3 +52,8 @@ def test_no_check_switches_the_checker_off(capsys: pytest.CaptureFixture[str]) -
 def test_bad_seed_count_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "migrate", "--seeds", "0"]) == 2
     assert capsys.readouterr().err.strip() == "ipisim: error: --seeds: must be at least 1, got 0"
+
+
+def test_describe_run_lists_the_perturbation_and_checker_keys() -> None:
+    keys = [p["key"] for p in ipisim.describe("run")["params"]]
+    assert keys == ["sched.jitter", "sched.placement", "check.enabled"]

@@ -73,7 +73,18 @@ pub fn describe(thing: &str) -> Result<Value, ConfigError> {
         return Ok(
             json!({"kind": "scenario", "name": s.name, "description": s.description, "params": params,
             "machine": s.machine, "check": check,
-            "note": "machine.*, kernel.*, sched.* (jitter, placement) and check.enabled apply too: see `ipisim describe machine` and `ipisim describe kernel`"}),
+            "note": "machine.*, kernel.*, sched.* and check.* keys apply too: see `ipisim describe machine`, `ipisim describe kernel` and `ipisim describe run`"}),
+        );
+    }
+    if thing == "run" {
+        // Keys of any run, whatever the scenario, machine and kernel.
+        let params: Vec<Value> = crate::sched::PARAMS
+            .iter()
+            .chain(crate::observe::check::PARAMS)
+            .map(|p| param_json(p, None))
+            .collect();
+        return Ok(
+            json!({"kind": "run", "name": "run", "description": "seeded perturbations and the TLB-coherence checker", "params": params}),
         );
     }
     let is_machine = thing == "machine"
@@ -93,7 +104,7 @@ pub fn describe(thing: &str) -> Result<Value, ConfigError> {
             "describe",
             "",
             format!(
-                "unknown thing {thing:?} (one of: machine, kernel, {})",
+                "unknown thing {thing:?} (one of: machine, kernel, run, {})",
                 names.join(", ")
             ),
         ));
