@@ -224,8 +224,11 @@ pub fn violation(
         })
         .copied()
         .collect();
-    let all: Vec<Record> = c.in_order().copied().collect();
-    let recent = all[all.len().saturating_sub(8)..].to_vec();
+    let recent = c
+        .in_order()
+        .skip(c.ring.len().saturating_sub(8))
+        .copied()
+        .collect();
     c.reports.push(Report {
         kind,
         site,

@@ -111,18 +111,17 @@ pub fn start(s: &mut Sim) {
             s.mem.frames.pcp[cpu][zone].push(p);
         }
     }
-    let j = crate::arch::x86::jiffies(s);
     // After the others have settled (spinning or idle), the drainers start together.
     let at = s.m.cost[crate::machine::Cost::ThreadCreate];
     for cpu in 0..drainers {
-        let mm = s.mem.new_mm(j, s.k.hz);
+        let mm = super::mm_alloc(s);
         let t = sched::spawn_at(s, mm, cpu, at);
         debug_assert_eq!(t, cpu);
         s.tasks[t].comm = "drainer".into();
     }
     if busy {
         for cpu in drainers..s.m.ncpus() {
-            let mm = s.mem.new_mm(j, s.k.hz);
+            let mm = super::mm_alloc(s);
             sched::spawn(s, mm, cpu);
         }
     }

@@ -256,18 +256,17 @@ pub fn start(s: &mut Sim) {
     let text = state(s).text_pages as u64;
     let file = s.mem.new_file(text, false);
     state(s).text_file = file;
-    let j = crate::arch::x86::jiffies(s);
     let ncpus = s.m.ncpus();
     let ntasks = state(s).ntasks;
     for i in 0..ntasks {
         // Each hackbench process is a fork: its own mm. It runs once the parent forked it.
-        let mm = s.mem.new_mm(j, s.k.hz);
+        let mm = super::mm_alloc(s);
         let t = sched::spawn_at(s, mm, i % ncpus, NEVER);
         debug_assert_eq!(t, i);
         s.tasks[t].comm = if is_sender(t) { "sender" } else { "receiver" }.into();
     }
     // The hackbench parent forks every child in turn, then waits for them to be ready.
-    let mm = s.mem.new_mm(j, s.k.hz);
+    let mm = super::mm_alloc(s);
     let parent = sched::spawn(s, mm, 0);
     debug_assert_eq!(parent, ntasks);
     s.tasks[parent].comm = "hackbench".into();

@@ -90,9 +90,8 @@ fn state(s: &mut Sim) -> &mut LruFileMmapRead {
 
 pub fn start(s: &mut Sim) {
     let pages = state(s).pages_per_file;
-    let j = crate::arch::x86::jiffies(s);
     for cpu in 0..s.m.ncpus() {
-        let mm = s.mem.new_mm(j, s.k.hz);
+        let mm = super::mm_alloc(s);
         let start = s.mem.map_new_file(mm, pages);
         // The case script starts the readers one after another.
         let at = cpu as Time * s.m.cost[Cost::ThreadCreate];

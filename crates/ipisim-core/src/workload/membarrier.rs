@@ -89,8 +89,7 @@ fn state(s: &mut Sim) -> &mut Membarrier {
 }
 
 pub fn start(s: &mut Sim) {
-    let j = crate::arch::x86::jiffies(s);
-    let mm = s.mem.new_mm(j, s.k.hz);
+    let mm = super::mm_alloc(s);
     let threads = state(s).remote_threads;
     let main = sched::spawn(s, mm, 0);
     for i in 0..threads {

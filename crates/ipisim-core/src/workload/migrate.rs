@@ -5,7 +5,7 @@
 
 use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
-use crate::engine::{secs, Time};
+use crate::engine::Time;
 use crate::machine::{Cost, Machine};
 use crate::mm::filemap::access_page;
 use crate::observe::{Func, Irq, Vm};
@@ -83,9 +83,8 @@ pub struct Migrate {
     populated: usize,
     migrator: TaskId,
     pass: u32,
-    /// When migration started, and the TLB row then.
-    began: Time,
-    tlb_at_start: u64,
+    /// From migratepages' first call to its exit.
+    window: super::OpWindow,
 }
 
 impl Migrate {
@@ -134,15 +133,13 @@ impl Migrate {
             populated: 0,
             migrator: 0,
             pass: 0,
-            began: 0,
-            tlb_at_start: 0,
+            window: Default::default(),
         })
     }
 
     pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         let migrated = s.stats.vm[Vm::PgMigrateSuccess as usize];
-        let span = secs(s.end.unwrap_or(s.now()).saturating_sub(self.began)).max(1e-12);
-        let tlb: u64 = s.stats.irqs[Irq::Tlb as usize].iter().sum::<u64>() - self.tlb_at_start;
+        let span = self.window.seconds().max(1e-12);
         let mut m = serde_json::Map::new();
         m.insert(
             "pages_migrated_per_s".into(),
@@ -150,7 +147,10 @@ impl Migrate {
         );
         m.insert("pages_migrated".into(), migrated.into());
         m.insert("migrate_s".into(), span.into());
-        m.insert("tlb_shootdowns".into(), tlb.into());
+        m.insert(
+            "tlb_shootdowns".into(),
+            self.window.irqs(s, Irq::Tlb).into(),
+        );
         m.insert("threads".into(), self.threads.into());
         m
     }
@@ -165,8 +165,7 @@ fn state(s: &mut Sim) -> &mut Migrate {
 
 pub fn start(s: &mut Sim) {
     let (threads, pages) = (state(s).threads, state(s).pages);
-    let j = crate::arch::x86::jiffies(s);
-    let mm = s.mem.new_mm(j, s.k.hz);
+    let mm = super::mm_alloc(s);
     let start = s.mem.map_new_anon(mm, pages);
     let file = match s.mem.vma_at(mm, start).map(|v| v.backing) {
         Some(crate::mm::Backing::File { file, .. }) => file,
@@ -188,7 +187,7 @@ pub fn start(s: &mut Sim) {
         });
     }
     // migratepages: its own process, on the last CPU, asleep until the region is populated.
-    let other = s.mem.new_mm(j, s.k.hz);
+    let other = super::mm_alloc(s);
     let last = s.m.ncpus() - 1;
     let t = sched::spawn_at(s, other, last, crate::engine::NEVER);
     s.tasks[t].comm = "migratepages".into();
@@ -255,10 +254,10 @@ fn populated(s: &mut Sim) -> Outcome {
         return Outcome::Sleep(crate::engine::NEVER);
     }
     let (m, n) = (w.migrator, w.threads);
+    let mut window = std::mem::take(&mut w.window);
     let now = s.now();
-    let tlb = s.stats.irqs[Irq::Tlb as usize].iter().sum();
-    let w = state(s);
-    (w.began, w.tlb_at_start) = (now, tlb);
+    window.begin(s, now);
+    state(s).window = window;
     for t in (0..n).chain([m]) {
         sched::wake(s, t);
     }
@@ -269,7 +268,9 @@ fn populated(s: &mut Sim) -> Outcome {
 fn migratepages(s: &mut Sim, t: TaskId) -> Outcome {
     let w = state(s);
     if w.pass == w.passes {
-        s.end = Some(s.now());
+        let now = s.now();
+        state(s).window.end = now;
+        s.end = Some(now);
         return Outcome::Exit;
     }
     let (from, to) = if w.pass % 2 == 0 { (0, 1) } else { (1, 0) };

@@ -105,6 +105,12 @@ impl OpWindow {
     }
 }
 
+/// A new process's mm: mm_alloc() + init_new_context() now.
+fn mm_alloc(s: &mut Sim) -> usize {
+    let j = crate::arch::x86::jiffies(s);
+    s.mem.new_mm(j, s.k.hz)
+}
+
 /// kswapd<n> for each node of a reclaiming workload, sleeping until the allocator wakes it; it
 /// shares the node's first CPU.
 fn spawn_kswapds(s: &mut Sim) {

@@ -148,9 +148,8 @@ fn state(s: &mut Sim) -> &mut Reclaim {
 
 pub fn start(s: &mut Sim) {
     let (n, pages) = (state(s).processes, state(s).pages);
-    let j = crate::arch::x86::jiffies(s);
     for i in 0..n {
-        let mm = s.mem.new_mm(j, s.k.hz);
+        let mm = super::mm_alloc(s);
         let start = if state(s).anon {
             s.mem.map_new_anon(mm, pages)
         } else {
@@ -161,7 +160,7 @@ pub fn start(s: &mut Sim) {
         s.tasks[t].comm = "reader".into();
         state(s).readers.push((start, 0));
     }
-    let mm = s.mem.new_mm(j, s.k.hz);
+    let mm = super::mm_alloc(s);
     let t = sched::spawn_at(s, mm, 0, NEVER);
     s.tasks[t].comm = "reclaimer".into();
     if state(s).kswapd {

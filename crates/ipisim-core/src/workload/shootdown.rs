@@ -116,8 +116,7 @@ fn state(s: &mut Sim) -> &mut Shootdown {
 }
 
 pub fn start(s: &mut Sim) {
-    let j = crate::arch::x86::jiffies(s);
-    let mm = s.mem.new_mm(j, s.k.hz);
+    let mm = super::mm_alloc(s);
     let w = state(s);
     let (pages, misalign, threads) = (w.pages, w.misalign, w.remote_threads);
     let region = s.mem.mmap(mm, pages, true, Backing::Anon, misalign);

@@ -80,8 +80,7 @@ fn state(s: &mut Sim) -> &mut Swapout {
 
 pub fn start(s: &mut Sim) {
     let (threads, pages) = (state(s).threads, state(s).pages_per_thread);
-    let j = crate::arch::x86::jiffies(s);
-    let mm = s.mem.new_mm(j, s.k.hz);
+    let mm = super::mm_alloc(s);
     let ncpus = s.m.ncpus();
     for i in 0..threads {
         let start = s.mem.map_new_anon(mm, pages);

@@ -202,10 +202,9 @@ pub fn start(s: &mut Sim) {
         let w = state(s);
         (w.tasks.len(), w.threads, w.pages, w.mapping)
     };
-    let j = crate::arch::x86::jiffies(s);
-    let shared_mm = threads.then(|| s.mem.new_mm(j, s.k.hz));
+    let shared_mm = threads.then(|| super::mm_alloc(s));
     for i in 0..tasks {
-        let mm = shared_mm.unwrap_or_else(|| s.mem.new_mm(j, s.k.hz));
+        let mm = shared_mm.unwrap_or_else(|| super::mm_alloc(s));
         // The test creates its file once (mkstemp, unlink, ftruncate); its pages end up in the
         // page cache during the first pass and stay there.
         let backing = match mapping {
