@@ -1,6 +1,6 @@
 /*
  * What the real-hardware programs (shootdown.c, membarrier.c, tlb_flush.c) share: errors, clocks,
- * the TLB and CAL rows of /proc/interrupts, and the remote threads that spin or sleep. Each
+ * the TLB and CAL rows of /proc/interrupts, pinning, and the remote threads that spin or sleep. Each
  * program defines PROGRAM (its name) before including this file. hw.py compiles the program with
  * this header beside it.
  */
@@ -58,6 +58,55 @@ static int read_irq_rows(uint64_t *tlb, uint64_t *cal, int ncpus)
 		found++;
 	}
 	return found == 2;
+}
+
+/* Print "tlb=..,.. cal=..,..\n": each CPU's TLB and CAL interrupts between two reads. */
+static void print_irq_deltas(const uint64_t *tlb0, const uint64_t *tlb1, const uint64_t *cal0,
+			     const uint64_t *cal1, int ncpus)
+{
+	printf("tlb=");
+	for (int c = 0; c < ncpus; c++)
+		printf("%s%llu", c ? "," : "", (unsigned long long)(tlb1[c] - tlb0[c]));
+	printf(" cal=");
+	for (int c = 0; c < ncpus; c++)
+		printf("%s%llu", c ? "," : "", (unsigned long long)(cal1[c] - cal0[c]));
+	printf("\n");
+	fflush(stdout);
+}
+
+/* Stay on the CPU this program started on (hw.py pins it before exec) and return it; set *ncpus.
+ * The program needs `need` CPUs for `count` `what`: with fewer, say so and exit 2. */
+static int pin_home(long count, const char *what, long need, int *ncpus)
+{
+	*ncpus = (int)sysconf(_SC_NPROCESSORS_CONF);
+	int home = sched_getcpu();
+	if (*ncpus > MAX_CPUS || need > *ncpus) {
+		fprintf(stderr, PROGRAM ": %ld %s need %ld CPUs; this machine has %d\n", count, what,
+			need, *ncpus);
+		exit(2);
+	}
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	CPU_SET(home, &one);
+	if (sched_setaffinity(0, sizeof(one), &one))
+		die("sched_setaffinity");
+	return home;
+}
+
+/* A thread running fn(arg), pinned to `cpu` from its start. */
+static pthread_t spawn_on(int cpu, void *(*fn)(void *), void *arg)
+{
+	pthread_attr_t attr;
+	cpu_set_t set;
+	CPU_ZERO(&set);
+	CPU_SET(cpu, &set);
+	pthread_attr_init(&attr);
+	pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
+	pthread_t tid;
+	if (pthread_create(&tid, &attr, fn, arg))
+		die("pthread_create");
+	pthread_attr_destroy(&attr);
+	return tid;
 }
 
 /* A remote thread of the process: spins in user space (busy) or blocks on a futex (sleeping). */

@@ -186,8 +186,8 @@ static void *spinner(void *arg)
 	return NULL;
 }
 
-/* Start `fn` in a thread pinned to `cpu`. */
-static pthread_t start_on(int cpu, void *(*fn)(void *))
+/* Start fn(arg) in a thread pinned to `cpu`. */
+static pthread_t start_on(int cpu, void *(*fn)(void *), void *arg)
 {
 	pthread_t tid;
 	pthread_attr_t attr;
@@ -196,7 +196,7 @@ static pthread_t start_on(int cpu, void *(*fn)(void *))
 	CPU_SET(cpu, &set);
 	pthread_attr_init(&attr);
 	pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
-	pthread_create(&tid, &attr, fn, NULL);
+	pthread_create(&tid, &attr, fn, arg);
 	pthread_attr_destroy(&attr);
 	return tid;
 }
@@ -220,7 +220,7 @@ static void busy_start(int n)
 	atomic_store(&busy_stop, 0);
 	atomic_store(&busy_ready, 0);
 	for (int i = 0; i < n; i++)
-		busy_tids[i] = start_on(1 + i, busy_spinner);
+		busy_tids[i] = start_on(1 + i, busy_spinner, NULL);
 	while (atomic_load(&busy_ready) < n)
 		;
 	usleep(1000);
@@ -328,7 +328,7 @@ static double membarrier_call(int busy)
 		busy_start(busy);
 	} else {
 		atomic_store(&mb_sleep_word, 0);
-		sl = start_on(1, mb_sleeper);
+		sl = start_on(1, mb_sleeper, NULL);
 		usleep(20000);
 	}
 	static double per_call[5000];
@@ -367,15 +367,7 @@ static double line_round_trip(void)
 {
 	const long n = 200000;
 	atomic_store(&pingpong, 0);
-	pthread_t tid;
-	pthread_attr_t attr;
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(1, &set);
-	pthread_attr_init(&attr);
-	pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
-	pthread_create(&tid, &attr, ponger_line, (void *)(intptr_t)n);
-	pthread_attr_destroy(&attr);
+	pthread_t tid = start_on(1, ponger_line, (void *)(intptr_t)n);
 	usleep(1000);
 	/* Best of 20 chunks, as above. */
 	double ns = 1e300;
@@ -542,25 +534,10 @@ static void *sleeper(void *arg)
 	return NULL;
 }
 
-/* Start `fn` in a thread pinned to CPU 1. */
-static pthread_t start_on_cpu1(void *(*fn)(void *))
-{
-	pthread_t tid;
-	pthread_attr_t attr;
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(1, &set);
-	pthread_attr_init(&attr);
-	pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
-	pthread_create(&tid, &attr, fn, NULL);
-	pthread_attr_destroy(&attr);
-	return tid;
-}
-
 static double idle_wakeup(void)
 {
 	atomic_store(&wake_word, 0);
-	pthread_t tid = start_on_cpu1(sleeper);
+	pthread_t tid = start_on(1, sleeper, NULL);
 	usleep(50000);
 	double t = now_ns();
 	atomic_store(&wake_word, 1);
@@ -651,7 +628,7 @@ remote:
 
 	const int iters = 20000;
 	double alone = fault_and_zap(iters);
-	pthread_t tid = start_on_cpu1(spinner);
+	pthread_t tid = start_on(1, spinner, NULL);
 	while (!atomic_load(&spin_ready))
 		;
 	usleep(1000);

@@ -55,18 +55,8 @@ int main(int argc, char **argv)
 	if (remote == R_NONE)
 		threads = 0;
 
-	int ncpus = (int)sysconf(_SC_NPROCESSORS_CONF);
-	int home = sched_getcpu();
-	if (ncpus > MAX_CPUS || threads + 1 > ncpus) {
-		fprintf(stderr, "membarrier: %ld remote threads need %ld CPUs; this machine has %d\n",
-			threads, threads + 1, ncpus);
-		return 2;
-	}
-	cpu_set_t one;
-	CPU_ZERO(&one);
-	CPU_SET(home, &one);
-	if (sched_setaffinity(0, sizeof(one), &one))
-		die("sched_setaffinity");
+	int ncpus;
+	int home = pin_home(threads, "remote threads", threads + 1, &ncpus);
 	/* Alone in the mm, registration sends no IPI (sync_runqueues_membarrier_state). */
 	if (membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED))
 		die("membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED)");
@@ -80,17 +70,8 @@ int main(int argc, char **argv)
 		atomic_store(&stop_flag, 0);
 		atomic_store(&started, 0);
 		pthread_t tid[MAX_CPUS];
-		for (long t = 0; t < threads; t++) {
-			pthread_attr_t attr;
-			cpu_set_t set;
-			CPU_ZERO(&set);
-			CPU_SET((home + 1 + t) % ncpus, &set);
-			pthread_attr_init(&attr);
-			pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
-			if (pthread_create(&tid[t], &attr, remote_thread, (void *)(intptr_t)remote))
-				die("pthread_create");
-			pthread_attr_destroy(&attr);
-		}
+		for (long t = 0; t < threads; t++)
+			tid[t] = spawn_on((int)((home + 1 + t) % ncpus), remote_thread, (void *)(intptr_t)remote);
 		while (atomic_load(&started) < threads)
 			;
 		if (settle_ms > 0)
@@ -109,14 +90,8 @@ int main(int argc, char **argv)
 		for (long t = 0; t < threads; t++)
 			pthread_join(tid[t], NULL);
 
-		printf("syscalls=%ld ns=%.0f cpu_ns=%.0f tlb=", calls, t1 - t0, c1 - c0);
-		for (int c = 0; c < ncpus; c++)
-			printf("%s%llu", c ? "," : "", (unsigned long long)(tlb1[c] - tlb0[c]));
-		printf(" cal=");
-		for (int c = 0; c < ncpus; c++)
-			printf("%s%llu", c ? "," : "", (unsigned long long)(cal1[c] - cal0[c]));
-		printf("\n");
-		fflush(stdout);
+		printf("syscalls=%ld ns=%.0f cpu_ns=%.0f ", calls, t1 - t0, c1 - c0);
+		print_irq_deltas(tlb0, tlb1, cal0, cal1, ncpus);
 	}
 	return 0;
 }

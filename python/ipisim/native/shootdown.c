@@ -89,18 +89,8 @@ int main(int argc, char **argv)
 	if (remote == R_NONE)
 		threads = 0;
 
-	int ncpus = (int)sysconf(_SC_NPROCESSORS_CONF);
-	int home = sched_getcpu();
-	if (ncpus > MAX_CPUS || threads + 1 > ncpus) {
-		fprintf(stderr, "shootdown: %ld remote threads need %ld CPUs; this machine has %d\n",
-			threads, threads + 1, ncpus);
-		return 2;
-	}
-	cpu_set_t one;
-	CPU_ZERO(&one);
-	CPU_SET(home, &one);
-	if (sched_setaffinity(0, sizeof(one), &one))
-		die("sched_setaffinity");
+	int ncpus;
+	int home = pin_home(threads, "remote threads", threads + 1, &ncpus);
 
 	static uint64_t tlb0[MAX_CPUS], cal0[MAX_CPUS], tlb1[MAX_CPUS], cal1[MAX_CPUS];
 	if (!read_irq_rows(tlb0, cal0, ncpus)) {
@@ -112,17 +102,8 @@ int main(int argc, char **argv)
 		atomic_store(&stop_flag, 0);
 		atomic_store(&started, 0);
 		pthread_t tid[MAX_CPUS];
-		for (long t = 0; t < threads; t++) {
-			pthread_attr_t attr;
-			cpu_set_t set;
-			CPU_ZERO(&set);
-			CPU_SET((home + 1 + t) % ncpus, &set);
-			pthread_attr_init(&attr);
-			pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
-			if (pthread_create(&tid[t], &attr, remote_thread, (void *)(intptr_t)remote))
-				die("pthread_create");
-			pthread_attr_destroy(&attr);
-		}
+		for (long t = 0; t < threads; t++)
+			tid[t] = spawn_on((int)((home + 1 + t) % ncpus), remote_thread, (void *)(intptr_t)remote);
 		while (atomic_load(&started) < threads)
 			;
 		char *region = map_region(len, misalign);
@@ -153,14 +134,8 @@ int main(int argc, char **argv)
 		if (op != OP_MUNMAP)
 			munmap(region, len);
 
-		printf("syscalls=%ld ns=%.0f cpu_ns=%.0f tlb=", calls, t1 - t0, c1 - c0);
-		for (int c = 0; c < ncpus; c++)
-			printf("%s%llu", c ? "," : "", (unsigned long long)(tlb1[c] - tlb0[c]));
-		printf(" cal=");
-		for (int c = 0; c < ncpus; c++)
-			printf("%s%llu", c ? "," : "", (unsigned long long)(cal1[c] - cal0[c]));
-		printf("\n");
-		fflush(stdout);
+		printf("syscalls=%ld ns=%.0f cpu_ns=%.0f ", calls, t1 - t0, c1 - c0);
+		print_irq_deltas(tlb0, tlb1, cal0, cal1, ncpus);
 	}
 	return 0;
 }

@@ -107,18 +107,8 @@ int main(int argc, char **argv)
 	}
 	if (test < 1 || test > 3 || threads < 1 || loops < 1 || repeats < 1)
 		usage();
-	int ncpus = (int)sysconf(_SC_NPROCESSORS_CONF);
-	int home = sched_getcpu();
-	if (ncpus > MAX_CPUS || threads > ncpus) {
-		fprintf(stderr, "tlb_flush: %ld threads need %ld CPUs; this machine has %d\n", threads,
-			threads, ncpus);
-		return 2;
-	}
-	cpu_set_t one;
-	CPU_ZERO(&one);
-	CPU_SET(home, &one);
-	if (sched_setaffinity(0, sizeof(one), &one))
-		die("sched_setaffinity");
+	int ncpus;
+	int home = pin_home(threads, "threads", threads, &ncpus);
 	if (test != 2)
 		for (long t = 0; t < threads; t++)
 			fds[t] = test_file();
@@ -132,17 +122,8 @@ int main(int argc, char **argv)
 		atomic_store(&go, 0);
 		atomic_store(&ready, 0);
 		pthread_t tid[MAX_CPUS];
-		for (long t = 1; t < threads; t++) {
-			pthread_attr_t attr;
-			cpu_set_t set;
-			CPU_ZERO(&set);
-			CPU_SET((home + t) % ncpus, &set);
-			pthread_attr_init(&attr);
-			pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
-			if (pthread_create(&tid[t], &attr, task, (void *)(intptr_t)t))
-				die("pthread_create");
-			pthread_attr_destroy(&attr);
-		}
+		for (long t = 1; t < threads; t++)
+			tid[t] = spawn_on((int)((home + t) % ncpus), task, (void *)(intptr_t)t);
 		while (atomic_load(&ready) < threads - 1)
 			;
 		read_irq_rows(tlb0, cal0, ncpus);
@@ -157,14 +138,8 @@ int main(int argc, char **argv)
 		}
 		read_irq_rows(tlb1, cal1, ncpus);
 
-		printf("loops=%ld ns=%.0f cpu_ns=%.0f tlb=", loops, last - t0, cpu / threads);
-		for (int c = 0; c < ncpus; c++)
-			printf("%s%llu", c ? "," : "", (unsigned long long)(tlb1[c] - tlb0[c]));
-		printf(" cal=");
-		for (int c = 0; c < ncpus; c++)
-			printf("%s%llu", c ? "," : "", (unsigned long long)(cal1[c] - cal0[c]));
-		printf("\n");
-		fflush(stdout);
+		printf("loops=%ld ns=%.0f cpu_ns=%.0f ", loops, last - t0, cpu / threads);
+		print_irq_deltas(tlb0, tlb1, cal0, cal1, ncpus);
 	}
 	return 0;
 }
