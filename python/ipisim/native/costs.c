@@ -2,33 +2,16 @@
  * costs: measure, on this machine, the per-operation costs of the host-2cpu profile's [cost]
  * table that user space can see. Run pinned to CPU 0 (a second CPU is used for the IPI test).
  * Prints `name ns` lines; docs/hardware-shootdown.md says how each becomes a cost entry.
- * Build: cc -O2 -pthread -o costs costs.c
+ * Build: cc -O2 -pthread -o costs costs.c (with common.h beside it)
  */
 #define _GNU_SOURCE
-#include <pthread.h>
-#include <linux/futex.h>
-#include <sched.h>
-#include <stdatomic.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/syscall.h>
-#include <time.h>
-#include <unistd.h>
+#define PROGRAM "costs"
+#include "common.h"
 #include <linux/membarrier.h>
+#include <sys/mman.h>
 
 #define PAGE 4096UL
 #define BIG_PAGES 16384UL /* 64 MiB: more pages than the TLB holds */
-
-static double now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1e9 + ts.tv_nsec;
-}
 
 static char *map(size_t pages)
 {
@@ -186,49 +169,23 @@ static void *spinner(void *arg)
 	return NULL;
 }
 
-/* Start fn(arg) in a thread pinned to `cpu`. */
-static pthread_t start_on(int cpu, void *(*fn)(void *), void *arg)
-{
-	pthread_t tid;
-	pthread_attr_t attr;
-	cpu_set_t set;
-	CPU_ZERO(&set);
-	CPU_SET(cpu, &set);
-	pthread_attr_init(&attr);
-	pthread_attr_setaffinity_np(&attr, sizeof(set), &set);
-	pthread_create(&tid, &attr, fn, arg);
-	pthread_attr_destroy(&attr);
-	return tid;
-}
-
-/* Spinners in user space on CPUs 1..n (SCHED_FIFO where allowed), as the shootdown test's. */
-static atomic_int busy_stop, busy_ready;
-static void *busy_spinner(void *arg)
-{
-	(void)arg;
-	struct sched_param sp = { .sched_priority = 1 };
-	pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp);
-	atomic_fetch_add(&busy_ready, 1);
-	while (!atomic_load_explicit(&busy_stop, memory_order_relaxed))
-		;
-	return NULL;
-}
-
-static pthread_t busy_tids[1024];
+/* Spinners in user space on CPUs 1..n (SCHED_FIFO where allowed): the shootdown test's busy
+ * remote threads (common.h). */
+static pthread_t busy_tids[MAX_CPUS];
 static void busy_start(int n)
 {
-	atomic_store(&busy_stop, 0);
-	atomic_store(&busy_ready, 0);
+	atomic_store(&stop_flag, 0);
+	atomic_store(&started, 0);
 	for (int i = 0; i < n; i++)
-		busy_tids[i] = start_on(1 + i, busy_spinner, NULL);
-	while (atomic_load(&busy_ready) < n)
+		busy_tids[i] = spawn_on(1 + i, remote_thread, (void *)(intptr_t)R_BUSY);
+	while (atomic_load(&started) < n)
 		;
 	usleep(1000);
 }
 
 static void busy_end(int n)
 {
-	atomic_store(&busy_stop, 1);
+	atomic_store(&stop_flag, 1);
 	for (int i = 0; i < n; i++)
 		pthread_join(busy_tids[i], NULL);
 }
@@ -309,14 +266,6 @@ static double munmap_32(void) { return unmap_n(32); }
 
 /* membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) per call; `busy` spinners on CPUs 1..busy, or
  * one thread blocked on CPU 1 (busy = 0: a second mm user, no CPU to IPI). */
-static atomic_int mb_sleep_word;
-static void *mb_sleeper(void *arg)
-{
-	(void)arg;
-	while (!atomic_load(&mb_sleep_word))
-		syscall(SYS_futex, &mb_sleep_word, FUTEX_WAIT_PRIVATE, 0, NULL, NULL, 0);
-	return NULL;
-}
 
 static double membarrier_call(int busy)
 {
@@ -327,8 +276,8 @@ static double membarrier_call(int busy)
 	} else if (busy) {
 		busy_start(busy);
 	} else {
-		atomic_store(&mb_sleep_word, 0);
-		sl = start_on(1, mb_sleeper, NULL);
+		atomic_store(&stop_flag, 0);
+		sl = spawn_on(1, remote_thread, (void *)(intptr_t)R_SLEEPING);
 		usleep(20000);
 	}
 	static double per_call[5000];
@@ -342,8 +291,8 @@ static double membarrier_call(int busy)
 	} else if (busy) {
 		busy_end(busy);
 	} else {
-		atomic_store(&mb_sleep_word, 1);
-		syscall(SYS_futex, &mb_sleep_word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+		atomic_store(&stop_flag, 1);
+		syscall(SYS_futex, &stop_flag, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
 		pthread_join(sl, NULL);
 	}
 	return ns;
@@ -367,7 +316,7 @@ static double line_round_trip(void)
 {
 	const long n = 200000;
 	atomic_store(&pingpong, 0);
-	pthread_t tid = start_on(1, ponger_line, (void *)(intptr_t)n);
+	pthread_t tid = spawn_on(1, ponger_line, (void *)(intptr_t)n);
 	usleep(1000);
 	/* Best of 20 chunks, as above. */
 	double ns = 1e300;
@@ -537,7 +486,7 @@ static void *sleeper(void *arg)
 static double idle_wakeup(void)
 {
 	atomic_store(&wake_word, 0);
-	pthread_t tid = start_on(1, sleeper, NULL);
+	pthread_t tid = spawn_on(1, sleeper, NULL);
 	usleep(50000);
 	double t = now_ns();
 	atomic_store(&wake_word, 1);
@@ -628,7 +577,7 @@ remote:
 
 	const int iters = 20000;
 	double alone = fault_and_zap(iters);
-	pthread_t tid = start_on(1, spinner, NULL);
+	pthread_t tid = spawn_on(1, spinner, NULL);
 	while (!atomic_load(&spin_ready))
 		;
 	usleep(1000);
