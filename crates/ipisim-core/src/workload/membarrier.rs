@@ -6,10 +6,10 @@
 
 use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
-use crate::engine::{Time, NEVER};
+use crate::engine::Time;
 use crate::machine::Machine;
 use crate::observe::Irq;
-use crate::sched::{self, Outcome, SpinOn, Step};
+use crate::sched::{Outcome, Step};
 use crate::sim::{CpuId, Sim, TaskId};
 
 const REMOTE: &[&str] = &["busy", "sleeping", "none"];
@@ -91,24 +91,14 @@ fn state(s: &mut Sim) -> &mut Membarrier {
 pub fn start(s: &mut Sim) {
     let mm = super::mm_alloc(s);
     let threads = state(s).remote_threads;
-    let main = sched::spawn(s, mm, 0);
-    for i in 0..threads {
-        sched::spawn(s, mm, 1 + i);
-    }
-    for t in &mut s.tasks {
-        t.comm = "membarrier".into();
-    }
-    state(s).main = main;
+    state(s).main = super::spawn_main_and_remotes(s, mm, threads, "membarrier");
 }
 
 pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
     let now = s.now();
     let w = state(s);
     if t != w.main {
-        return match w.remote {
-            "busy" => Outcome::Spin(SpinOn::UserForever),
-            _ => Outcome::Sleep(NEVER),
-        };
+        return super::remote_op(w.remote == "busy");
     }
     if !w.settled {
         w.settled = true;

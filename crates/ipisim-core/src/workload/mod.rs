@@ -111,6 +111,27 @@ fn mm_alloc(s: &mut Sim) -> usize {
     s.mem.new_mm(j, s.k.hz)
 }
 
+/// A microbenchmark's threads: the main one on CPU 0 and `remotes` more of the same mm on CPUs
+/// 1..=remotes, all named `comm`. Returns the main thread.
+fn spawn_main_and_remotes(s: &mut Sim, mm: usize, remotes: usize, comm: &str) -> TaskId {
+    let main = crate::sched::spawn(s, mm, 0);
+    s.tasks[main].comm = comm.into();
+    for i in 0..remotes {
+        let t = crate::sched::spawn(s, mm, 1 + i);
+        s.tasks[t].comm = comm.into();
+    }
+    main
+}
+
+/// What a microbenchmark's idle thread does: spin in user space (`busy`) or sleep for good.
+fn remote_op(busy: bool) -> Outcome {
+    if busy {
+        Outcome::Spin(crate::sched::SpinOn::UserForever)
+    } else {
+        Outcome::Sleep(crate::engine::NEVER)
+    }
+}
+
 /// kswapd<n> for each node of a reclaiming workload, sleeping until the allocator wakes it; it
 /// shares the node's first CPU.
 fn spawn_kswapds(s: &mut Sim) {

@@ -10,7 +10,7 @@ use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::engine::NEVER;
 use crate::machine::Machine;
-use crate::sched::{self, Outcome, SpinOn, Step};
+use crate::sched::{self, Outcome, Step};
 use crate::sim::{CpuId, Sim, TaskId};
 
 const REMOTE: &[&str] = &["busy", "sleeping"];
@@ -203,11 +203,7 @@ pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
         return Outcome::Next;
     }
     if read > pages {
-        return if busy {
-            Outcome::Spin(SpinOn::UserForever)
-        } else {
-            Outcome::Sleep(NEVER)
-        };
+        return super::remote_op(busy);
     }
     // Read everything: put the pagevec's pages on the LRU (lru_add_drain) and tell the reclaimer.
     state(s).readers[t].1 += 1;

@@ -5,11 +5,11 @@
 
 use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
-use crate::engine::{Time, NEVER};
+use crate::engine::Time;
 use crate::machine::Machine;
 use crate::mm::{Backing, Syscall};
 use crate::observe::Irq;
-use crate::sched::{self, Outcome, SpinOn, Step};
+use crate::sched::{Outcome, Step};
 use crate::sim::{CpuId, Sim, TaskId};
 
 const OPS: &[&str] = &["madvise", "munmap", "mprotect"];
@@ -120,13 +120,7 @@ pub fn start(s: &mut Sim) {
     let w = state(s);
     let (pages, misalign, threads) = (w.pages, w.misalign, w.remote_threads);
     let region = s.mem.mmap(mm, pages, true, Backing::Anon, misalign);
-    let main = sched::spawn(s, mm, 0);
-    for i in 0..threads {
-        sched::spawn(s, mm, 1 + i);
-    }
-    for t in &mut s.tasks {
-        t.comm = "shootdown".into();
-    }
+    let main = super::spawn_main_and_remotes(s, mm, threads, "shootdown");
     let w = state(s);
     w.region = region;
     w.main = main;
@@ -136,10 +130,7 @@ pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
     let now = s.now();
     let w = state(s);
     if t != w.main {
-        return match w.remote {
-            "busy" => Outcome::Spin(SpinOn::UserForever),
-            _ => Outcome::Sleep(NEVER),
-        };
+        return super::remote_op(w.remote == "busy");
     }
     match w.phase {
         Phase::Touch => {
