@@ -1,6 +1,6 @@
 //! Run a scenario once with `scale` and print its times, ops, counters and profile:
-//! `cargo run --release --example scenario -- SCENARIO KERNEL SCALE [MACHINE]`
-//! (e.g. `vm-scalability/lru-file-mmap-read linux-4.2 0.1 xeon-4n-48c-64g`).
+//! `cargo run --release --example scenario -- SCENARIO KERNEL SCALE [MACHINE] [KEY=VALUE...]`
+//! (e.g. `vm-scalability/lru-file-mmap-read linux-4.2 0.1 xeon-4n-48c-64g`); SCALE `-` sets none.
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     if a.len() < 4 {
@@ -11,7 +11,14 @@ fn main() {
         scenario: a[1].clone(),
         machine: a.get(4).cloned(),
         kernel: Some(a[2].clone()),
-        sets: vec![("scale".into(), a[3].clone())],
+        sets: std::iter::once(a[3].as_str())
+            .filter(|v| *v != "-")
+            .map(|v| ("scale".to_string(), v.to_string()))
+            .chain(a.iter().skip(5).filter_map(|kv| {
+                let (k, v) = kv.split_once('=')?;
+                Some((k.to_string(), v.to_string()))
+            }))
+            .collect(),
         seed: 1,
     };
     let t = std::time::Instant::now();

@@ -1,5 +1,6 @@
 //! How TLB flushes are done: the per-CPU hardware TLB, and each architecture's flush paths.
 
+pub mod powerpc;
 mod tlb;
 pub mod x86;
 

@@ -15,6 +15,10 @@ const MACHINES: &[(&str, &str)] = &[
         include_str!("../../data/machines/xeon-2s-2013.toml"),
     ),
     (
+        "power9-128c",
+        include_str!("../../data/machines/power9-128c.toml"),
+    ),
+    (
         "kvm-8cpu",
         include_str!("../../data/machines/kvm-8cpu.toml"),
     ),
@@ -44,6 +48,14 @@ const KERNELS: &[(&str, &str)] = &[
     (
         "linux-4.3",
         include_str!("../../data/kernels/linux-4.3.toml"),
+    ),
+    (
+        "linux-5.7",
+        include_str!("../../data/kernels/linux-5.7.toml"),
+    ),
+    (
+        "linux-5.8",
+        include_str!("../../data/kernels/linux-5.8.toml"),
     ),
     (
         "linux-6.3",

@@ -8,14 +8,14 @@ pub use cost::{Cost, CostEntry, Costs, COSTS};
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::engine::Time;
 
-pub const ARCHS: &[&str] = &["x86"];
+pub const ARCHS: &[&str] = &["x86", "powerpc_radix"];
 pub const IDLE: &[&str] = &["hlt", "poll", "haltpoll"];
 
 /// Every `machine.*` parameter except the costs (declared in [`COSTS`]).
 pub const PARAMS: &[Param] = &[
     Param { key: "machine.name", kind: Kind::Str, unit: "", default: "custom", doc: "profile name, shown in results" },
     Param { key: "machine.description", kind: Kind::Str, unit: "", default: "", doc: "one line about the machine this profile models" },
-    Param { key: "machine.arch", kind: Kind::Choice(ARCHS), unit: "", default: "x86", doc: "how TLBs are flushed: x86 uses IPIs" },
+    Param { key: "machine.arch", kind: Kind::Choice(ARCHS), unit: "", default: "x86", doc: "how TLBs are flushed: x86 sends IPIs; powerpc_radix broadcasts tlbie, keeps mm_cpumask bits until the mm exits, and serializes huge-PMD clears against lockless walkers" },
     Param { key: "machine.clean_write_traps", kind: Kind::Bool, unit: "", default: "true", doc: "a write through a cached clean TLB entry walks the page table to set the dirty bit, so it faults if the PTE is gone (x86; the guarantee batched reclaim relies on, seed 001 v6 2/4); false models an architecture without it" },
     Param { key: "machine.nodes", kind: Kind::Int { min: 1, max: 64 }, unit: "nodes", default: "1", doc: "NUMA nodes (one socket each)" },
     Param { key: "machine.cpus_per_node", kind: Kind::Int { min: 1, max: 1024 }, unit: "CPUs", default: "2", doc: "logical CPUs per node" },
@@ -31,6 +31,8 @@ pub const PARAMS: &[Param] = &[
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Arch {
     X86,
+    /// Book3S-64 with the radix MMU (POWER9): `tlbie` instead of flush IPIs (arch/powerpc).
+    PowerpcRadix,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -98,7 +100,10 @@ impl Machine {
         }
         Ok(Machine {
             name: r.str("machine.name").to_string(),
-            arch: Arch::X86,
+            arch: match r.str("machine.arch") {
+                "x86" => Arch::X86,
+                _ => Arch::PowerpcRadix,
+            },
             clean_write_traps: r.bool("machine.clean_write_traps"),
             nodes,
             cpus_per_node,

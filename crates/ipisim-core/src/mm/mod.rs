@@ -5,6 +5,7 @@
 pub mod drain;
 mod fault;
 pub mod filemap;
+pub mod huge_memory;
 pub mod lru;
 pub mod migrate;
 mod mmu_gather;

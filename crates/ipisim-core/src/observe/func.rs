@@ -18,7 +18,6 @@ named_enum! {
         FlushTlbMmRange = "flush_tlb_mm_range",
         SmpCallFunctionManyCond = "smp_call_function_many_cond",
         SendIpi = "default_send_IPI_mask_sequence_phys",
-        CsdLockWait = "csd_lock_wait",
         CallFunctionInterrupt = "call_function_interrupt",
         GenericSmpCallFunctionInterrupt = "generic_smp_call_function_interrupt",
         RawSpinLock = "_raw_spin_lock",
@@ -47,5 +46,11 @@ named_enum! {
         FlushTlbBatchPages = "percpu_flush_tlb_batch_pages",
         DrainPages = "drain_pages",
         Membarrier = "membarrier_private_expedited",
+        ZapHugePmd = "zap_huge_pmd",
+        FlushPmdTlbRange = "radix__flush_pmd_tlb_range",
+        FlushTlbMm = "radix__flush_tlb_mm",
+        Guest = "[guest]",
+        GuestExit = "kvmhv_p9_guest_entry",
+        FindLinuxPte = "__find_linux_pte",
     }
 }

@@ -122,6 +122,8 @@ pub struct Stats {
     /// (the kernel panics there; the run ends instead).
     pub oom_kills: u64,
     pub oom_no_victim: bool,
+    /// Broadcast tlbie sequences issued (powerpc radix; the kernel has no counter for them).
+    pub tlbies: u64,
 }
 
 /// The width of a bin of `Stats::irq_bins`.
@@ -138,6 +140,7 @@ impl Stats {
             idle: vec![0; ncpus],
             ipis_sent: 0,
             ipis_received: 0,
+            tlbies: 0,
             irq_bins: Vec::new(),
             direct_reclaim_latency: Vec::new(),
             direct_reclaim_drained_latency: Vec::new(),

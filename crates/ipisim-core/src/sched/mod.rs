@@ -84,6 +84,8 @@ pub struct Cpu {
     pub need_resched: bool,
     /// The current busy step runs with IRQs off.
     pub irqs_off: bool,
+    /// The current busy step runs a vCPU in guest mode: an interrupt first exits the guest.
+    pub in_guest: bool,
     /// What was left of the busy step when an interrupt arrived.
     busy_left: Time,
     /// Start of the current spin or idle period (for accounting).
@@ -242,7 +244,8 @@ fn charge_spin(s: &mut Sim, cpu: CpuId, on: SpinOn, dt: Time) {
 
 fn spin_func(on: SpinOn) -> Func {
     match on {
-        SpinOn::CsdLockWait => Func::CsdLockWait,
+        // csd_lock_wait() is inlined into smp_call_function_many(_cond): perf shows it there.
+        SpinOn::CsdLockWait => Func::SmpCallFunctionManyCond,
         SpinOn::UserForever => Func::User,
         SpinOn::Ptl => Func::RawSpinLock,
     }
@@ -293,6 +296,7 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
             }
         }
         let step = s.tasks[t].steps.pop().unwrap_or(Step::User);
+        s.cpus[cpu].in_guest = matches!(step, Step::Guest { .. });
         match exec(s, cpu, t, step) {
             Outcome::Next => continue,
             Outcome::Busy { ps, irqs_off } => {
@@ -493,16 +497,23 @@ fn irq_enter(s: &mut Sim, cpu: CpuId, from_idle_poll: bool) {
     let now = s.now();
     let mut entry = 0;
     let mut exit = 0;
+    let mut guest_exit = 0;
+    let mut wake = 0;
     match s.cpus[cpu].mode {
         Mode::Busy { until } => {
             let c = &mut s.cpus[cpu];
             c.busy_left = until.saturating_sub(now);
             c.gen = c.gen.wrapping_add(1);
+            if c.in_guest {
+                // KVM: the host interrupt makes the vCPU leave the guest, and enter it again after.
+                guest_exit = s.m.cost[Cost::GuestExit];
+            }
         }
         Mode::Spin(_) => close_period(s, cpu),
         Mode::Idle => {
             if !from_idle_poll && now >= s.cpus[cpu].poll_until {
-                entry += s.m.cost[Cost::IdleWakeup];
+                // Leaving the halted state is idle time, not handler time (perf sees none of it).
+                wake = s.m.cost[Cost::IdleWakeup];
             }
             close_period(s, cpu);
         }
@@ -522,9 +533,13 @@ fn irq_enter(s: &mut Sim, cpu: CpuId, from_idle_poll: bool) {
     if let Some(tr) = s.trace.as_mut() {
         tr.handler_start(cpu, now);
     }
-    let handler = crate::smp::flush_smp_call_function_queue(s, cpu, task, now + entry);
+    let half = guest_exit / 2;
+    let handler =
+        crate::smp::flush_smp_call_function_queue(s, cpu, task, now + wake + half + entry);
     charge(s, task, Func::CallFunctionInterrupt, entry + exit);
-    let end = now + entry + handler + exit;
+    charge(s, task, Func::GuestExit, guest_exit);
+    s.stats.idle[cpu] += wake;
+    let end = now + wake + guest_exit + entry + handler + exit;
     if let Some(tr) = s.trace.as_mut() {
         tr.slice(cpu, now, end, Func::CallFunctionInterrupt.name());
     }

@@ -30,6 +30,12 @@ pub enum Step {
     },
     /// The body of a system call.
     Syscall(Syscall),
+    /// A vCPU runs guest code for `ps` (KVM): interrupts meanwhile cost a guest exit and entry.
+    Guest { ps: Time },
+    /// zap_pmd_range over huge PMDs [next, end) (2 MiB units) of the task's mm: zap_huge_pmd each.
+    ZapHugePmds { next: u64, end: u64 },
+    /// powerpc serialize_against_pte_lookup(): wait for every lockless walker of the mm.
+    SerializeAgainstPteLookup,
     /// User stores (or loads) to `n` pages from `vpn`, faulting them in as needed.
     Touch { vpn: u64, n: u32, write: bool },
     /// zap_page_range: zap PTEs in [from, end) into the task's mmu_gather.
@@ -119,6 +125,9 @@ impl Step {
             Step::Work { func, .. } => func.name(),
             Step::Syscall(_) => "entry_SYSCALL_64",
             Step::Touch { .. } | Step::FileRead { .. } => "[user]",
+            Step::Guest { .. } => "[guest]",
+            Step::ZapHugePmds { .. } => "zap_huge_pmd",
+            Step::SerializeAgainstPteLookup => "serialize_against_pte_lookup",
             Step::MigrationEntryWait { .. } => "migration_entry_wait",
             Step::MigratePages { .. } => "do_migrate_pages",
             Step::MigrateUnmap => "migrate_folio_unmap",
@@ -181,6 +190,17 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         }
         Step::Syscall(sc) => mm::syscall(s, cpu, t, sc),
         Step::Touch { vpn, n, write } => mm::touch(s, cpu, t, vpn, n, write),
+        Step::Guest { ps } => {
+            super::charge(s, Some(t), Func::Guest, ps);
+            Outcome::Busy {
+                ps,
+                irqs_off: false,
+            }
+        }
+        Step::ZapHugePmds { next, end } => mm::huge_memory::zap_huge_pmds(s, t, next, end),
+        Step::SerializeAgainstPteLookup => {
+            crate::arch::powerpc::serialize_against_pte_lookup(s, cpu, t)
+        }
         Step::Zap {
             from,
             end,

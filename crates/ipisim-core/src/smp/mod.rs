@@ -60,6 +60,8 @@ pub enum CallFunc {
     DrainLocalPages,
     /// ipi_mb (kernel/sched/membarrier.c): smp_mb() on the target, for membarrier.
     IpiMb,
+    /// do_serialize (powerpc serialize_against_pte_lookup): nothing; taking the IPI is the point.
+    DoSerialize,
 }
 
 /// on_each_cpu_cond_mask's per-CPU condition.
@@ -368,6 +370,7 @@ fn run_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId, func: 
         CallFunc::DrainLocalPages => crate::mm::drain::drain_local_pages(s, cpu, task),
         // ipi_mb(): one smp_mb(), a few dozen cycles: within the noise of irq_entry_exit.
         CallFunc::IpiMb => 0,
+        CallFunc::DoSerialize => 0,
     }
 }
 

@@ -6,6 +6,7 @@ mod hackbench;
 mod lru_file_mmap_read;
 mod membarrier;
 mod migrate;
+mod qemu_guest_ram_unplug;
 mod reclaim;
 mod shootdown;
 mod swapout;
@@ -43,6 +44,7 @@ pub enum ScenarioKind {
     Swapout,
     Hackbench,
     Migrate,
+    QemuGuestRamUnplug,
 }
 
 pub const SCENARIOS: &[ScenarioDecl] = &[
@@ -57,6 +59,7 @@ pub const SCENARIOS: &[ScenarioDecl] = &[
     swapout::DECL,
     hackbench::DECL,
     migrate::DECL,
+    qemu_guest_ram_unplug::DECL,
 ];
 
 /// A scenario's CPU demand against the machine: "<what> need <cpus> CPUs; the machine has N".
@@ -169,6 +172,7 @@ pub enum Workload {
     Swapout(swapout::Swapout),
     Hackbench(hackbench::Hackbench),
     Migrate(migrate::Migrate),
+    QemuGuestRamUnplug(qemu_guest_ram_unplug::QemuGuestRamUnplug),
 }
 
 impl Workload {
@@ -187,6 +191,10 @@ impl Workload {
             ScenarioKind::Swapout => swapout::Swapout::new(r, m).map(Workload::Swapout),
             ScenarioKind::Hackbench => hackbench::Hackbench::new(r, m).map(Workload::Hackbench),
             ScenarioKind::Migrate => migrate::Migrate::new(r, m).map(Workload::Migrate),
+            ScenarioKind::QemuGuestRamUnplug => {
+                qemu_guest_ram_unplug::QemuGuestRamUnplug::new(r, m)
+                    .map(Workload::QemuGuestRamUnplug)
+            }
         }
     }
 
@@ -201,7 +209,8 @@ impl Workload {
             | Workload::Membarrier(_)
             | Workload::Swapout(_)
             | Workload::Hackbench(_)
-            | Workload::Migrate(_) => crate::engine::NEVER,
+            | Workload::Migrate(_)
+            | Workload::QemuGuestRamUnplug(_) => crate::engine::NEVER,
         }
     }
 }
@@ -218,6 +227,7 @@ pub fn start(s: &mut Sim) -> Result<(), ConfigError> {
         Workload::Swapout(_) => swapout::start(s),
         Workload::Hackbench(_) => hackbench::start(s),
         Workload::Migrate(_) => migrate::start(s),
+        Workload::QemuGuestRamUnplug(_) => qemu_guest_ram_unplug::start(s),
     }
     Ok(())
 }
@@ -234,6 +244,7 @@ pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         Workload::Swapout(_) => swapout::next_op(s, cpu, t),
         Workload::Hackbench(_) => hackbench::next_op(s, cpu, t),
         Workload::Migrate(_) => migrate::next_op(s, cpu, t),
+        Workload::QemuGuestRamUnplug(_) => qemu_guest_ram_unplug::next_op(s, cpu, t),
     }
 }
 
@@ -241,6 +252,7 @@ pub fn task_exited(s: &mut Sim, t: TaskId) {
     match &s.work {
         Workload::Shootdown(w) if t == w.main => s.end = Some(s.now()),
         Workload::Membarrier(w) if t == w.main => s.end = Some(s.now()),
+        Workload::QemuGuestRamUnplug(w) if t == w.unmapper => s.end = Some(s.now()),
         Workload::LruFileMmapRead(_) => lru_file_mmap_read::task_exited(s),
         Workload::WillItScale(_) => will_it_scale::task_exited(s),
         Workload::Swapout(_) => swapout::task_exited(s),
@@ -261,6 +273,7 @@ pub fn ops(s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         Workload::Swapout(w) => w.ops(s),
         Workload::Hackbench(w) => w.ops(s),
         Workload::Migrate(w) => w.ops(s),
+        Workload::QemuGuestRamUnplug(w) => w.ops(s),
     }
 }
 
@@ -275,6 +288,7 @@ pub fn metrics(s: &Sim) -> &'static [(&'static str, bool)] {
         Workload::Swapout(_) => &[("swapout_mb_per_s", false)],
         Workload::Hackbench(_) => &[("hackbench_s", true)],
         Workload::Migrate(_) => &[("pages_migrated_per_s", false), ("tlb_shootdowns", true)],
+        Workload::QemuGuestRamUnplug(_) => &[("munmap_ms", true)],
         Workload::LruFileMmapRead(_) => &[
             ("lru-file-mmap-read-elapsed", true),
             ("lru-file-mmap-read-time_range", true),

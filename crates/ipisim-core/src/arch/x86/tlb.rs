@@ -4,7 +4,7 @@
 use super::{FlushInfo, FlushRange, LazyTlb, MmCpumask, INIT_MM_CTX_ID, TLB_FLUSH_ALL};
 use crate::arch::tlb::NR_ASID_SLOTS;
 use crate::engine::{Time, PS_PER_S};
-use crate::machine::Cost;
+use crate::machine::{Arch, Cost};
 use crate::observe::tracelog::tlb_flush;
 use crate::observe::{Func, Irq, Vm};
 use crate::sched::{self, Outcome, Step};
@@ -70,7 +70,8 @@ pub fn switch_mm_irqs_off(s: &mut Sim, cpu: CpuId, next: Option<usize>) -> Time 
         asid = a;
         need_flush = true;
     } else {
-        if let (Some(p), MmCpumask::ClearOnSwitch) = (prev, s.k.mm_cpumask) {
+        // powerpc's switch_mm_irqs_off() never clears the old mm's bit (mm/mmu_context.c).
+        if let (Some(p), MmCpumask::ClearOnSwitch, Arch::X86) = (prev, s.k.mm_cpumask, s.m.arch) {
             s.mem.mms[p].cpumask.clear(cpu);
         }
         // Start receiving flush IPIs, then read tlb_gen.

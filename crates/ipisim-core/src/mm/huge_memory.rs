@@ -1,0 +1,98 @@
+//! PMD-mapped transparent huge pages at scale (mm/huge_memory.c): a region of 2 MiB PMDs is a
+//! range of PMD numbers, with no per-4 KiB state, and munmap zaps it one zap_huge_pmd() at a time.
+//! What each PMD clear costs besides the clear is the architecture's (arch/powerpc, seed 002).
+
+use crate::arch::powerpc::{self, AfterPmdClear};
+use crate::arch::x86::FlushRange;
+use crate::machine::{Arch, Cost};
+use crate::observe::Func;
+use crate::sched::{self, Outcome, Step};
+use crate::sim::{Sim, TaskId};
+
+/// 4 KiB pages per PMD (HPAGE_PMD_NR with 4 KiB pages; the model's page numbers are 4 KiB).
+pub const PMD_PAGES: u64 = 512;
+/// PMDs per PMD table page: one table maps 1 GiB with 4 KiB or (radix) 64 KiB base pages.
+const PMDS_PER_TABLE: u64 = 512;
+/// PMDs zapped in one busy step when none needs an IPI (zap_pmd_range's cond_resched granularity).
+const PMDS_PER_STEP: u64 = 4096;
+
+/// What each huge-PMD clear asks of this machine's architecture and kernel.
+fn after_pmd_clear(s: &Sim) -> AfterPmdClear {
+    match s.m.arch {
+        // x86's pmdp_huge_get_and_clear_full() is the generic one: the gather flushes at the end.
+        Arch::X86 => AfterPmdClear::Nothing,
+        // munmap's gather is never fullmm.
+        Arch::PowerpcRadix => powerpc::pmdp_huge_get_and_clear_full(s.k.pmd_clear, false),
+    }
+}
+
+/// munmap of huge PMDs [first, end) of the task's mm, after the syscall entry: the zap, the
+/// gather's final flush (tlb_finish_mmu) and free_pgtables. Pushes the steps.
+pub fn unmap_huge_region(s: &mut Sim, t: TaskId, first: u64, end: u64) {
+    let mm = s.tasks[t].mm as u32;
+    let tables = (end - first).div_ceil(PMDS_PER_TABLE);
+    let free_tables = Step::Work {
+        func: Func::FreePgtables,
+        ps: tables * s.m.cost[Cost::PgtableFree],
+        irqs_off: false,
+    };
+    let flush = match s.m.arch {
+        // tlb_finish_mmu -> flush_tlb_mm_range(2 MiB stride): above the ceiling, a full flush.
+        Arch::X86 => Step::FlushTlbMmRange(FlushRange {
+            mm,
+            start: first * PMD_PAGES,
+            end: end * PMD_PAGES,
+            stride_shift: 21,
+            freed_tables: true,
+        }),
+        // radix__tlb_flush -> a range above tlb_single_page_flush_ceiling: _tlbie_pid().
+        Arch::PowerpcRadix => {
+            s.stats.tlbies += 1;
+            Step::Work {
+                func: Func::FlushTlbMm,
+                ps: s.m.cost[Cost::Tlbie],
+                irqs_off: false,
+            }
+        }
+    };
+    let steps = &mut s.tasks[t].steps;
+    steps.push(free_tables);
+    steps.push(flush);
+    steps.push(Step::ZapHugePmds { next: first, end });
+}
+
+/// zap_huge_pmd() for PMDs from `next`: clear, free, and whatever the architecture asks per PMD.
+pub fn zap_huge_pmds(s: &mut Sim, t: TaskId, next: u64, end: u64) -> Outcome {
+    let after = after_pmd_clear(s);
+    let (zap, tlbie) = (s.m.cost[Cost::PmdZap], s.m.cost[Cost::Tlbie]);
+    let (mut i, mut ps, mut flush) = (next, 0, 0);
+    while i < end && i - next < PMDS_PER_STEP {
+        i += 1;
+        ps += zap;
+        match after {
+            AfterPmdClear::Nothing => {}
+            AfterPmdClear::Tlbie => {
+                s.stats.tlbies += 1;
+                flush += tlbie;
+            }
+            AfterPmdClear::SerializeIpi => {
+                // The IPI goes out from inside the clear; the rest of the zap follows the wait.
+                let steps = &mut s.tasks[t].steps;
+                if i < end {
+                    steps.push(Step::ZapHugePmds { next: i, end });
+                }
+                steps.push(Step::SerializeAgainstPteLookup);
+                break;
+            }
+        }
+    }
+    if after != AfterPmdClear::SerializeIpi && i < end {
+        s.tasks[t].steps.push(Step::ZapHugePmds { next: i, end });
+    }
+    sched::charge(s, Some(t), Func::ZapHugePmd, ps);
+    sched::charge(s, Some(t), Func::FlushPmdTlbRange, flush);
+    Outcome::Busy {
+        ps: ps + flush,
+        irqs_off: false,
+    }
+}

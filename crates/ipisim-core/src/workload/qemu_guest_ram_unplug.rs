@@ -1,0 +1,161 @@
+//! `qemu-guest-ram-unplug` (seed 002): QEMU frees the RAM of a THP-backed KVM guest. The process
+//! has `vcpus` vCPU threads, one per CPU, that have run and touched all of `guest_ram` as 2 MiB
+//! PMDs; `busy_vcpus` of them keep running guest code and take guest faults whose host handler
+//! walks the page table with IRQs off (__find_linux_pte), the others are idle (ceded). QEMU's
+//! call_rcu thread then munmaps the region. The metric is the munmap time in ms.
+
+use super::{ScenarioDecl, ScenarioKind};
+use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::engine::{Time, NEVER};
+use crate::machine::{Cost, Machine};
+use crate::mm::huge_memory;
+use crate::observe::{Func, Irq};
+use crate::sched::{Outcome, Step};
+use crate::sim::{CpuId, Sim, TaskId};
+
+pub const DECL: ScenarioDecl = ScenarioDecl {
+    name: "qemu-guest-ram-unplug",
+    description: "QEMU munmaps the THP-backed RAM of a KVM guest whose vCPU threads ran on every CPU",
+    params: &[
+        Param { key: "vcpus", kind: Kind::Int { min: 0, max: 1024 }, unit: "threads", default: "0", doc: "vCPU threads, one per CPU from CPU 0; 0: one per CPU" },
+        Param { key: "guest_ram", kind: Kind::Size, unit: "bytes", default: "496GiB", doc: "the guest RAM QEMU unmaps, all of it touched and mapped by 2 MiB PMDs" },
+        Param { key: "busy_vcpus", kind: Kind::Int { min: 0, max: 1024 }, unit: "threads", default: "8", doc: "vCPUs that keep running guest code (chosen: the guest is mostly idle while its memory is unplugged); the others are ceded and their CPUs idle" },
+        Param { key: "guest_fault_interval", kind: Kind::Duration, unit: "s", default: "100us", doc: "a busy vCPU runs this long in the guest between faults that exit to the host (chosen)" },
+        Param { key: "walk_irqs_off", kind: Kind::Duration, unit: "s", default: "1us", doc: "the host fault handler's lockless walk (__find_linux_pte) with IRQs off (chosen: a 4-level walk with cache misses; no published figure)" },
+        Param { key: "settle", kind: Kind::Duration, unit: "s", default: "1ms", doc: "the munmap starts this long after the vCPU threads" },
+    ],
+    kind: ScenarioKind::QemuGuestRamUnplug,
+    machine: Some("power9-128c"),
+    check: &[],
+};
+
+pub struct QemuGuestRamUnplug {
+    vcpus: usize,
+    busy_vcpus: usize,
+    pmds: u64,
+    fault_interval: Time,
+    walk: Time,
+    settle: Time,
+    /// The call_rcu thread that unmaps the guest RAM.
+    pub unmapper: TaskId,
+    started: bool,
+    window: super::OpWindow,
+}
+
+impl QemuGuestRamUnplug {
+    pub fn new(r: &Resolved, m: &Machine) -> Result<QemuGuestRamUnplug, ConfigError> {
+        let vcpus = match r.int("vcpus") as usize {
+            0 => m.ncpus(),
+            n => n,
+        };
+        super::need_cpus(r, m, "vcpus", format!("{vcpus} vCPU threads"), vcpus)?;
+        let busy_vcpus = r.int("busy_vcpus") as usize;
+        if busy_vcpus > vcpus {
+            return Err(r.error("busy_vcpus", format!("more than the {vcpus} vCPUs")));
+        }
+        let bytes = r.uint("guest_ram");
+        let pmds = bytes >> 21;
+        if pmds == 0 || bytes % (2 << 20) != 0 {
+            return Err(r.error("guest_ram", "must be a positive multiple of 2MiB"));
+        }
+        let ram = m.mem_per_node * m.nodes as u64;
+        if bytes > ram {
+            let msg = format!(
+                "{} GiB do not fit in the machine's {} GiB",
+                bytes >> 30,
+                ram >> 30
+            );
+            return Err(r.error("guest_ram", msg));
+        }
+        Ok(QemuGuestRamUnplug {
+            vcpus,
+            busy_vcpus,
+            pmds,
+            fault_interval: r.uint("guest_fault_interval"),
+            walk: r.uint("walk_irqs_off"),
+            settle: r.uint("settle"),
+            unmapper: 0,
+            started: false,
+            window: Default::default(),
+        })
+    }
+
+    pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        m.insert("munmap_ms".into(), (self.window.seconds() * 1e3).into());
+        m.insert("huge_pmds".into(), self.pmds.into());
+        m.insert("ns_per_pmd".into(), self.window.ns_per(self.pmds).into());
+        m.insert(
+            "call_function_interrupts".into(),
+            self.window.irqs(s, Irq::Cal).into(),
+        );
+        m.insert("tlbie".into(), s.stats.tlbies.into());
+        m
+    }
+}
+
+fn state(s: &mut Sim) -> &mut QemuGuestRamUnplug {
+    match &mut s.work {
+        super::Workload::QemuGuestRamUnplug(w) => w,
+        _ => unreachable!(),
+    }
+}
+
+pub fn start(s: &mut Sim) {
+    let mm = super::mm_alloc(s);
+    for cpu in 0..state(s).vcpus {
+        let t = crate::sched::spawn(s, mm, cpu);
+        s.tasks[t].comm = "qemu-system-ppc".into();
+    }
+    let last = s.m.ncpus() - 1;
+    let t = crate::sched::spawn(s, mm, last);
+    s.tasks[t].comm = "call_rcu".into();
+    state(s).unmapper = t;
+}
+
+pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    let now = s.now();
+    let w = state(s);
+    if t != w.unmapper {
+        if cpu >= w.busy_vcpus {
+            // H_CEDE: the vCPU thread blocks and its CPU idles (with the mm still loaded).
+            return Outcome::Sleep(NEVER);
+        }
+        // Guest code, then a guest fault: exit, and the host handler's walk with IRQs off.
+        let (run, walk) = (w.fault_interval, w.walk);
+        let exit = s.m.cost[Cost::GuestExit];
+        let steps = &mut s.tasks[t].steps;
+        steps.push(Step::Work {
+            func: Func::FindLinuxPte,
+            ps: walk,
+            irqs_off: true,
+        });
+        steps.push(Step::Work {
+            func: Func::GuestExit,
+            ps: exit,
+            irqs_off: true,
+        });
+        steps.push(Step::Guest { ps: run });
+        return Outcome::Next;
+    }
+    if !w.started {
+        w.started = true;
+        return Outcome::Sleep(now + w.settle);
+    }
+    if w.window.start == 0 {
+        let mut op = std::mem::take(&mut w.window);
+        op.begin(s, now);
+        let pmds = state(s).pmds;
+        state(s).window = op;
+        // munmap(): syscall entry and the VMA work, then unmap_region() under one mmu_gather.
+        huge_memory::unmap_huge_region(s, t, 0, pmds);
+        let ps = s.m.cost[Cost::Syscall] + s.m.cost[Cost::VmaOp];
+        crate::sched::charge(s, Some(t), Func::Syscall, ps);
+        return Outcome::Busy {
+            ps,
+            irqs_off: false,
+        };
+    }
+    w.window.end = now;
+    Outcome::Exit
+}
