@@ -121,9 +121,16 @@ def _summary(r: ipisim.RunResult) -> str:
     )
 
 
-def _profile(r: ipisim.RunResult, top: int = 20) -> str:
+def _profile(r: ipisim.RunResult, comm: str | None = None, top: int = 20) -> str:
+    rows = r.data["profile"]
     lines = ["# Overhead  Symbol  (simulated CPU time, all CPUs)"]
-    for row in r.data["profile"][:top]:
+    if comm is not None:
+        by_comm = {c["comm"]: c["functions"] for c in r.data["profile_by_comm"]}
+        if comm not in by_comm:
+            raise ipisim.ConfigError(f"--comm: no task named {comm!r} ran (commands: {', '.join(by_comm)})")
+        rows = by_comm[comm]
+        lines = [f"# Overhead  Symbol  (simulated CPU time of comm {comm})"]
+    for row in rows[:top]:
         kind = "" if row["function"].startswith("[") else "[k] "
         lines.append(f"{row['percent']:9.2f}%  {kind}{row['function']}")
         # perf report's call graph: the lock's callers, as shares of its time.
@@ -144,8 +151,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     if window:
         _write_trace(args.trace, r.trace)
     print(_summary(r), end="")
-    if args.profile:
-        print("\n" + _profile(r), end="")
+    if args.profile or args.comm:
+        print("\n" + _profile(r, args.comm), end="")
     if args.json:
         _write(args.json, r.to_json())
     return 0
@@ -434,6 +441,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(r)
     r.add_argument("--json", metavar="PATH", help="write the full result as JSON")
     r.add_argument("--profile", action="store_true", help="print CPU time by kernel function")
+    r.add_argument("--comm", metavar="NAME", help="--profile of one command's tasks, as perf report --comm")
     _no_check(r)
     _add_trace_options(r)
     r.set_defaults(func=cmd_run)

@@ -2,7 +2,7 @@
 
 The published figures and their sources live in data/published.json. Each metric is either a
 simulated value (`kind: value`) or the mmtests gain of one variant over another (`kind: gain`,
-100 - new * 100 / base: positive is better), checked against a relative or absolute tolerance.
+100 - new * 100 / base: positive is better), checked against a relative, absolute or factor tolerance.
 """
 
 from __future__ import annotations
@@ -52,6 +52,9 @@ def _lookup(data: Mapping[str, Any], path: str) -> float:
 
 
 def _check(published: float, simulated: float, tol: Mapping[str, float]) -> tuple[bool, str]:
+    if "factor" in tol:
+        f = tol["factor"]
+        return published / f <= simulated <= published * f, f"within {f:g}x"
     if "relative" in tol:
         return abs(simulated - published) <= tol["relative"] * abs(published), f"±{tol['relative']:.0%}"
     return abs(simulated - published) <= tol["absolute"], f"±{tol['absolute']:g} points"

@@ -30,6 +30,7 @@ pub const PARAMS: &[Param] = &[
     Param { key: "kernel.flush_before_free", kind: Kind::Bool, unit: "", default: "true", doc: "try_to_unmap_flush() before the reclaimed pages are freed, as every kernel does; false is an unsafe what-if that the checker reports (use-after-free at free)" },
     Param { key: "kernel.migrate_flush", kind: Kind::Choice(MigrateFlush::NAMES), unit: "", default: "batched", doc: "how migrate_pages flushes the pages it unmaps: immediate (ptep_clear_flush per page, to 6.3), batched (unmap up to 512 pages, one try_to_unmap_flush, then copy; 7e12beb8ca2a, 6.4), batched_unsafe (a what-if that copies, restores and frees before the flush; the checker catches it)" },
     Param { key: "kernel.pmd_clear", kind: Kind::Choice(PmdClear::NAMES), unit: "", default: "lockless_flush", doc: "powerpc radix huge-PMD clear: serialize_ipi (serialize_against_pte_lookup, an empty waiting IPI to mm_cpumask per PMD, to 5.7), lockless (walkers tolerate a stale PMD, no IPI), lockless_flush (as merged in 5.8: also flush_pmd_tlb_range unless fullmm); x86 never did either" },
+    Param { key: "kernel.table_batch_alloc_fails", kind: Kind::Bool, unit: "", default: "false", doc: "what-if: tlb_remove_table() cannot allocate its mmu_table_batch page (GFP_NOWAIT), so each freed page-table page goes through tlb_remove_table_one() -> tlb_remove_table_sync_one(): an empty IPI to every online CPU, waiting (mm/mmu_gather.c)" },
     Param { key: "kernel.pagevec_size", kind: Kind::Int { min: 1, max: 64 }, unit: "pages", default: "31", doc: "PAGEVEC_SIZE: per-CPU LRU-add batch (14 in 4.x, 15 later, 31 today)" },
     Param { key: "kernel.pcp_batch", kind: Kind::Int { min: 1, max: 1024 }, unit: "pages", default: "63", doc: "per-CPU page list refill/drain batch (zone_batchsize)" },
     Param { key: "kernel.pcp_high", kind: Kind::Int { min: 1, max: 65536 }, unit: "pages", default: "378", doc: "per-CPU page list high mark: above it, free a batch back to the buddy allocator" },
@@ -68,6 +69,7 @@ pub struct KernelConfig {
     pub pcp_drain: PcpDrain,
     pub migrate_flush: MigrateFlush,
     pub pmd_clear: PmdClear,
+    pub table_batch_alloc_fails: bool,
 }
 
 impl KernelConfig {
@@ -99,6 +101,7 @@ impl KernelConfig {
             pcp_drain: PcpDrain::from_name(r.str("kernel.pcp_drain")),
             migrate_flush: MigrateFlush::from_name(r.str("kernel.migrate_flush")),
             pmd_clear: PmdClear::from_name(r.str("kernel.pmd_clear")),
+            table_batch_alloc_fails: r.bool("kernel.table_batch_alloc_fails"),
         })
     }
 }

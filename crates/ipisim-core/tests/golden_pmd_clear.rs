@@ -86,3 +86,18 @@ fn irqs_off_walks_delay_the_serialize_ipi() {
     };
     assert!(ms("20us") > ms("1us"), "{} vs {}", ms("20us"), ms("1us"));
 }
+
+#[test]
+fn a_failed_table_batch_allocation_ipis_every_online_cpu_per_table() {
+    // 496 GiB frees 496 PMD tables; 1 GiB frees one: tlb_remove_table_sync_one to all 127 others.
+    let j = run_json(
+        "qemu-guest-ram-unplug",
+        "power9-128c",
+        "linux-5.8",
+        &[
+            ("guest_ram", "3GiB"),
+            ("kernel.table_batch_alloc_fails", "true"),
+        ],
+    );
+    assert_eq!(j["ops"]["call_function_interrupts"], 3 * 127);
+}

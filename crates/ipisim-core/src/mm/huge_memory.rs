@@ -4,10 +4,12 @@
 
 use crate::arch::powerpc::{self, AfterPmdClear};
 use crate::arch::x86::FlushRange;
+use crate::engine::CpuMask;
 use crate::machine::{Arch, Cost};
 use crate::observe::Func;
 use crate::sched::{self, Outcome, Step};
-use crate::sim::{Sim, TaskId};
+use crate::sim::{CpuId, Sim, TaskId};
+use crate::smp::{self, CallFunc, Cond};
 
 /// 4 KiB pages per PMD (HPAGE_PMD_NR with 4 KiB pages; the model's page numbers are 4 KiB).
 pub const PMD_PAGES: u64 = 512;
@@ -30,11 +32,8 @@ fn after_pmd_clear(s: &Sim) -> AfterPmdClear {
 /// gather's final flush (tlb_finish_mmu) and free_pgtables. Pushes the steps.
 pub fn unmap_huge_region(s: &mut Sim, t: TaskId, first: u64, end: u64) {
     let mm = s.tasks[t].mm as u32;
-    let tables = (end - first).div_ceil(PMDS_PER_TABLE);
-    let free_tables = Step::Work {
-        func: Func::FreePgtables,
-        ps: tables * s.m.cost[Cost::PgtableFree],
-        irqs_off: false,
+    let free_tables = Step::TlbRemoveTables {
+        n: (end - first).div_ceil(PMDS_PER_TABLE),
     };
     let flush = match s.m.arch {
         // tlb_finish_mmu -> flush_tlb_mm_range(2 MiB stride): above the ceiling, a full flush.
@@ -95,4 +94,33 @@ pub fn zap_huge_pmds(s: &mut Sim, t: TaskId, next: u64, end: u64) -> Outcome {
         ps: ps + flush,
         irqs_off: false,
     }
+}
+
+/// free_pgtables() of `n` PMD tables: each goes to tlb_remove_table(), batched for an RCU-delayed
+/// free, or (the what-if) freed at once after tlb_remove_table_sync_one() when no batch page can
+/// be allocated.
+pub fn tlb_remove_tables(s: &mut Sim, t: TaskId, n: u64) -> Outcome {
+    let mut ps = s.m.cost[Cost::PgtableFree];
+    if !s.k.table_batch_alloc_fails {
+        ps *= n;
+    } else {
+        let steps = &mut s.tasks[t].steps;
+        if n > 1 {
+            steps.push(Step::TlbRemoveTables { n: n - 1 });
+        }
+        steps.push(Step::TlbRemoveTableSyncOne);
+    }
+    sched::charge(s, Some(t), Func::FreePgtables, ps);
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}
+
+/// tlb_remove_table_sync_one(): smp_call_function(tlb_remove_table_smp_sync, NULL, 1).
+pub fn tlb_remove_table_sync_one(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    let mut online = CpuMask::new();
+    (0..s.m.ncpus()).for_each(|c| online.set(c));
+    let f = CallFunc::TlbRemoveTableSmpSync;
+    smp::smp_call_function_many_cond(s, cpu, t, &online, f, Cond::Always, true, false)
 }

@@ -18,6 +18,7 @@ named_enum! {
         FlushTlbMmRange = "flush_tlb_mm_range",
         SmpCallFunctionManyCond = "smp_call_function_many_cond",
         SendIpi = "default_send_IPI_mask_sequence_phys",
+        XiveCauseIpi = "xive_cause_ipi",
         CallFunctionInterrupt = "call_function_interrupt",
         GenericSmpCallFunctionInterrupt = "generic_smp_call_function_interrupt",
         RawSpinLock = "_raw_spin_lock",

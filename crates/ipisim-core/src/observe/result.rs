@@ -60,6 +60,37 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
             .collect();
     }
 
+    // perf report --comm: each command's own profile; time with no task current is the idle
+    // task's, "swapper" (interrupts taken on idle CPUs).
+    let mut comms: Vec<(&str, [Time; Func::ALL.len()])> = Vec::new();
+    let mut swapper = st.profile;
+    for t in &s.tasks {
+        let i = match comms.iter().position(|(c, _)| *c == t.comm) {
+            Some(i) => i,
+            None => {
+                comms.push((&t.comm, [0; Func::ALL.len()]));
+                comms.len() - 1
+            }
+        };
+        for (f, &ps) in t.profile.iter().enumerate() {
+            comms[i].1[f] += ps;
+            swapper[f] -= ps;
+        }
+    }
+    comms.push(("swapper", swapper));
+    let profile_by_comm: Vec<Value> = comms
+        .iter()
+        .filter(|(_, p)| p.iter().any(|&t| t > 0))
+        .map(|(comm, p)| {
+            let total: u64 = p.iter().sum();
+            let functions: Vec<Value> = ranked(p)
+                .iter()
+                .map(|(f, t)| json!({"function": f.name(), "seconds": secs(*t), "percent": 100.0 * *t as f64 / total as f64}))
+                .collect();
+            json!({"comm": comm, "seconds": secs(total), "functions": functions})
+        })
+        .collect();
+
     let json = json!({
         "scenario": r.scenario.name,
         "machine": s.m.name,
@@ -80,6 +111,7 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         "drain_cpus_with_pages": st.drain_cpus_with_pages,
         "oom": {"kills": st.oom_kills, "no_killable_task": st.oom_no_victim},
         "profile": profile,
+        "profile_by_comm": profile_by_comm,
         "idle_s": st.idle.iter().map(|&t| secs(t)).collect::<Vec<_>>(),
         "ipis_sent": st.ipis_sent,
         "events": s.q.popped(),

@@ -117,6 +117,8 @@ pub struct Task {
     pub migrate: crate::mm::migrate::Migration,
     /// The command name traces show.
     pub comm: String,
+    /// Simulated CPU time by kernel function while this task was current (`perf report --comm`).
+    pub profile: Box<[Time; Func::ALL.len()]>,
     /// Pages the task's own code keeps using while it reads file pages (its text and stack):
     /// (first page, count). A full TLB flush makes them miss again.
     pub working_set: (u64, u32),
@@ -156,6 +158,7 @@ pub fn spawn_at(s: &mut Sim, mm: usize, cpu: CpuId, at: Time) -> TaskId {
         reclaim: Default::default(),
         migrate: Default::default(),
         comm: "task".into(),
+        profile: Box::new([0; Func::ALL.len()]),
         working_set: (0, 0),
         locks_held: 0,
         rss: 0,
@@ -181,7 +184,8 @@ pub fn charge_lock(s: &mut Sim, task: Option<TaskId>, caller: Func, ps: Time) {
 
 fn charge_task(s: &mut Sim, task: Option<TaskId>, f: Func, ps: Time) {
     if let Some(t) = task {
-        if f == Func::User {
+        s.tasks[t].profile[f as usize] += ps;
+        if matches!(f, Func::User | Func::Guest) {
             s.tasks[t].times.user += ps;
         } else {
             s.tasks[t].times.system += ps;

@@ -36,6 +36,10 @@ pub enum Step {
     ZapHugePmds { next: u64, end: u64 },
     /// powerpc serialize_against_pte_lookup(): wait for every lockless walker of the mm.
     SerializeAgainstPteLookup,
+    /// free_pgtables of `n` more page-table pages through tlb_remove_table().
+    TlbRemoveTables { n: u64 },
+    /// tlb_remove_table_sync_one(): an empty IPI to every online CPU, waiting.
+    TlbRemoveTableSyncOne,
     /// User stores (or loads) to `n` pages from `vpn`, faulting them in as needed.
     Touch { vpn: u64, n: u32, write: bool },
     /// zap_page_range: zap PTEs in [from, end) into the task's mmu_gather.
@@ -128,6 +132,8 @@ impl Step {
             Step::Guest { .. } => "[guest]",
             Step::ZapHugePmds { .. } => "zap_huge_pmd",
             Step::SerializeAgainstPteLookup => "serialize_against_pte_lookup",
+            Step::TlbRemoveTables { .. } => "free_pgtables",
+            Step::TlbRemoveTableSyncOne => "tlb_remove_table_sync_one",
             Step::MigrationEntryWait { .. } => "migration_entry_wait",
             Step::MigratePages { .. } => "do_migrate_pages",
             Step::MigrateUnmap => "migrate_folio_unmap",
@@ -201,6 +207,8 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::SerializeAgainstPteLookup => {
             crate::arch::powerpc::serialize_against_pte_lookup(s, cpu, t)
         }
+        Step::TlbRemoveTables { n } => mm::huge_memory::tlb_remove_tables(s, t, n),
+        Step::TlbRemoveTableSyncOne => mm::huge_memory::tlb_remove_table_sync_one(s, cpu, t),
         Step::Zap {
             from,
             end,

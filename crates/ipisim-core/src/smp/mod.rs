@@ -3,7 +3,7 @@
 //! several CPUs went through one global queue instead (`global_cfd`).
 
 use crate::engine::{CpuMask, SpinLock, Time};
-use crate::machine::Cost;
+use crate::machine::{Arch, Cost};
 use crate::observe::{Func, Trace};
 use crate::sched::{self, Outcome, Step};
 use crate::sim::{CpuId, Event, Sim, TaskId};
@@ -62,6 +62,8 @@ pub enum CallFunc {
     IpiMb,
     /// do_serialize (powerpc serialize_against_pte_lookup): nothing; taking the IPI is the point.
     DoSerialize,
+    /// tlb_remove_table_smp_sync: nothing; once every CPU took it, no lockless walk remains.
+    TlbRemoveTableSmpSync,
 }
 
 /// on_each_cpu_cond_mask's per-CPU condition.
@@ -114,6 +116,14 @@ fn cond_holds(s: &Sim, cond: Cond, cpu: CpuId, sender: CpuId) -> bool {
     match cond {
         Cond::Always => true,
         Cond::ShouldFlushTlb => crate::arch::x86::should_flush_tlb(s, cpu, sender),
+    }
+}
+
+/// Where perf shows the IPI writes: the x2APIC/xAPIC loop, or powerpc's XIVE trigger store.
+fn send_ipi_func(s: &Sim) -> Func {
+    match s.m.arch {
+        Arch::X86 => Func::SendIpi,
+        Arch::PowerpcRadix => Func::XiveCauseIpi,
     }
 }
 
@@ -240,7 +250,7 @@ pub fn smp_call_function_many_cond(
     }
     // The ICR writes follow the queueing with nothing in between: one busy period for both.
     sched::charge(s, Some(task), Func::SmpCallFunctionManyCond, setup);
-    sched::charge(s, Some(task), Func::SendIpi, send);
+    sched::charge(s, Some(task), send_ipi_func(s), send);
     Outcome::Busy {
         ps: setup + send,
         irqs_off: false,
@@ -291,7 +301,7 @@ fn global_cfd_call(
     let send = send_ipi_mask(s, cpu, targets, now + setup);
     sched::charge_lock(s, Some(task), Func::SmpCallFunctionManyCond, spin);
     sched::charge(s, Some(task), Func::SmpCallFunctionManyCond, setup - spin);
-    sched::charge(s, Some(task), Func::SendIpi, send);
+    sched::charge(s, Some(task), send_ipi_func(s), send);
     Outcome::Busy {
         ps: setup + send,
         irqs_off: false,
@@ -370,7 +380,7 @@ fn run_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId, func: 
         CallFunc::DrainLocalPages => crate::mm::drain::drain_local_pages(s, cpu, task),
         // ipi_mb(): one smp_mb(), a few dozen cycles: within the noise of irq_entry_exit.
         CallFunc::IpiMb => 0,
-        CallFunc::DoSerialize => 0,
+        CallFunc::DoSerialize | CallFunc::TlbRemoveTableSmpSync => 0,
     }
 }
 

@@ -177,6 +177,15 @@ pub enum Workload {
 
 impl Workload {
     pub fn from_resolved(r: &Resolved, m: &Machine) -> Result<Workload, ConfigError> {
+        // Only the huge-PMD scenario has powerpc paths; the others flush the x86 way.
+        let any_arch = matches!(r.scenario.kind, ScenarioKind::QemuGuestRamUnplug);
+        if m.arch != crate::machine::Arch::X86 && !any_arch {
+            let msg = format!(
+                "scenario {} models x86 TLB flushes only; machine {} is powerpc_radix",
+                r.scenario.name, m.name
+            );
+            return Err(r.error("machine.arch", msg));
+        }
         match r.scenario.kind {
             ScenarioKind::Shootdown => shootdown::Shootdown::new(r, m).map(Workload::Shootdown),
             ScenarioKind::WillItScale(mapping, bytes) => {

@@ -109,7 +109,8 @@ pub fn start(s: &mut Sim) {
     }
     let last = s.m.ncpus() - 1;
     let t = crate::sched::spawn(s, mm, last);
-    s.tasks[t].comm = "call_rcu".into();
+    // QEMU names no threads without -name debug-threads=on: perf shows call_rcu as the process.
+    s.tasks[t].comm = "qemu-system-ppc".into();
     state(s).unmapper = t;
 }
 
