@@ -224,6 +224,12 @@ def fit(p: Probe, template: str = "host-2cpu") -> list[Fitted]:
             " and the 256-page (full flush) slope",
             floor=10,
         )
+    put(
+        "munmap_vma",
+        m("munmap_sweep_1") - m("madvise_sweep_1"),
+        f"measured: munmap minus madvise(MADV_DONTNEED) of one page in a 512-page sweep,"
+        f" {m('munmap_sweep_1'):.0f} - {m('madvise_sweep_1'):.0f} ns",
+    )
     per_call = (icpt["madvise"] + icpt["mprotect"]) / 2
     put(
         "vma_op",
@@ -352,7 +358,7 @@ TABLE = [
     ("file read fault / page", ["file_fault"], "fault_file"),
     ("madvise sweep: 1 / 256 pages", ["madvise_sweep_1", "madvise_sweep_256"], "pte_zap, vma_op"),
     ("mprotect sweep: 1 / 256 pages", ["mprotect_sweep_1", "mprotect_sweep_256"], "pte_protect, vma_op"),
-    ("munmap sweep: 1 / 256 pages", ["munmap_sweep_1", "munmap_sweep_256"], "(not fitted: one vma_op)"),
+    ("munmap sweep: 1 / 256 pages", ["munmap_sweep_1", "munmap_sweep_256"], "munmap_vma"),
     ("mprotect sweep: 32 pages", ["mprotect_sweep_32"], "invlpg"),
     ("madvise 1 page, 0 / 1 busy", ["madvise_1_busy0", "madvise_1_busy1"], "remote shootdown marginal"),
     ("mprotect 1 page, 0 / 1 busy", ["mprotect_1_busy0", "mprotect_1_busy1"], "remote shootdown marginal"),

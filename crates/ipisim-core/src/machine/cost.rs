@@ -34,6 +34,7 @@ cost_table! {
     PteZap = "pte_zap": "zapping one present PTE and freeing its anonymous page (zap_pte_range)",
     PteProtect = "pte_protect": "changing one PTE's protection (change_pte_range)",
     VmaOp = "vma_op": "VMA lookup, split or merge and mmap_lock, once per madvise/munmap/mprotect call",
+    MunmapVma = "munmap_vma": "munmap's VMA teardown besides vma_op: detach and free the VMA, the maple tree store, unmap_region's setup",
     PmdZap = "pmd_zap": "zap_huge_pmd() besides any flush or IPI: clear one huge PMD, drop its rmap and counters, free the 2 MiB page and its deposited page table",
     Tlbie = "tlbie": "one broadcast TLB invalidation of a range or PID with its eieio; tlbsync; ptesync (powerpc radix; x86 has none)",
     GuestExit = "guest_exit": "an interrupt or fault taken while a vCPU runs in guest mode: exit to the host and enter the guest again (KVM)",

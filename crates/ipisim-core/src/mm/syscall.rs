@@ -24,9 +24,13 @@ pub fn syscall(s: &mut Sim, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
         s.tasks[t].steps.push(Step::Syscall(sc));
         return Outcome::Sleep(crate::engine::NEVER);
     }
-    let entry = s.m.cost[Cost::Syscall] + s.m.cost[Cost::VmaOp];
+    let mut vma = s.m.cost[Cost::VmaOp];
+    if let Syscall::Munmap { .. } = sc {
+        vma += s.m.cost[Cost::MunmapVma];
+    }
+    let entry = s.m.cost[Cost::Syscall] + vma;
     sched::charge(s, Some(t), Func::Syscall, s.m.cost[Cost::Syscall]);
-    sched::charge(s, Some(t), Func::VmaOps, s.m.cost[Cost::VmaOp]);
+    sched::charge(s, Some(t), Func::VmaOps, vma);
     s.tasks[t].gather.init(mm);
     // tlb_gather_mmu() -> inc_tlb_flush_pending(): other threads' tlb_finish_mmu() see it.
     s.mem.mms[mm].tlb_flush_pending += 1;

@@ -150,7 +150,7 @@ pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         state(s).window = op;
         // munmap(): syscall entry and the VMA work, then unmap_region() under one mmu_gather.
         huge_memory::unmap_huge_region(s, t, 0, pmds);
-        let ps = s.m.cost[Cost::Syscall] + s.m.cost[Cost::VmaOp];
+        let ps = s.m.cost[Cost::Syscall] + s.m.cost[Cost::VmaOp] + s.m.cost[Cost::MunmapVma];
         crate::sched::charge(s, Some(t), Func::Syscall, ps);
         return Outcome::Busy {
             ps,
