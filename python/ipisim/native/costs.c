@@ -375,6 +375,28 @@ static double file_fault(void)
 	return time_first_reads(fd, n);
 }
 
+/* Read faults that map one page each: only every 32nd page of the file is in the page cache,
+ * so fault-around finds nothing else in its 16-page window. ns per fault. */
+static double file_fault_single(void)
+{
+	char path[] = "/tmp/ipisim-costs-XXXXXX";
+	int fd = mkstemp(path);
+	unlink(path);
+	size_t n = 4096, stride = 32;
+	ftruncate(fd, n * PAGE);
+	for (size_t i = 0; i < n; i += stride)
+		if (pwrite(fd, "x", 1, i * PAGE) != 1)
+			die("pwrite");
+	char *p = mmap(NULL, n * PAGE, PROT_READ, MAP_SHARED, fd, 0);
+	double t = now_ns();
+	for (size_t i = 0; i < n; i += stride)
+		sink = p[i * PAGE];
+	double ns = (now_ns() - t) / (n / stride);
+	munmap(p, n * PAGE);
+	close(fd);
+	return ns;
+}
+
 /* usemem --readonly: read every 8-byte word of present pages; ns per 4 KiB page. */
 static double read_page(void)
 {
@@ -515,6 +537,7 @@ int main(int argc, char **argv)
 	printf("null_syscall %.1f\n", best_of(5, null_syscall));
 	printf("first_touch %.1f\n", best_of(5, first_touch));
 	printf("file_fault %.1f\n", best_of(5, file_fault));
+	printf("file_fault_single %.1f\n", best_of(5, file_fault_single));
 	printf("read_page %.1f\n", best_of(5, read_page));
 	printf("sparse_first_touch %.1f\n", best_of(5, sparse_first_touch));
 	printf("pageout %.1f\n", best_of(5, pageout));

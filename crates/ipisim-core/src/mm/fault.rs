@@ -100,7 +100,7 @@ pub fn touch(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) 
 
 /// do_fault_around() on a read fault of a file mapping (3.15): map every page-cache page of the
 /// aligned `fault_around_bytes` window around `v`, within its VMA and PTE table, whose PTE is
-/// none, read-only (filemap_map_pages). Returns the time, `fault_file` per page mapped.
+/// none, read-only (filemap_map_pages). Returns the time, `fault_around_page` per page mapped.
 fn fault_around(s: &mut Sim, t: TaskId, vma: Vma, v: u64, tab: usize) -> Time {
     let Backing::File { file, pgoff, .. } = vma.backing else {
         return 0;
@@ -122,7 +122,7 @@ fn fault_around(s: &mut Sim, t: TaskId, vma: Vma, v: u64, tab: usize) -> Time {
         s.mem.tables[tab].present += 1;
         mapped += 1;
     }
-    let cost = mapped * s.m.cost[Cost::FaultFile];
+    let cost = mapped * s.m.cost[Cost::FaultAroundPage];
     sched::charge(s, Some(t), Func::FilemapFault, cost);
     cost
 }

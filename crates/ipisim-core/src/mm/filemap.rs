@@ -218,7 +218,7 @@ pub fn file_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
     let fa = s.k.fault_around_pages;
     let start = (vpn - vpn % fa).max(vma.start);
     let end = (vpn - vpn % fa + fa).min(vma.end);
-    let mut mapped = 0;
+    let mut mapped: Time = 0;
     let mut lines = 0;
     for v in start..end {
         let pfn = s.mem.files[file].pages[(index + v - vpn) as usize];
@@ -232,7 +232,9 @@ pub fn file_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
             mapped += 1;
         }
     }
-    let ps = mapped * s.m.cost[Cost::FaultFile] + lines;
+    // The fault itself maps its page; fault-around maps the others of the window more cheaply.
+    let c = &s.m.cost;
+    let ps = c[Cost::FaultFile] + mapped.saturating_sub(1) * c[Cost::FaultAroundPage] + lines;
     sched::charge(s, Some(t), Func::FilemapFault, ps);
     Outcome::Busy {
         ps,
