@@ -120,11 +120,17 @@ pub fn describe(thing: &str) -> Result<Value, ConfigError> {
         req.kernel = Some(thing.into());
     }
     let r = resolve(&req)?;
+    // Durations are held in picoseconds; show them in the declared unit, seconds.
     let value = |p: &Param| {
         Some(
             r.values()
                 .find(|(k, _)| *k == p.key)
-                .map(|(_, v)| v.to_string())
+                .map(|(_, v)| match (&p.kind, v) {
+                    (Kind::Duration, crate::config::Value::UInt(ps)) => {
+                        (*ps as f64 / 1e12).to_string()
+                    }
+                    _ => v.to_string(),
+                })
                 .unwrap_or_default(),
         )
     };
