@@ -64,6 +64,8 @@ pub enum CallFunc {
     DoSerialize,
     /// tlb_remove_table_smp_sync: nothing; once every CPU took it, no lockless walk remains.
     TlbRemoveTableSmpSync,
+    /// do_nothing_ipi (the ipistorm module).
+    DoNothingIpi,
 }
 
 /// on_each_cpu_cond_mask's per-CPU condition.
@@ -380,7 +382,7 @@ fn run_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId, func: 
         CallFunc::DrainLocalPages => crate::mm::drain::drain_local_pages(s, cpu, task),
         // ipi_mb(): one smp_mb(), a few dozen cycles: within the noise of irq_entry_exit.
         CallFunc::IpiMb => 0,
-        CallFunc::DoSerialize | CallFunc::TlbRemoveTableSmpSync => 0,
+        CallFunc::DoSerialize | CallFunc::TlbRemoveTableSmpSync | CallFunc::DoNothingIpi => 0,
     }
 }
 

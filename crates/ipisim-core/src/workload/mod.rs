@@ -3,6 +3,7 @@
 
 mod drain;
 mod hackbench;
+mod ipistorm;
 mod lru_file_mmap_read;
 mod membarrier;
 mod migrate;
@@ -45,6 +46,7 @@ pub enum ScenarioKind {
     Hackbench,
     Migrate,
     QemuGuestRamUnplug,
+    Ipistorm,
 }
 
 pub const SCENARIOS: &[ScenarioDecl] = &[
@@ -56,6 +58,7 @@ pub const SCENARIOS: &[ScenarioDecl] = &[
     reclaim::DECL,
     drain::DECL,
     membarrier::DECL,
+    ipistorm::DECL,
     swapout::DECL,
     hackbench::DECL,
     migrate::DECL,
@@ -173,12 +176,16 @@ pub enum Workload {
     Hackbench(hackbench::Hackbench),
     Migrate(migrate::Migrate),
     QemuGuestRamUnplug(qemu_guest_ram_unplug::QemuGuestRamUnplug),
+    Ipistorm(ipistorm::Ipistorm),
 }
 
 impl Workload {
     pub fn from_resolved(r: &Resolved, m: &Machine) -> Result<Workload, ConfigError> {
         // Only the huge-PMD scenario has powerpc paths; the others flush the x86 way.
-        let any_arch = matches!(r.scenario.kind, ScenarioKind::QemuGuestRamUnplug);
+        let any_arch = matches!(
+            r.scenario.kind,
+            ScenarioKind::QemuGuestRamUnplug | ScenarioKind::Ipistorm
+        );
         if m.arch != crate::machine::Arch::X86 && !any_arch {
             let msg = format!(
                 "scenario {} models x86 TLB flushes only; machine {} is powerpc_radix",
@@ -200,6 +207,7 @@ impl Workload {
             ScenarioKind::Swapout => swapout::Swapout::new(r, m).map(Workload::Swapout),
             ScenarioKind::Hackbench => hackbench::Hackbench::new(r, m).map(Workload::Hackbench),
             ScenarioKind::Migrate => migrate::Migrate::new(r, m).map(Workload::Migrate),
+            ScenarioKind::Ipistorm => ipistorm::Ipistorm::new(r, m).map(Workload::Ipistorm),
             ScenarioKind::QemuGuestRamUnplug => {
                 qemu_guest_ram_unplug::QemuGuestRamUnplug::new(r, m)
                     .map(Workload::QemuGuestRamUnplug)
@@ -219,7 +227,8 @@ impl Workload {
             | Workload::Swapout(_)
             | Workload::Hackbench(_)
             | Workload::Migrate(_)
-            | Workload::QemuGuestRamUnplug(_) => crate::engine::NEVER,
+            | Workload::QemuGuestRamUnplug(_)
+            | Workload::Ipistorm(_) => crate::engine::NEVER,
         }
     }
 }
@@ -237,6 +246,7 @@ pub fn start(s: &mut Sim) -> Result<(), ConfigError> {
         Workload::Hackbench(_) => hackbench::start(s),
         Workload::Migrate(_) => migrate::start(s),
         Workload::QemuGuestRamUnplug(_) => qemu_guest_ram_unplug::start(s),
+        Workload::Ipistorm(_) => ipistorm::start(s),
     }
     Ok(())
 }
@@ -254,6 +264,7 @@ pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         Workload::Hackbench(_) => hackbench::next_op(s, cpu, t),
         Workload::Migrate(_) => migrate::next_op(s, cpu, t),
         Workload::QemuGuestRamUnplug(_) => qemu_guest_ram_unplug::next_op(s, cpu, t),
+        Workload::Ipistorm(_) => ipistorm::next_op(s, cpu, t),
     }
 }
 
@@ -266,6 +277,7 @@ pub fn task_exited(s: &mut Sim, t: TaskId) {
         Workload::WillItScale(_) => will_it_scale::task_exited(s),
         Workload::Swapout(_) => swapout::task_exited(s),
         Workload::Hackbench(_) => hackbench::task_exited(s),
+        Workload::Ipistorm(_) => ipistorm::task_exited(s),
         _ => {}
     }
 }
@@ -283,6 +295,7 @@ pub fn ops(s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         Workload::Hackbench(w) => w.ops(s),
         Workload::Migrate(w) => w.ops(s),
         Workload::QemuGuestRamUnplug(w) => w.ops(s),
+        Workload::Ipistorm(w) => w.ops(s),
     }
 }
 
@@ -298,6 +311,7 @@ pub fn metrics(s: &Sim) -> &'static [(&'static str, bool)] {
         Workload::Hackbench(_) => &[("hackbench_s", true)],
         Workload::Migrate(_) => &[("pages_migrated_per_s", false), ("tlb_shootdowns", true)],
         Workload::QemuGuestRamUnplug(_) => &[("munmap_ms", true)],
+        Workload::Ipistorm(_) => &[("interrupts_per_s", false)],
         Workload::LruFileMmapRead(_) => &[
             ("lru-file-mmap-read-elapsed", true),
             ("lru-file-mmap-read-time_range", true),

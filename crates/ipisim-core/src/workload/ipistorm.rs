@@ -1,0 +1,115 @@
+//! `ipistorm` (Anton Blanchard's ipistorm module, github.com/antonblanchard/ipistorm): a thread
+//! bound to each of the first `cpus` CPUs calls `smp_call_function_single((cpu + offset) % cpus,
+//! do_nothing_ipi, NULL, 1)` (`single`) or `smp_call_function(do_nothing_ipi, NULL, 1)` in a loop
+//! for `duration`. The metric is the machine's interrupt rate, as `vmstat 1` shows it: the figure
+//! Cédric Le Goater published for POWER9 in 7dcc37b3eff9.
+
+use super::{ScenarioDecl, ScenarioKind};
+use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::engine::{CpuMask, Time};
+use crate::machine::Machine;
+use crate::observe::Irq;
+use crate::sched::Outcome;
+use crate::sim::{CpuId, Sim, TaskId};
+use crate::smp::{self, CallFunc, Cond};
+
+pub const DECL: ScenarioDecl = ScenarioDecl {
+    name: "ipistorm",
+    description: "ipistorm: a thread per CPU calls smp_call_function(_single) with wait in a loop; interrupts per second",
+    params: &[
+        Param { key: "cpus", kind: Kind::Int { min: 0, max: 1024 }, unit: "CPUs", default: "0", doc: "CPUs 0..cpus-1 run a thread each (the online CPUs of the module); 0: all" },
+        Param { key: "single", kind: Kind::Bool, unit: "", default: "true", doc: "IPI one CPU, (cpu + offset) % cpus; false: every other CPU" },
+        Param { key: "offset", kind: Kind::Int { min: 1, max: 1023 }, unit: "CPUs", default: "8", doc: "single: the target's distance (8 skips a POWER9 core's threads, as the README's XIVE example)" },
+        Param { key: "duration", kind: Kind::Duration, unit: "s", default: "10ms", doc: "how long the threads loop" },
+    ],
+    kind: ScenarioKind::Ipistorm,
+    machine: None,
+    check: &[],
+};
+
+pub struct Ipistorm {
+    cpus: usize,
+    single: bool,
+    offset: usize,
+    duration: Time,
+    calls: u64,
+    running: usize,
+    window: super::OpWindow,
+}
+
+impl Ipistorm {
+    pub fn new(r: &Resolved, m: &Machine) -> Result<Ipistorm, ConfigError> {
+        let cpus = match r.int("cpus") as usize {
+            0 => m.ncpus(),
+            n => n,
+        };
+        super::need_cpus(r, m, "cpus", format!("{cpus} ipistorm threads"), cpus)?;
+        if cpus < 2 {
+            return Err(r.error("cpus", "at least 2, so there is a CPU to interrupt"));
+        }
+        Ok(Ipistorm {
+            cpus,
+            single: r.bool("single"),
+            offset: r.int("offset") as usize,
+            duration: r.uint("duration"),
+            calls: 0,
+            running: cpus,
+            window: Default::default(),
+        })
+    }
+
+    pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+        let mut m = serde_json::Map::new();
+        let irqs = self.window.irqs(s, Irq::Cal);
+        m.insert("calls".into(), self.calls.into());
+        m.insert("call_function_interrupts".into(), irqs.into());
+        let rate = irqs as f64 / self.window.seconds().max(1e-12);
+        m.insert("interrupts_per_s".into(), rate.into());
+        m
+    }
+}
+
+fn state(s: &mut Sim) -> &mut Ipistorm {
+    match &mut s.work {
+        super::Workload::Ipistorm(w) => w,
+        _ => unreachable!(),
+    }
+}
+
+pub fn start(s: &mut Sim) {
+    let mm = super::mm_alloc(s);
+    for cpu in 0..state(s).cpus {
+        let t = crate::sched::spawn(s, mm, cpu);
+        s.tasks[t].comm = format!("ipistorm/{cpu}");
+    }
+    let mut w = std::mem::take(&mut state(s).window);
+    w.begin(s, 0);
+    w.end = w.start + state(s).duration;
+    state(s).window = w;
+}
+
+pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    let now = s.now();
+    let w = state(s);
+    if now >= w.window.end {
+        return Outcome::Exit;
+    }
+    w.calls += 1;
+    let mut mask = CpuMask::new();
+    if w.single {
+        mask.set((cpu + w.offset) % w.cpus);
+    } else {
+        (0..w.cpus).for_each(|c| mask.set(c));
+    }
+    let f = CallFunc::DoNothingIpi;
+    smp::smp_call_function_many_cond(s, cpu, t, &mask, f, Cond::Always, true, false)
+}
+
+/// The run ends when the last thread has left its loop.
+pub fn task_exited(s: &mut Sim) {
+    let w = state(s);
+    w.running -= 1;
+    if w.running == 0 {
+        s.end = Some(s.now());
+    }
+}
