@@ -138,7 +138,8 @@ def test_bad_repeats_is_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
 @needs_hw
 def test_probe_on_this_machine(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "host.toml"
-    assert main(["probe", "--repeats", "1", "--out", str(out)]) == 0
+    # Three runs: probe fits the median, so one run disturbed by the host cannot sink a cost.
+    assert main(["probe", "--repeats", "3", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "marginal cost of one membarrier IPI" in text
     d = ipisim.describe(str(out))
