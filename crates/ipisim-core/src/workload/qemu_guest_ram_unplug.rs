@@ -38,6 +38,8 @@ pub struct QemuGuestRamUnplug {
     settle: Time,
     /// The call_rcu thread that unmaps the guest RAM.
     pub unmapper: TaskId,
+    /// The first vCPU thread; vCPU i is task first_vcpu + i.
+    first_vcpu: TaskId,
     started: bool,
     window: super::OpWindow,
 }
@@ -75,6 +77,7 @@ impl QemuGuestRamUnplug {
             walk: r.uint("walk_irqs_off"),
             settle: r.uint("settle"),
             unmapper: 0,
+            first_vcpu: 0,
             started: false,
             window: Default::default(),
         })
@@ -103,6 +106,7 @@ fn state(s: &mut Sim) -> &mut QemuGuestRamUnplug {
 
 pub fn start(s: &mut Sim) {
     let mm = super::mm_alloc(s);
+    state(s).first_vcpu = s.tasks.len();
     for cpu in 0..state(s).vcpus {
         let t = crate::sched::spawn(s, mm, cpu);
         s.tasks[t].comm = "qemu-system-ppc".into();
@@ -114,11 +118,11 @@ pub fn start(s: &mut Sim) {
     state(s).unmapper = t;
 }
 
-pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
     let now = s.now();
     let w = state(s);
     if t != w.unmapper {
-        if cpu >= w.busy_vcpus {
+        if t - w.first_vcpu >= w.busy_vcpus {
             // H_CEDE: the vCPU thread blocks and its CPU idles (with the mm still loaded).
             return Outcome::Sleep(NEVER);
         }
