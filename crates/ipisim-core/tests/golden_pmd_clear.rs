@@ -101,3 +101,10 @@ fn a_failed_table_batch_allocation_ipis_every_online_cpu_per_table() {
     );
     assert_eq!(j["ops"]["call_function_interrupts"], 3 * 127);
 }
+
+#[test]
+fn the_same_run_gives_the_same_bytes() {
+    let sets = [("busy_vcpus", "16"), ("guest_fault_interval", "10us")];
+    let a = unplug("power9-128c", "linux-5.7", &sets).to_string();
+    assert_eq!(a, unplug("power9-128c", "linux-5.7", &sets).to_string());
+}
