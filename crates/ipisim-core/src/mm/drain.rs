@@ -88,9 +88,7 @@ pub fn drain_all_pages(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     match s.k.pcp_drain {
         PcpDrain::AllCpus | PcpDrain::CpusWithPages => {
             let mask = if s.k.pcp_drain == PcpDrain::AllCpus {
-                let mut all = CpuMask::new();
-                (0..ncpus).for_each(|c| all.set(c));
-                all
+                CpuMask::first_n(ncpus)
             } else {
                 with
             };

@@ -63,30 +63,23 @@ pub fn unmap_huge_region(s: &mut Sim, t: TaskId, first: u64, end: u64) {
 /// zap_huge_pmd() for PMDs from `next`: clear, free, and whatever the architecture asks per PMD.
 pub fn zap_huge_pmds(s: &mut Sim, t: TaskId, next: u64, end: u64) -> Outcome {
     let after = after_pmd_clear(s);
-    let (zap, tlbie) = (s.m.cost[Cost::PmdZap], s.m.cost[Cost::Tlbie]);
-    let (mut i, mut ps, mut flush) = (next, 0, 0);
-    while i < end && i - next < PMDS_PER_STEP {
-        i += 1;
-        ps += zap;
-        match after {
-            AfterPmdClear::Nothing => {}
-            AfterPmdClear::Tlbie => {
-                s.stats.tlbies += 1;
-                flush += tlbie;
-            }
-            AfterPmdClear::SerializeIpi => {
-                // The IPI goes out from inside the clear; the rest of the zap follows the wait.
-                let steps = &mut s.tasks[t].steps;
-                if i < end {
-                    steps.push(Step::ZapHugePmds { next: i, end });
-                }
-                steps.push(Step::SerializeAgainstPteLookup);
-                break;
-            }
-        }
+    // A serializing clear waits for its IPI before the next PMD: one PMD per step then.
+    let serialize = after == AfterPmdClear::SerializeIpi;
+    let stop = end.min(next + if serialize { 1 } else { PMDS_PER_STEP });
+    let n = stop - next;
+    let ps = n * s.m.cost[Cost::PmdZap];
+    let mut flush = 0;
+    if after == AfterPmdClear::Tlbie {
+        s.stats.tlbies += n;
+        flush = n * s.m.cost[Cost::Tlbie];
     }
-    if after != AfterPmdClear::SerializeIpi && i < end {
-        s.tasks[t].steps.push(Step::ZapHugePmds { next: i, end });
+    let steps = &mut s.tasks[t].steps;
+    if stop < end {
+        steps.push(Step::ZapHugePmds { next: stop, end });
+    }
+    if serialize {
+        // The IPI goes out from inside the clear; the rest of the zap follows the wait.
+        steps.push(Step::SerializeAgainstPteLookup);
     }
     sched::charge(s, Some(t), Func::ZapHugePmd, ps);
     sched::charge(s, Some(t), Func::FlushPmdTlbRange, flush);
@@ -119,8 +112,7 @@ pub fn tlb_remove_tables(s: &mut Sim, t: TaskId, n: u64) -> Outcome {
 
 /// tlb_remove_table_sync_one(): smp_call_function(tlb_remove_table_smp_sync, NULL, 1).
 pub fn tlb_remove_table_sync_one(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-    let mut online = CpuMask::new();
-    (0..s.m.ncpus()).for_each(|c| online.set(c));
+    let online = CpuMask::first_n(s.m.ncpus());
     let f = CallFunc::TlbRemoveTableSmpSync;
     smp::smp_call_function_many_cond(s, cpu, t, &online, f, Cond::Always, true, false)
 }

@@ -537,9 +537,10 @@ fn irq_enter(s: &mut Sim, cpu: CpuId, from_idle_poll: bool) {
     if let Some(tr) = s.trace.as_mut() {
         tr.handler_start(cpu, now);
     }
-    let half = guest_exit / 2;
+    // The guest exit comes before the handler, the re-entry after it.
+    let leave_guest = guest_exit / 2;
     let handler =
-        crate::smp::flush_smp_call_function_queue(s, cpu, task, now + wake + half + entry);
+        crate::smp::flush_smp_call_function_queue(s, cpu, task, now + wake + leave_guest + entry);
     charge(s, task, Func::CallFunctionInterrupt, entry + exit);
     charge(s, task, Func::GuestExit, guest_exit);
     s.stats.idle[cpu] += wake;

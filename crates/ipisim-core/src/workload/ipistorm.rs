@@ -95,12 +95,13 @@ pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         return Outcome::Exit;
     }
     w.calls += 1;
-    let mut mask = CpuMask::new();
-    if w.single {
-        mask.set((cpu + w.offset) % w.cpus);
+    let mask = if w.single {
+        let mut one = CpuMask::new();
+        one.set((cpu + w.offset) % w.cpus);
+        one
     } else {
-        (0..w.cpus).for_each(|c| mask.set(c));
-    }
+        CpuMask::first_n(w.cpus)
+    };
     let f = CallFunc::DoNothingIpi;
     smp::smp_call_function_many_cond(s, cpu, t, &mask, f, Cond::Always, true, false)
 }

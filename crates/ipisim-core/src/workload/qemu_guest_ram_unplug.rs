@@ -29,6 +29,13 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     check: &[],
 };
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    Settle,
+    Unmap,
+    Done,
+}
+
 pub struct QemuGuestRamUnplug {
     vcpus: usize,
     busy_vcpus: usize,
@@ -40,7 +47,8 @@ pub struct QemuGuestRamUnplug {
     pub unmapper: TaskId,
     /// The first vCPU thread; vCPU i is task first_vcpu + i.
     first_vcpu: TaskId,
-    started: bool,
+    /// Where the call_rcu thread is: settling, unmapping, or done.
+    phase: Phase,
     window: super::OpWindow,
 }
 
@@ -78,7 +86,7 @@ impl QemuGuestRamUnplug {
             settle: r.uint("settle"),
             unmapper: 0,
             first_vcpu: 0,
-            started: false,
+            phase: Phase::Settle,
             window: Default::default(),
         })
     }
@@ -143,24 +151,27 @@ pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
         steps.push(Step::Guest { ps: run });
         return Outcome::Next;
     }
-    if !w.started {
-        w.started = true;
-        return Outcome::Sleep(now + w.settle);
+    match w.phase {
+        Phase::Settle => {
+            w.phase = Phase::Unmap;
+            return Outcome::Sleep(now + w.settle);
+        }
+        Phase::Unmap => w.phase = Phase::Done,
+        Phase::Done => {
+            w.window.end = now;
+            return Outcome::Exit;
+        }
     }
-    if w.window.start == 0 {
-        let mut op = std::mem::take(&mut w.window);
-        op.begin(s, now);
-        let pmds = state(s).pmds;
-        state(s).window = op;
-        // munmap(): syscall entry and the VMA work, then unmap_region() under one mmu_gather.
-        huge_memory::unmap_huge_region(s, t, 0, pmds);
-        let ps = s.m.cost[Cost::Syscall] + s.m.cost[Cost::VmaOp] + s.m.cost[Cost::MunmapVma];
-        crate::sched::charge(s, Some(t), Func::Syscall, ps);
-        return Outcome::Busy {
-            ps,
-            irqs_off: false,
-        };
+    let mut op = std::mem::take(&mut w.window);
+    op.begin(s, now);
+    let pmds = state(s).pmds;
+    state(s).window = op;
+    // munmap(): syscall entry and the VMA work, then unmap_region() under one mmu_gather.
+    huge_memory::unmap_huge_region(s, t, 0, pmds);
+    let ps = s.m.cost[Cost::Syscall] + s.m.cost[Cost::VmaOp] + s.m.cost[Cost::MunmapVma];
+    crate::sched::charge(s, Some(t), Func::Syscall, ps);
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
     }
-    w.window.end = now;
-    Outcome::Exit
 }
