@@ -359,10 +359,12 @@ def check(
     def one(seed: int) -> RunResult:
         return run(scenario, machine=machine, kernel=kernel, sets=all_sets, seed=seed)
 
-    done = 0
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        for start in range(first_seed, first_seed + seeds, max(1, jobs) * 4):
-            chunk = range(start, min(start + max(1, jobs) * 4, first_seed + seeds))
+    done, jobs = 0, max(1, jobs)
+    # Seeds go out in chunks of four per worker, so a failure stops the search soon.
+    chunk_size, end = jobs * 4, first_seed + seeds
+    with ThreadPoolExecutor(max_workers=jobs) as pool:
+        for start in range(first_seed, end, chunk_size):
+            chunk = range(start, min(start + chunk_size, end))
             for seed, r in zip(chunk, pool.map(one, chunk), strict=True):
                 done += 1
                 if r.data["check"]["violations"]:

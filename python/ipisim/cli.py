@@ -332,14 +332,12 @@ def _violation(r: ipisim.RunResult) -> str:
         f"{c['violations']} violations ({kinds}); the first:",
         f"  {v['kind']} at {v['at']}: CPU {v['cpu']}, t={v['time_s'] * 1e3:.6f} ms, address {v['address']}"
         f" (mm {v['mm']}), pfn {v['pfn']}",
-        "  the page's history:",
     ]
     event = "    {:>12.6f} ms  CPU {:<3} {:<8} {}"
-    for e in v["history"]:
-        lines.append(event.format(e["time_s"] * 1e3, e["cpu"], e.get("pfn", ""), e["event"]))
-    lines.append("  the last events before it:")
-    for e in v["last_events"]:
-        lines.append(event.format(e["time_s"] * 1e3, e["cpu"], e.get("pfn", ""), e["event"]))
+    sections = (("the page's history", v["history"]), ("the last events before it", v["last_events"]))
+    for title, events in sections:
+        lines.append(f"  {title}:")
+        lines += [event.format(e["time_s"] * 1e3, e["cpu"], e.get("pfn", ""), e["event"]) for e in events]
     access = next((a for a in c["first"] if a["at"] in ("read", "write")), None)
     if access is not None and access is not v:
         lines.append(
