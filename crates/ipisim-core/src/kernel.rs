@@ -7,7 +7,7 @@ use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::mm::drain::PcpDrain;
 use crate::mm::migrate::MigrateFlush;
 use crate::mm::rmap::ReclaimFlush;
-use crate::smp::CallFunction;
+use crate::smp::{CallFunction, CallSingleQueue};
 
 pub const PARAMS: &[Param] = &[
     Param { key: "kernel.name", kind: Kind::Str, unit: "", default: "linux-6.18", doc: "preset name, shown in results" },
@@ -19,6 +19,7 @@ pub const PARAMS: &[Param] = &[
     Param { key: "kernel.pcid", kind: Kind::Bool, unit: "", default: "true", doc: "PCID with 6 dynamic ASIDs and per-mm tlb_gen (4.14); false: every mm switch flushes the TLB" },
     Param { key: "kernel.concurrent_local_flush", kind: Kind::Bool, unit: "", default: "true", doc: "flush the local TLB after sending the IPIs, overlapping them (4ce94eabac16, 5.13); false: local flush first" },
     Param { key: "kernel.call_function", kind: Kind::Choice(CallFunction::NAMES), unit: "", default: "percpu_csd", doc: "smp_call_function_many: `global_cfd` (to 3.8: one global queue under one lock, every handler walks it) or `percpu_csd` (per-CPU queues and a csd per (sender, target), 9a46ad6d6df3, 3.9)" },
+    Param { key: "kernel.call_single_queue", kind: Kind::Choice(CallSingleQueue::NAMES), unit: "", default: "llist", doc: "each CPU's call queue: `spinlock` (a list under call_single_queue.lock that every sender and the handler take, to 3.13) or `llist` (lock-free llist_add / llist_del_all, 6897fc22ea01, 3.14)" },
     Param { key: "kernel.skip_ipi_if_queued", kind: Kind::Bool, unit: "", default: "true", doc: "smp_call_function_many sends no IPI to a CPU whose call queue already holds work (3fc5b3b6a80b, 4.13)" },
     Param { key: "kernel.ipi_poll_elision", kind: Kind::Bool, unit: "", default: "true", doc: "a single-target call IPI to an idle CPU that is polling sets NEED_RESCHED instead (call_function_single_prep_ipi)" },
     Param { key: "kernel.pt_reclaim", kind: Kind::Bool, unit: "", default: "true", doc: "CONFIG_PT_RECLAIM: MADV_DONTNEED over a whole PMD frees the empty PTE table (6.14)" },
@@ -51,6 +52,7 @@ pub struct KernelConfig {
     pub pcid: bool,
     pub concurrent_local_flush: bool,
     pub call_function: CallFunction,
+    pub call_single_queue: CallSingleQueue,
     pub skip_ipi_if_queued: bool,
     pub ipi_poll_elision: bool,
     pub pt_reclaim: bool,
@@ -83,6 +85,7 @@ impl KernelConfig {
             pcid: r.bool("kernel.pcid"),
             concurrent_local_flush: r.bool("kernel.concurrent_local_flush"),
             call_function: CallFunction::from_name(r.str("kernel.call_function")),
+            call_single_queue: CallSingleQueue::from_name(r.str("kernel.call_single_queue")),
             skip_ipi_if_queued: r.bool("kernel.skip_ipi_if_queued"),
             ipi_poll_elision: r.bool("kernel.ipi_poll_elision"),
             pt_reclaim: r.bool("kernel.pt_reclaim"),

@@ -85,3 +85,39 @@ fn a_cross_socket_line_transfer_costs_more_than_a_same_socket_one() {
     );
     assert_eq!(m.line_transfer(3, 3), 0);
 }
+
+/// To 3.13 each CPU's call queue was a list under a spinlock (6897fc22ea01 made it an llist):
+/// one sender, one target on its SMT sibling, 512 calls. Each call's lock changes hands twice
+/// (sender adds, handler detaches), each hand-off one line transfer, except the first
+/// acquisition, whose line is already on the sender's CPU: 1023 transfers in all, and the same
+/// IPIs.
+#[test]
+fn a_locked_call_queue_pays_a_line_transfer_per_hand_off() {
+    let run_with = |queue: &str| {
+        let sets = [
+            ("remote_threads", "1"),
+            ("batch", "1"),
+            ("kernel.call_single_queue", queue),
+        ];
+        result("shootdown", "linux-3.9", &sets)
+    };
+    let (llist, locked) = (run_with("llist"), run_with("spinlock"));
+    assert_eq!(llist["ipis_sent"], 512);
+    assert_eq!(locked["ipis_sent"], 512);
+    let ps = |j: &Value| (j["ops"]["op_time_s"].as_f64().unwrap() * 1e12).round() as u64;
+    let req = RunRequest {
+        scenario: "shootdown".into(),
+        machine: Some("xeon-4n-48c-64g".into()),
+        kernel: None,
+        sets: vec![],
+        seed: 1,
+    };
+    let m =
+        ipisim_core::machine::Machine::from_resolved(&ipisim_core::config::resolve(&req).unwrap())
+            .unwrap();
+    assert_eq!(ps(&locked) - ps(&llist), 1023 * m.line_transfer(0, 1));
+    for f in ["_raw_spin_lock_irqsave", "_raw_spin_lock"] {
+        assert!(profile_percent(&locked, f) > 0.0, "{f}");
+        assert_eq!(profile_percent(&llist, f), 0.0, "{f}");
+    }
+}

@@ -28,6 +28,27 @@ impl CallFunction {
     }
 }
 
+/// How a CPU's call_single_queue is guarded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallSingleQueue {
+    /// To 3.13: a list under `call_single_queue.lock`, taken by each sender to add a csd
+    /// (raw_spin_lock_irqsave in generic_exec_single / smp_call_function_many) and by the
+    /// handler to detach the list (generic_smp_call_function_single_interrupt).
+    Spinlock,
+    /// 3.14 (6897fc22ea01): a lock-free llist, llist_add by senders and llist_del_all.
+    Llist,
+}
+
+impl CallSingleQueue {
+    pub const NAMES: &'static [&'static str] = &["spinlock", "llist"];
+    pub fn from_name(name: &str) -> CallSingleQueue {
+        match name {
+            "spinlock" => CallSingleQueue::Spinlock,
+            _ => CallSingleQueue::Llist,
+        }
+    }
+}
+
 /// One sender's `struct call_function_data` (3.8): its request, the CPUs yet to run it, and
 /// the cache line all of them write (cpumask bits, refs).
 #[derive(Debug, Clone, Default)]
@@ -86,6 +107,8 @@ pub struct Csd {
 pub struct Smp {
     /// call_single_queue of each CPU, in arrival (FIFO) order.
     pub queue: Vec<Vec<Csd>>,
+    /// call_single_queue.lock of each CPU (`call_single_queue = spinlock`, to 3.13).
+    pub queue_lock: Vec<SpinLock>,
     /// Scratch for the batch a handler pass detaches (llist_del_all).
     batch: Vec<Csd>,
     /// Per sender: targets whose csd is locked (queued and not yet run).
@@ -102,6 +125,7 @@ impl Smp {
     pub fn new(n: usize) -> Smp {
         Smp {
             queue: (0..n).map(|_| Vec::with_capacity(n)).collect(),
+            queue_lock: vec![SpinLock::default(); n],
             batch: Vec::with_capacity(n),
             locked: vec![CpuMask::new(); n],
             waiting: vec![0; n],
@@ -196,6 +220,7 @@ pub fn smp_call_function_many_cond(
         );
     }
     let mut setup: Time = 0;
+    let mut queue_lock_wait: Time = 0;
     let mut queued = CpuMask::new();
     let mut was_empty = CpuMask::new();
     for t in targets.iter() {
@@ -208,7 +233,7 @@ pub fn smp_call_function_many_cond(
             wait_for_one_more(s, cpu);
         }
         s.stats.trace(Trace::CsdQueueCpu);
-        // llist_add() returns true when the target's queue was empty.
+        // llist_add() (or list_empty() under the lock) tells whether the queue was empty.
         if s.smp.queue[t].is_empty() {
             was_empty.set(t);
         }
@@ -216,7 +241,18 @@ pub fn smp_call_function_many_cond(
             sender: cpu as u32,
             func,
         });
-        setup += s.m.cost[Cost::CsdQueue];
+        let add = s.m.cost[Cost::CsdQueue];
+        if s.k.call_single_queue == CallSingleQueue::Spinlock {
+            // raw_spin_lock_irqsave(&dst->lock): its line comes from the last sender or the
+            // target's handler; the list_add_tail happens under it.
+            let m = &s.m;
+            let wait =
+                s.smp.queue_lock[t].acquire(now + setup, cpu, add, |a, b| m.line_transfer(a, b));
+            sched::charge(s, Some(task), Func::RawSpinLockIrqsave, wait);
+            setup += wait;
+            queue_lock_wait += wait;
+        }
+        setup += add;
         queued.set(t);
     }
     let nr_queued = queued.weight();
@@ -251,7 +287,12 @@ pub fn smp_call_function_many_cond(
         s.tasks[task].steps.push(Step::LocalCall(func));
     }
     // The ICR writes follow the queueing with nothing in between: one busy period for both.
-    sched::charge(s, Some(task), Func::SmpCallFunctionManyCond, setup);
+    sched::charge(
+        s,
+        Some(task),
+        Func::SmpCallFunctionManyCond,
+        setup - queue_lock_wait,
+    );
     sched::charge(s, Some(task), send_ipi_func(s), send);
     Outcome::Busy {
         ps: setup + send,
@@ -394,10 +435,20 @@ pub fn flush_smp_call_function_queue(
     task: Option<TaskId>,
     start: Time,
 ) -> Time {
+    let mut t = start;
+    if s.k.call_single_queue == CallSingleQueue::Spinlock
+        && (s.k.call_function == CallFunction::PercpuCsd || !s.smp.queue[cpu].is_empty())
+    {
+        // generic_smp_call_function_single_interrupt: raw_spin_lock(&q->lock), whose line the
+        // last sender wrote, then list_replace_init.
+        let m = &s.m;
+        let wait = s.smp.queue_lock[cpu].acquire(t, cpu, 0, |a, b| m.line_transfer(a, b));
+        sched::charge_lock(s, task, Func::GenericSmpCallFunctionSingleInterrupt, wait);
+        t += wait;
+    }
     let mut batch = std::mem::take(&mut s.smp.batch);
     batch.clear();
     std::mem::swap(&mut batch, &mut s.smp.queue[cpu]);
-    let mut t = start;
     for csd in &batch {
         t += run_func(s, cpu, task, csd.sender as usize, csd.func);
         csd_unlock(s, csd.sender as usize, cpu, t);
