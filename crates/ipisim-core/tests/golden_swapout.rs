@@ -79,3 +79,24 @@ fn spin_lock_time_is_split_by_caller() {
     let total: f64 = callers.iter().map(|c| c["percent"].as_f64().unwrap()).sum();
     assert!((total - 100.0).abs() < 1e-6, "{total}");
 }
+
+/// A swap device slower than reclaim (mm/page_io.rs): writes are bios, served one after another
+/// at the device's bandwidth, so swap-out runs at that bandwidth; every written page is still
+/// freed once its write completes, and safely.
+#[test]
+fn a_slow_swap_device_sets_the_swapout_rate() {
+    let sets = [
+        ("scale", "0.01"),
+        ("machine.swap_bandwidth", "256MiB"),
+        ("machine.swap_latency", "100us"),
+    ];
+    let j = run_json("swapout", "xeon-2s-2013", "linux-3.9", &sets);
+    let rate = j["ops"]["swapout_mb_per_s"].as_f64().unwrap();
+    // pswpout counts writes when submitted, so up to a queue's worth more than completed.
+    assert!((rate - 256.0).abs() < 2.56, "{rate} MiB/s");
+    let vm = |k: &str| j["vmstat"][k].as_u64().unwrap();
+    let stolen = vm("pgsteal_kswapd") + vm("pgsteal_direct");
+    // At most a full request queue (128) of writes is still in flight at the end.
+    assert!(vm("pswpout") >= stolen && vm("pswpout") - stolen <= 128 + 32 * 12);
+    assert_eq!(j["check"]["violations"], 0);
+}

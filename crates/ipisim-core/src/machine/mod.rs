@@ -26,6 +26,8 @@ pub const PARAMS: &[Param] = &[
     Param { key: "machine.idle_poll", kind: Kind::Duration, unit: "s", default: "200us", doc: "haltpoll: how long an idle CPU polls before it halts (guest_halt_poll_ns)" },
     Param { key: "machine.tlb_entries", kind: Kind::Int { min: 16, max: 65536 }, unit: "entries", default: "1536", doc: "4 KiB entries in each CPU's (second-level) TLB" },
     Param { key: "machine.tlb_ways", kind: Kind::Int { min: 1, max: 64 }, unit: "ways", default: "12", doc: "TLB associativity" },
+    Param { key: "machine.swap_bandwidth", kind: Kind::Size, unit: "bytes/s", default: "0", doc: "swap device write bandwidth (binary units: 1GiB = 2^30 bytes a second); 0 with no latency: a RAM-backed device (brd, zram) written synchronously in pageout()" },
+    Param { key: "machine.swap_latency", kind: Kind::Duration, unit: "s", default: "0", doc: "swap device: from a write leaving the request queue to its completion interrupt (end_swap_bio_write)" },
 ];
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -58,6 +60,9 @@ pub struct Machine {
     pub idle_poll: Time,
     pub tlb_entries: usize,
     pub tlb_ways: usize,
+    /// The swap device: write bandwidth in bytes a second (0: no device time) and latency.
+    pub swap_bandwidth: u64,
+    pub swap_latency: Time,
     pub cost: Costs,
 }
 
@@ -118,6 +123,8 @@ impl Machine {
             idle_poll: r.uint("machine.idle_poll"),
             tlb_entries: entries,
             tlb_ways: ways,
+            swap_bandwidth: r.uint("machine.swap_bandwidth"),
+            swap_latency: r.uint("machine.swap_latency"),
             cost: Costs::new(&r.costs, ghz),
         })
     }

@@ -29,6 +29,10 @@ pub const PG_DIRTY: u16 = 64;
 pub const PG_SWAPBACKED: u16 = 128;
 /// Its PTE holds a migration entry: the page is locked for migration (try_to_migrate_one).
 pub const PTE_MIGRATION: u16 = 256;
+/// PG_swapcache: an anonymous page with a swap slot (add_to_swap), until __remove_mapping().
+pub const PG_SWAPCACHE: u16 = 512;
+/// PG_writeback: its write to the swap device has not completed yet.
+pub const PG_WRITEBACK: u16 = 1024;
 
 /// What the kernel's `struct page` says about a page-cache page: its file and index, flags, and
 /// the CPU that last wrote it (whose cache holds its line).

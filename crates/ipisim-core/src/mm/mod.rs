@@ -11,6 +11,7 @@ pub mod migrate;
 mod mmu_gather;
 pub mod oom_kill;
 pub mod page_alloc;
+pub mod page_io;
 mod pagetable;
 pub mod ptl;
 pub mod rmap;
@@ -137,6 +138,8 @@ pub struct Memory {
     pub ptl: ptl::PteLocks,
     /// Tasks asleep in migration_entry_wait(), with the frame they wait for.
     pub migration_waiters: Vec<(u32, usize)>,
+    /// The swap device's writes in flight (mm/page_io.rs).
+    pub swap_io: page_io::SwapDevice,
 }
 
 impl Memory {
@@ -157,6 +160,7 @@ impl Memory {
             drain: drain::DrainState::new(ncpus),
             ptl: ptl::PteLocks::new(ncpus),
             migration_waiters: Vec::new(),
+            swap_io: page_io::SwapDevice::default(),
         }
     }
 

@@ -2,7 +2,8 @@
 //! inactive file list SWAP_CLUSTER_MAX pages at a time through shrink_page_list().
 
 use super::filemap::{
-    PG_ACTIVE, PG_DIRTY, PG_LRU, PG_REFERENCED, PG_SWAPBACKED, PTE_DIRTY, PTE_MAPPED, PTE_YOUNG,
+    PG_ACTIVE, PG_DIRTY, PG_LRU, PG_REFERENCED, PG_SWAPBACKED, PG_SWAPCACHE, PTE_DIRTY, PTE_MAPPED,
+    PTE_YOUNG,
 };
 use super::lru::lock_lru;
 use super::page_alloc::{free_page, zonelist, WMARK_HIGH};
@@ -167,6 +168,7 @@ fn scan_size(s: &Sim, node: usize) -> usize {
 /// shrink_lruvec() -> shrink_inactive_list(): keep the inactive list at least as long as the
 /// active one (shrink_active_list), then isolate up to SWAP_CLUSTER_MAX pages from its tail.
 pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -> Outcome {
+    super::page_io::complete(s, s.now());
     let mut ps: Time = 0;
     let anon = s.mem.lru[node].scan_anon();
     let lists = s.mem.lru[node].lists(anon);
@@ -318,12 +320,12 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         }
         // PAGEREF_RECLAIM_CLEAN: a file page referenced before is reclaimed only if clean.
         let reclaim_clean = referenced_page && !swapbacked;
-        if swapbacked {
+        if swapbacked && flags & PG_SWAPCACHE == 0 {
             // add_to_swap(): a swap slot and a place in the swap cache; dirty until written.
             let add = s.m.cost[Cost::PagecacheInsert];
             sched::charge(s, Some(t), Func::AddToSwap, add);
             ps += add;
-            s.mem.page[pfn as usize].flags |= PG_DIRTY;
+            s.mem.page[pfn as usize].flags |= PG_DIRTY | PG_SWAPCACHE;
         }
         // PAGEREF_RECLAIM(_CLEAN): unmap, then write out if dirty, then __remove_mapping().
         let mut flush_now = false;
@@ -398,21 +400,36 @@ fn remove_mapping(s: &mut Sim, t: TaskId, pfn: u32, delete: Time) -> Time {
     delete
 }
 
-/// pageout() of a dirty page (->writepage, or swap_writepage for an anonymous one), written
-/// synchronously to a RAM-backed device (brd, zram: bdev_write_page): clear PG_dirty, copy the
-/// page out, and reclaim it in this pass ("a synchronous write - probably a ramdisk").
+/// pageout() of a dirty page (->writepage, or swap_writepage for an anonymous one). To a
+/// RAM-backed device (brd, zram: bdev_write_page) the write is synchronous: clear PG_dirty, copy
+/// the page out, and reclaim it in this pass ("a synchronous write - probably a ramdisk"). To a
+/// swap device with its own time (mm/page_io.rs) it is a bio: the page stays in the swap cache,
+/// under writeback and off the LRU, until the write completes.
 pub fn pageout(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32) -> Outcome {
+    let to_swap = s.mem.page[pfn as usize].flags & PG_SWAPBACKED != 0;
+    let bio = to_swap && super::page_io::is_async(s);
+    if bio {
+        if let Err(until) = super::page_io::submit(s, s.now(), pfn) {
+            // get_request(): the request queue is full; sleep until a write completes.
+            s.tasks[t].steps.push(Step::Pageout { pfn });
+            return Outcome::Sleep(until);
+        }
+    }
     rmap::check_translations(s, pfn, Site::Pageout);
     check::record(s, cpu, pfn, PageEvent::Pageout);
-    let p = &mut s.mem.page[pfn as usize];
-    p.flags &= !PG_DIRTY;
-    if p.flags & PG_SWAPBACKED != 0 {
+    s.mem.page[pfn as usize].flags &= !PG_DIRTY;
+    if to_swap {
         s.stats.vm(Vm::PSwpOut, 1);
     }
     s.stats.vm(Vm::NrVmscanWrite, 1);
-    let write = s.m.cost[Cost::PageCopy] + super::filemap::touch_page(s, cpu, pfn);
-    sched::charge(s, Some(t), Func::Pageout, write);
-    let ps = write + remove_mapping(s, t, pfn, s.m.cost[Cost::PagecacheDelete]);
+    let mut ps = super::filemap::touch_page(s, cpu, pfn);
+    if !bio {
+        ps += s.m.cost[Cost::PageCopy];
+    }
+    sched::charge(s, Some(t), Func::Pageout, ps);
+    if !bio {
+        ps += remove_mapping(s, t, pfn, s.m.cost[Cost::PagecacheDelete]);
+    }
     Outcome::Busy {
         ps,
         irqs_off: false,
