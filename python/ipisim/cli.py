@@ -248,7 +248,8 @@ def cmd_validate(args: argparse.Namespace) -> int:
     except hw.Unavailable as e:
         raise UsageError(f"validate: cannot measure on this machine: {e}") from e
     print(f"this machine vs {machine} with {args.kernel}: IPIs (the /proc/interrupts row, all CPUs, median")
-    print("of repeats) and time per operation (syscall, membarrier call, or loop iteration of one thread)\n")
+    print("of repeats) and time per operation (syscall, membarrier call, or loop iteration of one thread;")
+    print("the best repeat, with the spread of all repeats)\n")
     print(hw.format_rows(rows), end="")
     bad = [r for r in rows if not r.count_ok]
     slow = [r for r in rows if not r.time_ok]
