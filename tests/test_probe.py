@@ -28,6 +28,7 @@ SAMPLE = {
     "first_touch": 1420.0,
     "file_fault": 215.0,
     "file_fault_single": 900.0,
+    "cow_fault": 1870.0,
     "read_page": 180.0,
     "sparse_first_touch": 400.0,
     "pageout": 335.0,

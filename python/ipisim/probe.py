@@ -194,6 +194,14 @@ def fit(p: Probe, template: str = "host-2cpu") -> list[Fitted]:
         ft - clear - (cold - hot) - hot,
         f"measured: first touch of an anon page {ft:.0f} ns minus page_clear, TLB miss, store",
     )
+    if has("cow_fault"):
+        cow = m("cow_fault")
+        put(
+            "fault_cow",
+            cow - m("page_copy") - (cold - hot) - hot,
+            f"measured: write fault on a private file mapping of a cached page {cow:.0f} ns minus"
+            " page_copy, TLB miss, store",
+        )
     # A read fault maps its page and fault-around maps up to 15 more cached ones (64 KiB).
     single, seq = m("file_fault_single"), m("file_fault")
     put("fault_file", single, f"measured: read fault mapping one page-cache page, {single:.0f} ns")
@@ -365,6 +373,7 @@ TABLE = [
     ("anon first touch / page", ["first_touch"], "fault_anon (+clear, miss)"),
     ("file read fault / page", ["file_fault"], "fault_around_page"),
     ("file read fault, one page", ["file_fault_single"], "fault_file"),
+    ("private file write fault (COW)", ["cow_fault"], "fault_cow (+copy, miss)"),
     ("madvise sweep: 1 / 256 pages", ["madvise_sweep_1", "madvise_sweep_256"], "pte_zap, vma_op"),
     ("mprotect sweep: 1 / 256 pages", ["mprotect_sweep_1", "mprotect_sweep_256"], "pte_protect, vma_op"),
     ("munmap sweep: 1 / 256 pages", ["munmap_sweep_1", "munmap_sweep_256"], "munmap_vma"),

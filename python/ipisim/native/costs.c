@@ -376,6 +376,28 @@ static double file_fault(void)
 	return time_first_reads(fd, n, 1);
 }
 
+/* Write faults on a MAP_PRIVATE mapping of a file already in the page cache: do_cow_fault()
+ * copies each page into a new anonymous one (write faults map no pages around). ns per fault. */
+static double cow_fault(void)
+{
+	char path[] = "/tmp/ipisim-costs-XXXXXX";
+	int fd = mkstemp(path);
+	unlink(path);
+	size_t n = 4096;
+	ftruncate(fd, n * PAGE);
+	char *w = mmap(NULL, n * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	memset(w, 1, n * PAGE);
+	munmap(w, n * PAGE);
+	char *p = mmap(NULL, n * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+	double t = now_ns();
+	for (size_t i = 0; i < n; i++)
+		p[i * PAGE] = 2;
+	double ns = (now_ns() - t) / n;
+	munmap(p, n * PAGE);
+	close(fd);
+	return ns;
+}
+
 /* Read faults that map one page each: only every 32nd page of the file is in the page cache,
  * so fault-around finds nothing else in its 16-page window. ns per fault. */
 static double file_fault_single(void)
@@ -532,6 +554,7 @@ int main(int argc, char **argv)
 	printf("first_touch %.1f\n", best_of(5, first_touch));
 	printf("file_fault %.1f\n", best_of(5, file_fault));
 	printf("file_fault_single %.1f\n", best_of(5, file_fault_single));
+	printf("cow_fault %.1f\n", best_of(5, cow_fault));
 	printf("read_page %.1f\n", best_of(5, read_page));
 	printf("sparse_first_touch %.1f\n", best_of(5, sparse_first_touch));
 	printf("pageout %.1f\n", best_of(5, pageout));

@@ -40,6 +40,7 @@ cost_table! {
     GuestExit = "guest_exit": "an interrupt or fault taken while a vCPU runs in guest mode: exit to the host and enter the guest again (KVM)",
     PgtableFree = "pgtable_free": "freeing one page-table page",
     FaultAnon = "fault_anon": "an anonymous page fault, not counting clearing the page",
+    FaultCow = "fault_cow": "a write fault on a private file mapping that copies the page-cache page into a new anonymous page (do_cow_fault, wp_page_copy), not counting the copy",
     FaultFile = "fault_file": "a page fault that maps one page already in the page cache",
     FaultAroundPage = "fault_around_page": "each further page-cache page fault-around maps in the same fault (filemap_map_pages)",
     PageClear = "page_clear": "clearing one 4 KiB page",

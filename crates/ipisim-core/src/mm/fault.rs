@@ -180,7 +180,7 @@ fn handle_mm_fault(s: &mut Sim, t: TaskId, vma: Vma, v: u64, write: bool) -> (Pt
                 let pfn = s.mem.frames.alloc();
                 (
                     Pte::anon(pfn, true, true),
-                    c[Cost::FaultAnon],
+                    c[Cost::FaultCow],
                     extra + c[Cost::PageCopy],
                     Func::CopyPage,
                 )
