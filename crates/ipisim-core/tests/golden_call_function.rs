@@ -4,11 +4,24 @@
 mod common;
 
 use common::{profile_percent, run_json, tlb};
+use ipisim_core::machine::Machine;
 use ipisim_core::RunRequest;
 use serde_json::Value;
 
 fn result(scenario: &str, kernel: &str, sets: &[(&str, &str)]) -> Value {
     run_json(scenario, "xeon-4n-48c-64g", kernel, sets)
+}
+
+/// A built-in machine profile, resolved.
+fn machine(name: &str) -> Machine {
+    let req = RunRequest {
+        scenario: "shootdown".into(),
+        machine: Some(name.into()),
+        kernel: None,
+        sets: vec![],
+        seed: 1,
+    };
+    Machine::from_resolved(&ipisim_core::config::resolve(&req).unwrap()).unwrap()
 }
 
 /// One sender, `threads` busy CPUs in the mm: both designs send one IPI per target per call
@@ -64,16 +77,7 @@ fn the_global_queue_is_walked_by_every_handler() {
 /// which costs more than one between SMT siblings (xeon-2s-2013: 16 CPUs a node, 2 per core).
 #[test]
 fn a_cross_socket_line_transfer_costs_more_than_a_same_socket_one() {
-    let req = RunRequest {
-        scenario: "shootdown".into(),
-        machine: Some("xeon-2s-2013".into()),
-        kernel: None,
-        sets: vec![],
-        seed: 1,
-    };
-    let m =
-        ipisim_core::machine::Machine::from_resolved(&ipisim_core::config::resolve(&req).unwrap())
-            .unwrap();
+    let m = machine("xeon-2s-2013");
     let (smt, node, remote) = (
         m.line_transfer(0, 1),
         m.line_transfer(0, 2),
@@ -105,16 +109,7 @@ fn a_locked_call_queue_pays_a_line_transfer_per_hand_off() {
     assert_eq!(llist["ipis_sent"], 512);
     assert_eq!(locked["ipis_sent"], 512);
     let ps = |j: &Value| (j["ops"]["op_time_s"].as_f64().unwrap() * 1e12).round() as u64;
-    let req = RunRequest {
-        scenario: "shootdown".into(),
-        machine: Some("xeon-4n-48c-64g".into()),
-        kernel: None,
-        sets: vec![],
-        seed: 1,
-    };
-    let m =
-        ipisim_core::machine::Machine::from_resolved(&ipisim_core::config::resolve(&req).unwrap())
-            .unwrap();
+    let m = machine("xeon-4n-48c-64g");
     assert_eq!(ps(&locked) - ps(&llist), 1023 * m.line_transfer(0, 1));
     for f in ["_raw_spin_lock_irqsave", "_raw_spin_lock"] {
         assert!(profile_percent(&locked, f) > 0.0, "{f}");

@@ -362,32 +362,31 @@ static double time_first_reads(int fd, size_t n, size_t stride)
 	return ns;
 }
 
-/* Read faults on a MAP_SHARED mapping of a file already in the page cache. */
-static double file_fault(void)
+/* A file of n pages, written, so that all of them are in the page cache. */
+static int cached_file(size_t n)
 {
 	char path[] = "/tmp/ipisim-costs-XXXXXX";
 	int fd = mkstemp(path);
 	unlink(path);
-	size_t n = 4096;
 	ftruncate(fd, n * PAGE);
 	char *w = mmap(NULL, n * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	memset(w, 1, n * PAGE);
 	munmap(w, n * PAGE);
-	return time_first_reads(fd, n, 1);
+	return fd;
+}
+
+/* Read faults on a MAP_SHARED mapping of a file already in the page cache. */
+static double file_fault(void)
+{
+	return time_first_reads(cached_file(4096), 4096, 1);
 }
 
 /* Write faults on a MAP_PRIVATE mapping of a file already in the page cache: do_cow_fault()
  * copies each page into a new anonymous one (write faults map no pages around). ns per fault. */
 static double cow_fault(void)
 {
-	char path[] = "/tmp/ipisim-costs-XXXXXX";
-	int fd = mkstemp(path);
-	unlink(path);
 	size_t n = 4096;
-	ftruncate(fd, n * PAGE);
-	char *w = mmap(NULL, n * PAGE, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	memset(w, 1, n * PAGE);
-	munmap(w, n * PAGE);
+	int fd = cached_file(n);
 	char *p = mmap(NULL, n * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
 	double t = now_ns();
 	for (size_t i = 0; i < n; i++)
