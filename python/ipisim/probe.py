@@ -286,12 +286,6 @@ def fit(p: Probe, template: str = "host-2cpu") -> list[Fitted]:
             f"measured: membarrier with a sleeping thread {mb0:.0f} ns minus alone {alone:.0f}",
         )
     if has("victim_gap", "line_round_trip", "membarrier_busy0", "membarrier_busy1", "idle_wakeup"):
-        gap = m("victim_gap")
-        put(
-            "irq_entry_exit",
-            gap - ns_of("flush_tlb_func") - ns_of("invlpg"),
-            f"measured: {gap:.0f} ns taken from a spinning victim per TLB IPI, minus flush_tlb_func, invlpg",
-        )
         rt = m("line_round_trip")
         put(
             "line_node",
@@ -300,8 +294,17 @@ def fit(p: Probe, template: str = "host-2cpu") -> list[Fitted]:
         )
         if p.topology.nodes == 1:
             out["line_remote"] = Fitted("line_remote", out["line_node"].cycles, "one node: same as line_node")
+        # The victim's handler also brings the csd's line over from the sender.
+        gap = m("victim_gap")
+        put(
+            "irq_entry_exit",
+            gap - ns_of("flush_tlb_func") - ns_of("invlpg") - ns_of("line_node"),
+            f"measured: {gap:.0f} ns taken from a spinning victim per TLB IPI, minus flush_tlb_func, invlpg,"
+            " the csd's line",
+        )
+        # The round trip: queue, send, wire, entry, the csd's line there and the unlock's line back.
         mb0, mb1 = m("membarrier_busy0"), m("membarrier_busy1")
-        ipi = mb1 - mb0 - ns_of("csd_queue") - ns_of("irq_entry_exit") / 2 - ns_of("line_node")
+        ipi = mb1 - mb0 - ns_of("csd_queue") - ns_of("irq_entry_exit") / 2 - 2 * ns_of("line_node")
         share = base["ipi_send"][0] / (base["ipi_send"][0] + base["ipi_wire_node"][0])
         put(
             "ipi_send",
@@ -312,7 +315,7 @@ def fit(p: Probe, template: str = "host-2cpu") -> list[Fitted]:
             "ipi_wire_node",
             ipi * (1 - share),
             f"measured: membarrier IPI round trip {mb1:.0f} - {mb0:.0f} ns minus csd_queue, half "
-            "irq_entry_exit, line_node; minus ipi_send",
+            "irq_entry_exit, two line_node; minus ipi_send",
         )
         if p.topology.nodes == 1:
             out["ipi_wire_remote"] = Fitted(

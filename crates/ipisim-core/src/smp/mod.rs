@@ -449,8 +449,16 @@ pub fn flush_smp_call_function_queue(
     let mut batch = std::mem::take(&mut s.smp.batch);
     batch.clear();
     std::mem::swap(&mut batch, &mut s.smp.queue[cpu]);
+    // The handler as perf names it: generic_smp_call_function_single_interrupt until the llist.
+    let handler = match s.k.call_single_queue {
+        CallSingleQueue::Spinlock => Func::GenericSmpCallFunctionSingleInterrupt,
+        CallSingleQueue::Llist => Func::FlushSmpCallFunctionQueue,
+    };
     for csd in &batch {
-        t += run_func(s, cpu, task, csd.sender as usize, csd.func);
+        // Reading the csd's func and info, which its sender just wrote, brings their line over.
+        let read = s.m.line_transfer(csd.sender as usize, cpu);
+        sched::charge(s, task, handler, read);
+        t += read + run_func(s, cpu, task, csd.sender as usize, csd.func);
         csd_unlock(s, csd.sender as usize, cpu, t);
     }
     s.smp.batch = batch;
