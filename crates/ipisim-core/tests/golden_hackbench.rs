@@ -122,9 +122,9 @@ fn hackbench_small_run_is_deterministic() {
     assert!(a["ops"]["hackbench_s"].as_f64().unwrap() > 0.0);
 }
 
-// 4 senders killed while messages flow: 355 of their messages are never written. Every drain
-// finds all 8 CPUs holding pages (receivers free a page per message), so nothing is "saved".
-const PINNED_34: (u64, u64, u64, u64, u64, u64) = (4, 8, 0, 16, 3645, 26);
+// 5 senders killed while messages flow: 410 of their messages are never written. Every drain
+// finds most CPUs holding pages (receivers free a page per message), so nothing is "saved".
+const PINNED_34: (u64, u64, u64, u64, u64, u64) = (5, 6, 0, 16, 3590, 20);
 
 /// Without memory pressure nothing reclaims, drains or is killed, and every message arrives.
 #[test]
@@ -150,8 +150,8 @@ fn drain_eras_under_oom() {
     let after = counts(&run(&req("linux-3.4", &[])).unwrap().json);
     assert!(before.drains > 0 && after.drains > 0);
     assert!(after.cal <= before.cal, "{} vs {}", after.cal, before.cal);
-    assert_eq!((before.drains, before.saved), (8, 0));
-    assert_eq!((after.drains, after.saved), (8, 0));
+    assert_eq!((before.drains, before.saved), (6, 0));
+    assert_eq!((after.drains, after.saved), (6, 0));
     assert!(before.kills > 0 && after.kills > 0);
     println!(
         "3.3: {} drains, {} saved, {} CAL; 3.4: {} drains, {} saved, {} CAL",
