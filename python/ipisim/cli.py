@@ -388,8 +388,14 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     try:
+        if args.jobs < 1:
+            raise UsageError(f"--jobs: must be at least 1, got {args.jobs}")
         entries = reproduce.reproduce(
-            quick=args.quick, out_dir=out, json_path=Path(args.json) if args.json else None, progress=progress
+            quick=args.quick,
+            out_dir=out,
+            json_path=Path(args.json) if args.json else None,
+            progress=progress,
+            jobs=args.jobs,
         )
     except OSError as e:
         raise UsageError(f"{e.filename}: cannot write: {e.strerror}") from e
@@ -462,6 +468,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", default="ipisim-report", help="directory for report.html (default ipisim-report)"
     )
     rp.add_argument("--json", metavar="PATH", help="write the entries here (default OUT/reproduce.json)")
+    rp.add_argument("--jobs", type=int, default=2, help="simulations run at once (default 2)")
     rp.set_defaults(func=cmd_reproduce)
 
     sw = sub.add_parser(

@@ -11,6 +11,7 @@ import html
 import json
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from importlib import resources
 from pathlib import Path
@@ -82,24 +83,38 @@ RunKey = tuple[str, str, str, tuple[tuple[str, str], ...]]
 
 
 def run_all(
-    experiments: Sequence[Mapping[str, Any]], *, quick: bool, progress: Callable[[str], None]
+    experiments: Sequence[Mapping[str, Any]],
+    *,
+    quick: bool,
+    progress: Callable[[str], None],
+    jobs: int = 1,
 ) -> dict[str, dict[str, ipisim.RunResult]]:
-    """Run every variant of every experiment once (shared variants run once), keyed by id and label."""
-    cache: dict[RunKey, ipisim.RunResult] = {}
-    out: dict[str, dict[str, ipisim.RunResult]] = {}
+    """Run every variant of every experiment once (shared variants run once), `jobs` at a time,
+    keyed by id and label. Each run is deterministic, so the order they finish in changes nothing."""
+    runs: dict[RunKey, tuple[str, Mapping[str, Any], dict[str, Any]]] = {}
+    keys: dict[tuple[str, str], RunKey] = {}
     for e in experiments:
-        out[e["id"]] = {}
         for v in e["variants"]:
             sets = {**v["sets"], **(e["quick_sets"] if quick else {})}
             key: RunKey = (e["scenario"], e["machine_profile"], v["kernel"], tuple(sorted(sets.items())))
-            if key not in cache:
-                t0 = time.perf_counter()
-                progress(f"{e['id']} {v['label']} ({v['kernel']}) ...")
-                cache[key] = ipisim.run(
-                    e["scenario"], machine=e["machine_profile"], kernel=v["kernel"], sets=sets
-                )
-                progress(f"{e['id']} {v['label']}: {time.perf_counter() - t0:.1f} s")
-            out[e["id"]][v["label"]] = cache[key]
+            runs.setdefault(key, (f"{e['id']} {v['label']}", v, sets))
+            keys[(e["id"], v["label"])] = key
+
+    def one(key: RunKey) -> ipisim.RunResult:
+        scenario, machine, kernel, _ = key
+        name, _, sets = runs[key]
+        t0 = time.perf_counter()
+        progress(f"{name} ({kernel}) ...")
+        r = ipisim.run(scenario, machine=machine, kernel=kernel, sets=sets)
+        progress(f"{name}: {time.perf_counter() - t0:.1f} s")
+        return r
+
+    # The native runs release the GIL, so threads run them in parallel.
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        cache = dict(zip(runs, pool.map(one, runs), strict=True))
+    out: dict[str, dict[str, ipisim.RunResult]] = {}
+    for (eid, label), key in keys.items():
+        out.setdefault(eid, {})[label] = cache[key]
     return out
 
 
@@ -199,11 +214,16 @@ def render_html(
 
 
 def reproduce(
-    *, quick: bool, out_dir: Path, json_path: Path | None, progress: Callable[[str], None]
+    *,
+    quick: bool,
+    out_dir: Path,
+    json_path: Path | None,
+    progress: Callable[[str], None],
+    jobs: int = 1,
 ) -> list[Entry]:
-    """Run everything, write DIR/report.html and the JSON, and return the entries."""
+    """Run everything, `jobs` runs at a time; write DIR/report.html and the JSON; return the entries."""
     experiments = load_published()
-    results = run_all(experiments, quick=quick, progress=progress)
+    results = run_all(experiments, quick=quick, progress=progress, jobs=jobs)
     entries = [entry for e in experiments for entry in evaluate(e, results[e["id"]])]
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "report.html").write_text(render_html(experiments, results, entries, quick=quick))
