@@ -59,3 +59,13 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
         timeout=120,
     )
     assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_parallel_runs_give_the_same_results() -> None:
+    experiments = reproduce.load_published()[:2]
+    quiet: list[str] = []
+    one = reproduce.run_all(experiments, quick=True, progress=quiet.append, jobs=1)
+    two = reproduce.run_all(experiments, quick=True, progress=quiet.append, jobs=2)
+    assert {e: {k: r.to_json() for k, r in v.items()} for e, v in one.items()} == {
+        e: {k: r.to_json() for k, r in v.items()} for e, v in two.items()
+    }
