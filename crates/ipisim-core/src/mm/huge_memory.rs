@@ -9,7 +9,7 @@ use crate::machine::{Arch, Cost};
 use crate::observe::Func;
 use crate::sched::{self, Outcome, Step};
 use crate::sim::{CpuId, Sim, TaskId};
-use crate::smp::{self, CallFunc, Cond};
+use crate::smp::{self, CallFunc};
 
 /// 4 KiB pages per PMD (HPAGE_PMD_NR with 4 KiB pages; the model's page numbers are 4 KiB).
 pub const PMD_PAGES: u64 = 512;
@@ -113,6 +113,5 @@ pub fn tlb_remove_tables(s: &mut Sim, t: TaskId, n: u64) -> Outcome {
 /// tlb_remove_table_sync_one(): smp_call_function(tlb_remove_table_smp_sync, NULL, 1).
 pub fn tlb_remove_table_sync_one(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     let online = CpuMask::first_n(s.m.ncpus());
-    let f = CallFunc::TlbRemoveTableSmpSync;
-    smp::smp_call_function_many_cond(s, cpu, t, &online, f, Cond::Always, true, false)
+    smp::smp_call_function_many(s, cpu, t, &online, CallFunc::TlbRemoveTableSmpSync)
 }

@@ -7,7 +7,7 @@ use crate::engine::CpuMask;
 use crate::machine::Cost;
 use crate::observe::Func;
 use crate::sim::{CpuId, Sim, TaskId};
-use crate::smp::{self, CallFunc, Cond};
+use crate::smp::{self, CallFunc};
 
 /// sys_membarrier() entry: the syscall, then membarrier_private_expedited() below.
 pub fn sys_membarrier(s: &mut Sim, t: TaskId) -> Outcome {
@@ -56,5 +56,5 @@ pub fn membarrier_ipi_mb(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             mask.set(c);
         }
     }
-    smp::smp_call_function_many_cond(s, cpu, t, &mask, CallFunc::IpiMb, Cond::Always, true, false)
+    smp::smp_call_function_many(s, cpu, t, &mask, CallFunc::IpiMb)
 }

@@ -187,6 +187,18 @@ fn wait_for_one_more(s: &mut Sim, sender: CpuId) {
     s.smp.waiting[sender] += 1;
 }
 
+/// smp_call_function_many(mask, func, info, wait = true): every CPU of `mask` but this one, no
+/// condition, not run here; the caller waits for all.
+pub fn smp_call_function_many(
+    s: &mut Sim,
+    cpu: CpuId,
+    task: TaskId,
+    mask: &CpuMask,
+    func: CallFunc,
+) -> Outcome {
+    smp_call_function_many_cond(s, cpu, task, mask, func, Cond::Always, true, false)
+}
+
 /// smp_call_function_many_cond(): queue `func` on every CPU of `mask` (but this one) for which
 /// `cond` holds, send the IPIs, optionally run `func` here too, and optionally wait.
 #[allow(clippy::too_many_arguments)]

@@ -11,7 +11,7 @@ use crate::machine::Machine;
 use crate::observe::Irq;
 use crate::sched::Outcome;
 use crate::sim::{CpuId, Sim, TaskId};
-use crate::smp::{self, CallFunc, Cond};
+use crate::smp::{self, CallFunc};
 
 pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "ipistorm",
@@ -102,8 +102,7 @@ pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     } else {
         CpuMask::first_n(w.cpus)
     };
-    let f = CallFunc::DoNothingIpi;
-    smp::smp_call_function_many_cond(s, cpu, t, &mask, f, Cond::Always, true, false)
+    smp::smp_call_function_many(s, cpu, t, &mask, CallFunc::DoNothingIpi)
 }
 
 /// The run ends when the last thread has left its loop.

@@ -181,7 +181,7 @@ pub enum Workload {
 
 impl Workload {
     pub fn from_resolved(r: &Resolved, m: &Machine) -> Result<Workload, ConfigError> {
-        // Only the huge-PMD scenario has powerpc paths; the others flush the x86 way.
+        // Only the huge-PMD scenario and ipistorm have powerpc paths; the others flush the x86 way.
         let any_arch = matches!(
             r.scenario.kind,
             ScenarioKind::QemuGuestRamUnplug | ScenarioKind::Ipistorm

@@ -4,7 +4,7 @@
 
 use crate::sched::Outcome;
 use crate::sim::{CpuId, Sim, TaskId};
-use crate::smp::{self, CallFunc, Cond};
+use crate::smp::{self, CallFunc};
 
 /// What radix__pmdp_huge_get_and_clear(_full) does besides clearing the PMD.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,14 +55,5 @@ pub fn pmdp_huge_get_and_clear_full(policy: PmdClear, full: bool) -> AfterPmdCle
 /// do_serialize, mm, 1). Every other CPU of the mask takes an empty interrupt; the caller waits.
 pub fn serialize_against_pte_lookup(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     let mask = s.mem.mms[s.tasks[t].mm].cpumask;
-    smp::smp_call_function_many_cond(
-        s,
-        cpu,
-        t,
-        &mask,
-        CallFunc::DoSerialize,
-        Cond::Always,
-        true,
-        false,
-    )
+    smp::smp_call_function_many(s, cpu, t, &mask, CallFunc::DoSerialize)
 }
