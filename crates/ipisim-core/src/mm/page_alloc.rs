@@ -21,6 +21,9 @@ pub struct Zone {
     /// WMARK_MIN, WMARK_LOW, WMARK_HIGH in pages (__setup_per_zone_wmarks).
     pub wmark: [u64; 3],
     pub lock: SpinLock,
+    /// zone->pages_scanned: LRU pages reclaim scanned since a page last came back to the buddy
+    /// lists (free_pcppages_bulk / free_one_page reset it).
+    pub pages_scanned: u64,
 }
 
 pub const WMARK_MIN: usize = 0;
@@ -49,6 +52,7 @@ impl Zone {
         let i = (pfn - self.base) as usize;
         self.taken[i / 64] &= !(1 << (i % 64));
         self.free.push(pfn);
+        self.pages_scanned = 0;
     }
 
     fn is_taken(&self, pfn: u32) -> bool {
@@ -96,6 +100,7 @@ impl Frames {
                     min_pages + min_pages / 2,
                 ],
                 lock: SpinLock::default(),
+                pages_scanned: 0,
             })
             .collect();
         Frames {

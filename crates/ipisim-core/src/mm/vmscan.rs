@@ -84,7 +84,10 @@ pub fn kthread(s: &mut Sim, t: TaskId) -> Outcome {
 /// kswapd's main loop (balance_pgdat): shrink its node until the zone is above the high
 /// watermark, then sleep until woken.
 fn kswapd(s: &mut Sim, t: TaskId, node: usize) -> Outcome {
-    if s.mem.frames.zones[node].watermark_ok(WMARK_HIGH) || !reclaimable(s, node) {
+    // Before 4.7 balance_pgdat() set zone->all_unreclaimable and slept once the zone stopped
+    // being zone_reclaimable().
+    let given_up = s.k.zone_reclaimable_progress && !zone_reclaimable(s, node);
+    if s.mem.frames.zones[node].watermark_ok(WMARK_HIGH) || !reclaimable(s, node) || given_up {
         // balance_pgdat(): a balanced zone stops kswapd writing pages itself.
         s.mem.lru[node].zone_dirty = false;
         return Outcome::Sleep(crate::engine::NEVER);
@@ -99,6 +102,17 @@ fn kswapd(s: &mut Sim, t: TaskId, node: usize) -> Outcome {
 
 fn reclaimable(s: &Sim, node: usize) -> bool {
     !s.mem.lru[node].is_empty()
+}
+
+/// zone_reclaimable(): reclaim has not yet scanned six times the zone's LRU pages since a page
+/// last went back to the buddy lists.
+pub fn zone_reclaimable(s: &Sim, node: usize) -> bool {
+    let lru = &s.mem.lru[node];
+    let pages = [&lru.file, &lru.anon]
+        .iter()
+        .map(|l| l.inactive.len() + l.active.len())
+        .sum::<usize>();
+    s.mem.frames.zones[node].pages_scanned < 6 * pages as u64
 }
 
 /// do_try_to_free_pages(): for each priority from DEF_PRIORITY down, shrink every node of the
@@ -119,7 +133,11 @@ pub fn direct_reclaim(s: &mut Sim, cpu: CpuId, t: TaskId, want: u32) -> Outcome 
             let node = zonelist(nodes, home).nth(d.zone).expect("in range");
             let left = d.to_scan.unwrap_or(scan_size(s, node) as u64 >> d.priority);
             let satisfied = d.priority < DEF_PRIORITY && r.zone_reclaimed >= want;
-            if left > 0 && reclaimable(s, node) && !satisfied {
+            // shrink_zones(): below DEF_PRIORITY an unreclaimable zone is left to kswapd.
+            let skip = s.k.zone_reclaimable_progress
+                && d.priority < DEF_PRIORITY
+                && !zone_reclaimable(s, node);
+            if left > 0 && reclaimable(s, node) && !satisfied && !skip {
                 let nr = left.min(SWAP_CLUSTER_MAX as u64);
                 d.to_scan = Some(left - nr);
                 s.tasks[t].reclaim.direct = Some(d);
@@ -141,10 +159,13 @@ pub fn direct_reclaim(s: &mut Sim, cpu: CpuId, t: TaskId, want: u32) -> Outcome 
         d.priority -= 1;
         d.zone = 0;
     }
+    // do_try_to_free_pages(): "top priority shrink_zones still had more to do? don't OOM, then".
+    let still_reclaimable = s.k.zone_reclaimable_progress
+        && zonelist(nodes, home).any(|node| zone_reclaimable(s, node));
     let r = &mut s.tasks[t].reclaim;
     let progress = r.reclaimed;
     (r.direct, r.reclaimed, r.zone_reclaimed) = (None, 0, 0);
-    if progress == 0 {
+    if progress == 0 && !still_reclaimable {
         // __alloc_pages_direct_reclaim(): "if (unlikely(!(*did_some_progress))) return NULL"
         // (no retry, no drain); the slowpath then calls __alloc_pages_may_oom().
         r.after_reclaim = false;
@@ -174,10 +195,12 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
     let lists = s.mem.lru[node].lists(anon);
     let mut young = [0u32; SWAP_CLUSTER_MAX];
     let mut nr_young = 0;
+    let mut nr_scanned_active = 0;
     if lists.inactive.len() < lists.active.len() {
         // shrink_active_list(): page_referenced() clears the accessed bits (no flush on x86
         // since 3.15), then every page but executable file pages is deactivated.
         let n = SWAP_CLUSTER_MAX.min(lists.active.len());
+        nr_scanned_active = n;
         let mut moved = [0u32; SWAP_CLUSTER_MAX];
         for slot in moved.iter_mut().take(n) {
             let lists = s.mem.lru[node].lists(anon);
@@ -208,6 +231,7 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
     }
     let n = isolated.len();
     ps += lock_lru(s, cpu, node, &isolated);
+    s.mem.frames.zones[node].pages_scanned += (n + nr_scanned_active) as u64;
     let scan = if is_kswapd(s, t) {
         Vm::PgScanKswapd
     } else {

@@ -9,11 +9,13 @@
 //! memory: direct reclaim evicts the text, fails, drains the per-CPU lists and, when it frees
 //! nothing at all, the OOM killer kills the largest process.
 //!
-//! A socket message is one page (the skb, charged to its writer until it is read); a pipe keeps
-//! appending 100-byte messages to its last page while it has room (pipe_write merging into the
-//! last buffer) and frees a page once every message in it was read. A writer sleeps while the
-//! receiver's queue is full: 52 pages for a socket (sk_sndbuf = 212992 bytes), 16 for a pipe
-//! (PIPE_DEF_BUFFERS). Processes are pinned round-robin to the CPUs (task id modulo CPUs).
+//! A socket message is an skb from slab: the writer's CPU takes it from its current slab page
+//! (a new page once that one is full) and the page is freed when its last skb is read. A pipe
+//! keeps appending 100-byte messages to its last page while it has room (pipe_write merging into
+//! the last buffer) and frees a page once every message in it was read. Message memory is kernel
+//! memory, not the writer's rss. A writer sleeps while the receiver's queue is full: 277 skbs for
+//! a socket (sk_sndbuf = 212992 bytes), 16 pages for a pipe (PIPE_DEF_BUFFERS). Processes are
+//! pinned round-robin to the CPUs (task id modulo CPUs).
 
 use std::collections::VecDeque;
 
@@ -35,8 +37,14 @@ const FDS: usize = 20;
 /// hackbench's default datasize, and how many such messages one pipe page holds.
 const MSG_BYTES: usize = 100;
 const PIPE_MSGS_PER_PAGE: u16 = (4096 / MSG_BYTES) as u16;
-/// sk_sndbuf (sysctl_wmem_default, 212992 bytes) in one-page messages.
-const SOCKET_QUEUE_PAGES: usize = 212992 / 4096;
+/// Slab memory of one socket message: its sk_buff (skbuff_head_cache, 256-byte objects) and its
+/// data, 100 bytes plus skb_shared_info (kmalloc-512); whole skbs per 4 KiB slab page.
+const SKB_BYTES: usize = 256 + 512;
+const SKBS_PER_PAGE: u16 = (4096 / SKB_BYTES) as u16;
+/// sk_sndbuf (sysctl_wmem_default, 212992 bytes) in skbs of that truesize.
+const SOCKET_QUEUE_MSGS: usize = 212992 / SKB_BYTES;
+/// Added to a slab page's object count while it is some CPU's current slab (never freed then).
+const CPU_SLAB: u16 = 0x8000;
 /// PIPE_DEF_BUFFERS.
 const PIPE_QUEUE_PAGES: usize = 16;
 
@@ -63,7 +71,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
             kind: Kind::Choice(IPC),
             unit: "",
             default: "sockets",
-            doc: "unix socket pairs (one page per message) or pipes (-pipe: 40 messages per page)",
+            doc: "unix socket pairs (an skb of 768 bytes of slab per message, 5 per slab page) or pipes (-pipe: 40 messages per page)",
         },
         Param {
             key: "footprint",
@@ -98,11 +106,11 @@ enum Phase {
     Exiting,
 }
 
-/// One page of a receiver's queue: its frame, who wrote it (and is charged), messages in it.
+/// One entry of a receiver's queue: a pipe page and the messages written to and read from it,
+/// or one socket message (an skb in slab page `pfn`).
 #[derive(Debug, Clone, Copy)]
 struct Buf {
     pfn: u32,
-    owner: u32,
     written: u16,
     read: u16,
 }
@@ -116,6 +124,10 @@ pub struct Hackbench {
     text_file: u32,
     ntasks: usize,
     phase: Vec<Phase>,
+    /// Per frame: skbs allocated from it as a slab page (plus CPU_SLAB while a CPU allocates
+    /// from it); per CPU: that page.
+    slab_objs: Vec<u16>,
+    cpu_slab: Vec<u32>,
     /// Footprint pages: task t's are own[t * footprint .. + owned[t]].
     own: Vec<u32>,
     owned: Vec<u32>,
@@ -184,6 +196,8 @@ impl Hackbench {
             go: None,
             messages: 0,
             peak_used: 0,
+            slab_objs: Vec::new(),
+            cpu_slab: Vec::new(),
             drains_at_go: (0, 0),
             kills_at_go: 0,
         })
@@ -253,10 +267,13 @@ fn receiver_task(rid: usize) -> TaskId {
 pub fn start(s: &mut Sim) {
     // Frames carry `struct page` state: text pages go through the page cache and LRU.
     s.mem.page = vec![PageInfo::default(); s.mem.frames.total() as usize];
+    let (frames, ncpus) = (s.mem.frames.total() as usize, s.m.ncpus());
+    let w = state(s);
+    w.slab_objs = vec![0; frames];
+    w.cpu_slab = vec![NONE; ncpus];
     let text = state(s).text_pages as u64;
     let file = s.mem.new_file(text, false);
     state(s).text_file = file;
-    let ncpus = s.m.ncpus();
     let ntasks = state(s).ntasks;
     for i in 0..ntasks {
         // Each hackbench process is a fork: its own mm. It runs once the parent forked it.
@@ -462,7 +479,7 @@ fn queue_full(w: &Hackbench, rid: usize) -> bool {
     if w.pipes {
         q.len() >= PIPE_QUEUE_PAGES && q.back().is_some_and(|b| b.written == PIPE_MSGS_PER_PAGE)
     } else {
-        q.len() >= SOCKET_QUEUE_PAGES
+        q.len() >= SOCKET_QUEUE_MSGS
     }
 }
 
@@ -493,14 +510,30 @@ fn sender(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     if merge {
         w.queue[rid].back_mut().expect("checked").written += 1;
     } else {
-        let Some((pfn, alloc)) = get_page(s, cpu, t) else {
-            return Outcome::Next;
+        let cur = w.cpu_slab[cpu];
+        let pfn = if !w.pipes && cur != NONE && w.slab_objs[cur as usize] < CPU_SLAB + SKBS_PER_PAGE
+        {
+            cur
+        } else {
+            // A new pipe page, or a new slab page once this CPU's is full (new_slab).
+            let Some((pfn, alloc)) = get_page(s, cpu, t) else {
+                return Outcome::Next;
+            };
+            ps += alloc;
+            if !state(s).pipes {
+                ps += deactivate_slab(s, cpu);
+                let w = state(s);
+                w.cpu_slab[cpu] = pfn;
+                w.slab_objs[pfn as usize] = CPU_SLAB;
+            }
+            pfn
         };
-        ps += alloc;
-        s.tasks[t].rss += 1;
-        state(s).queue[rid].push_back(Buf {
+        let w = state(s);
+        if !w.pipes {
+            w.slab_objs[pfn as usize] += 1;
+        }
+        w.queue[rid].push_back(Buf {
             pfn,
-            owner: t as u32,
             written: 1,
             read: 0,
         });
@@ -538,9 +571,7 @@ fn receiver(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     }
     sched::charge(s, Some(t), Func::Syscall, syscall);
     if b.read == b.written {
-        let owner = b.owner as usize;
-        s.tasks[owner].rss = s.tasks[owner].rss.saturating_sub(1);
-        let free = free_page(s, cpu, b.pfn);
+        let free = free_buf(s, cpu, b.pfn);
         sched::charge(s, Some(t), Func::FreePage, free);
         ps += free;
     }
@@ -549,6 +580,34 @@ fn receiver(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         ps,
         irqs_off: false,
     }
+}
+
+/// A pipe page whose messages were all read is freed; an skb goes back to its slab page, which
+/// is freed once its last object is (SLUB's discard_slab; empty pages kept on the partial list
+/// are not modelled).
+fn free_buf(s: &mut Sim, cpu: CpuId, pfn: u32) -> Time {
+    let w = state(s);
+    if !w.pipes {
+        w.slab_objs[pfn as usize] -= 1;
+        if w.slab_objs[pfn as usize] != 0 {
+            return 0;
+        }
+    }
+    free_page(s, cpu, pfn)
+}
+
+/// deactivate_slab(): this CPU stops allocating from its slab page; freed at once if empty.
+fn deactivate_slab(s: &mut Sim, cpu: CpuId) -> Time {
+    let w = state(s);
+    let old = w.cpu_slab[cpu];
+    if old == NONE {
+        return 0;
+    }
+    w.slab_objs[old as usize] -= CPU_SLAB;
+    if w.slab_objs[old as usize] != 0 {
+        return 0;
+    }
+    free_page(s, cpu, old)
 }
 
 fn wake_writers(s: &mut Sim, rid: usize) {
@@ -604,9 +663,7 @@ fn do_exit(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         w.closed[rid] = true;
         w.expected[rid] = 0;
         while let Some(b) = state(s).queue[rid].pop_front() {
-            let owner = b.owner as usize;
-            s.tasks[owner].rss = s.tasks[owner].rss.saturating_sub(1);
-            ps += free_page(s, cpu, b.pfn);
+            ps += free_buf(s, cpu, b.pfn);
         }
         // Writers waiting on it get EPIPE.
         let writers = std::mem::take(&mut state(s).blocked[rid]);

@@ -173,7 +173,7 @@ pub enum Workload {
     Drain(drain::Drain),
     Membarrier(membarrier::Membarrier),
     Swapout(swapout::Swapout),
-    Hackbench(hackbench::Hackbench),
+    Hackbench(Box<hackbench::Hackbench>),
     Migrate(migrate::Migrate),
     QemuGuestRamUnplug(qemu_guest_ram_unplug::QemuGuestRamUnplug),
     Ipistorm(ipistorm::Ipistorm),
@@ -205,7 +205,9 @@ impl Workload {
             ScenarioKind::Drain => drain::Drain::new(r, m).map(Workload::Drain),
             ScenarioKind::Membarrier => membarrier::Membarrier::new(r, m).map(Workload::Membarrier),
             ScenarioKind::Swapout => swapout::Swapout::new(r, m).map(Workload::Swapout),
-            ScenarioKind::Hackbench => hackbench::Hackbench::new(r, m).map(Workload::Hackbench),
+            ScenarioKind::Hackbench => {
+                hackbench::Hackbench::new(r, m).map(|w| Workload::Hackbench(Box::new(w)))
+            }
             ScenarioKind::Migrate => migrate::Migrate::new(r, m).map(Workload::Migrate),
             ScenarioKind::Ipistorm => ipistorm::Ipistorm::new(r, m).map(Workload::Ipistorm),
             ScenarioKind::QemuGuestRamUnplug => {
