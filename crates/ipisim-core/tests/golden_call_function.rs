@@ -116,3 +116,67 @@ fn a_locked_call_queue_pays_a_line_transfer_per_hand_off() {
         assert_eq!(profile_percent(&llist, f), 0.0, "{f}");
     }
 }
+
+/// csd_lock(): a request sent without waiting leaves its csd locked until the target has run
+/// it, so the next request from the same CPU to the same target spins there, and is made once
+/// the csd is free; a request to another target does not wait.
+#[test]
+fn the_next_request_spins_in_csd_lock_while_the_previous_one_is_pending() {
+    use ipisim_core::engine::CpuMask;
+    use ipisim_core::sched::{Outcome, SpinOn, Step};
+    use ipisim_core::smp::{smp_call_function_many_cond, CallFunc, Cond, NO_CPU};
+    let req = RunRequest {
+        scenario: "ipistorm".into(),
+        machine: Some("xeon-4n-48c-64g".into()),
+        kernel: Some("linux-6.18".into()),
+        sets: vec![("cpus".into(), "3".into()), ("wait".into(), "false".into())],
+        seed: 1,
+    };
+    let mut s = ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap();
+    let to = |cpu: usize| {
+        let mut m = CpuMask::new();
+        m.set(cpu);
+        m
+    };
+    let call = |s: &mut ipisim_core::sim::Sim, target: usize| {
+        let f = CallFunc::DoNothingIpi;
+        smp_call_function_many_cond(s, 0, 0, &to(target), f, Cond::Always, false, false)
+    };
+    assert!(matches!(call(&mut s, 1), Outcome::Busy { .. }));
+    assert!(s.smp.locked[0].test(1));
+    assert!(matches!(call(&mut s, 2), Outcome::Busy { .. }));
+    assert_eq!(call(&mut s, 1), Outcome::Spin(SpinOn::CsdLock));
+    assert_eq!(s.smp.csd_lock_on[0], 1);
+    assert_eq!(s.tasks[0].steps.last(), Some(&Step::SmpCallFunctionMany));
+    assert_eq!(
+        s.smp.queue[1].len(),
+        1,
+        "the second request is not queued yet"
+    );
+    // Once CPU 1's handler has run the first csd, CPU 0 sees it free.
+    ipisim_core::smp::flush_smp_call_function_queue(&mut s, 1, None, 0);
+    assert_eq!(s.smp.csd_lock_on[0], NO_CPU);
+    assert!(!s.smp.locked[0].test(1));
+}
+
+/// ipistorm without waiting: each CPU can have one request per target outstanding, so it sends
+/// exactly as many interrupts as when it waits (do_nothing_ipi takes no time); at most one call
+/// per CPU is still unhandled when the loop ends.
+#[test]
+fn asynchronous_ipistorm_is_paced_by_csd_lock() {
+    let run = |wait: &str| {
+        let sets = [
+            ("cpus", "8"),
+            ("offset", "1"),
+            ("duration", "200us"),
+            ("wait", wait),
+        ];
+        run_json("ipistorm", "xeon-4n-48c-64g", "linux-6.18", &sets)
+    };
+    let (sync, not) = (run("true"), run("false"));
+    let n = |j: &Value, k: &str| j["ops"][k].as_u64().unwrap();
+    let irqs = n(&sync, "call_function_interrupts");
+    assert_eq!(n(&not, "call_function_interrupts"), irqs);
+    assert_eq!(n(&sync, "calls"), irqs);
+    assert!(n(&not, "calls") - irqs <= 8, "{} calls", n(&not, "calls"));
+}

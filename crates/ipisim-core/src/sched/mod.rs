@@ -197,6 +197,9 @@ fn charge_task(s: &mut Sim, task: Option<TaskId>, f: Func, ps: Time) {
 fn spin_until(s: &Sim, cpu: CpuId, on: SpinOn) -> Option<Time> {
     match on {
         SpinOn::CsdLockWait => (s.smp.waiting[cpu] == 0).then(|| s.smp.done_at[cpu]),
+        SpinOn::CsdLock => {
+            (s.smp.csd_lock_on[cpu] == crate::smp::NO_CPU).then(|| s.smp.csd_free_at[cpu])
+        }
         SpinOn::UserForever => None,
         SpinOn::Ptl => {
             let at = s.mem.ptl.granted_at[cpu];
@@ -249,7 +252,7 @@ fn charge_spin(s: &mut Sim, cpu: CpuId, on: SpinOn, dt: Time) {
 fn spin_func(on: SpinOn) -> Func {
     match on {
         // csd_lock_wait() is inlined into smp_call_function_many(_cond): perf shows it there.
-        SpinOn::CsdLockWait => Func::SmpCallFunctionManyCond,
+        SpinOn::CsdLockWait | SpinOn::CsdLock => Func::SmpCallFunctionManyCond,
         SpinOn::UserForever => Func::User,
         SpinOn::Ptl => Func::RawSpinLock,
     }

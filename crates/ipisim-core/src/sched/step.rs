@@ -12,6 +12,8 @@ use crate::smp::{self, CallFunc};
 pub enum SpinOn {
     /// csd_lock_wait(): until every csd this CPU queued has been run and unlocked.
     CsdLockWait,
+    /// csd_lock(): until the target of `smp.csd_lock_on` has run this CPU's earlier csd to it.
+    CsdLock,
     /// A user thread spinning on a flag forever (the "busy" remote thread).
     UserForever,
     /// spin_lock() on a PTE lock another CPU holds, until it is handed over.
@@ -71,6 +73,8 @@ pub enum Step {
     LocalCall(CallFunc),
     /// csd_lock_wait on every csd this CPU queued.
     CsdLockWait,
+    /// smp_call_function_many_cond() once csd_lock() got the csd it spun on (`smp.deferred`).
+    SmpCallFunctionMany,
     /// User reads (or writes) of `n` whole pages of a file mapping from `vpn`.
     FileRead { vpn: u64, n: u32, write: bool },
     /// migration_entry_wait(): the PTE is a migration entry for `pfn`; sleep until it is gone.
@@ -148,6 +152,7 @@ impl Step {
             Step::FlushTlbOthers => "smp_call_function_many_cond",
             Step::LocalCall(_) => "flush_tlb_func",
             Step::CsdLockWait => "csd_lock_wait",
+            Step::SmpCallFunctionMany => "smp_call_function_many",
             Step::FileFault { .. } => "filemap_map_pages",
             Step::FileWriteFault { .. } => "do_shared_fault",
             Step::Readahead { .. } => "__do_page_cache_readahead",
@@ -228,6 +233,7 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::FlushTlbOthers => x86::flush_tlb_multi(s, cpu, t, false),
         Step::LocalCall(f) => smp::run_local(s, cpu, t, f),
         Step::CsdLockWait => Outcome::Spin(SpinOn::CsdLockWait),
+        Step::SmpCallFunctionMany => smp::deferred_call(s, cpu, t),
         Step::FileRead { vpn, n, write } => mm::filemap::file_read(s, cpu, t, vpn, n, write),
         Step::MigrationEntryWait { pfn } => mm::migrate::migration_entry_wait(s, t, pfn),
         Step::MigratePages { mm, from, to } => {

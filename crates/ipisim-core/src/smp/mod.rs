@@ -119,6 +119,23 @@ pub struct Smp {
     pub done_at: Vec<Time>,
     /// The 3.8 global queue (used with `call_function = global_cfd`).
     pub global: GlobalCfd,
+    /// Per sender: the target whose csd it spins on in csd_lock() (NO_CPU: none), when it sees
+    /// that csd unlocked, and the call to make once it is.
+    pub csd_lock_on: Vec<u32>,
+    pub csd_free_at: Vec<Time>,
+    pub deferred: Vec<Option<Call>>,
+}
+
+pub const NO_CPU: u32 = u32::MAX;
+
+/// A call of smp_call_function_many_cond() waiting in csd_lock() to be made.
+#[derive(Debug, Clone, Copy)]
+pub struct Call {
+    mask: CpuMask,
+    func: CallFunc,
+    cond: Cond,
+    wait: bool,
+    run_local: bool,
 }
 
 impl Smp {
@@ -134,6 +151,9 @@ impl Smp {
                 cfd: vec![Cfd::default(); n],
                 ..Default::default()
             },
+            csd_lock_on: vec![NO_CPU; n],
+            csd_free_at: vec![0; n],
+            deferred: vec![None; n],
         }
     }
 }
@@ -187,6 +207,14 @@ fn wait_for_one_more(s: &mut Sim, sender: CpuId) {
     s.smp.waiting[sender] += 1;
 }
 
+/// The call that waited in csd_lock(): make it now.
+pub fn deferred_call(s: &mut Sim, cpu: CpuId, task: TaskId) -> Outcome {
+    let c = s.smp.deferred[cpu]
+        .take()
+        .expect("a call waited in csd_lock");
+    smp_call_function_many_cond(s, cpu, task, &c.mask, c.func, c.cond, c.wait, c.run_local)
+}
+
 /// smp_call_function_many(mask, func, info, wait = true): every CPU of `mask` but this one, no
 /// condition, not run here; the caller waits for all.
 pub fn smp_call_function_many(
@@ -231,15 +259,26 @@ pub fn smp_call_function_many_cond(
             run_local && mask.test(cpu),
         );
     }
+    // csd_lock(): a csd this CPU sent to a target without waiting (wait = false) stays locked
+    // until that target has run it; the next request to it spins here until then. (The kernel
+    // queues the targets before it first, but sends no IPI until the loop ends.)
+    if let Some(t) = targets.iter().find(|&t| s.smp.locked[cpu].test(t)) {
+        s.smp.csd_lock_on[cpu] = t as u32;
+        s.smp.deferred[cpu] = Some(Call {
+            mask: *mask,
+            func,
+            cond,
+            wait,
+            run_local,
+        });
+        s.tasks[task].steps.push(Step::SmpCallFunctionMany);
+        return Outcome::Spin(sched::SpinOn::CsdLock);
+    }
     let mut setup: Time = 0;
     let mut queue_lock_wait: Time = 0;
     let mut queued = CpuMask::new();
     let mut was_empty = CpuMask::new();
     for t in targets.iter() {
-        debug_assert!(
-            !s.smp.locked[cpu].test(t),
-            "csd to {t} still locked: no async calls are modelled yet"
-        );
         s.smp.locked[cpu].set(t);
         if wait {
             wait_for_one_more(s, cpu);
@@ -485,6 +524,11 @@ pub fn flush_smp_call_function_queue(
 /// Unlock times are known when the pass starts, so no event is needed per csd.
 fn csd_unlock(s: &mut Sim, sender: CpuId, target: CpuId, at: Time) {
     s.smp.locked[sender].clear(target);
+    if s.smp.csd_lock_on[sender] == target as u32 {
+        s.smp.csd_lock_on[sender] = NO_CPU;
+        s.smp.csd_free_at[sender] = at + s.m.line_transfer(target, sender);
+        sched::kick_spinner(s, sender);
+    }
     if s.smp.waiting[sender] > 0 {
         s.smp.waiting[sender] -= 1;
         let seen = at + s.m.line_transfer(target, sender);

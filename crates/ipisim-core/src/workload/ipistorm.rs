@@ -1,7 +1,7 @@
 //! `ipistorm` (Anton Blanchard's ipistorm module, github.com/antonblanchard/ipistorm): a thread
 //! bound to each of the first `cpus` CPUs calls `smp_call_function_single((cpu + offset) % cpus,
 //! do_nothing_ipi, NULL, 1)` (`single`) or `smp_call_function(do_nothing_ipi, NULL, 1)` in a loop
-//! for `duration`. The metric is the machine's interrupt rate, as `vmstat 1` shows it: the figure
+//! for `duration` (`wait = false`: the same calls without waiting). The metric is the machine's interrupt rate, as `vmstat 1` shows it: the figure
 //! Cédric Le Goater published for POWER9 in 7dcc37b3eff9.
 
 use super::{ScenarioDecl, ScenarioKind};
@@ -20,6 +20,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
         Param { key: "cpus", kind: Kind::Int { min: 0, max: 1024 }, unit: "CPUs", default: "0", doc: "CPUs 0..cpus-1 run a thread each (the online CPUs of the module); 0: all" },
         Param { key: "single", kind: Kind::Bool, unit: "", default: "true", doc: "IPI one CPU, (cpu + offset) % cpus; false: every other CPU" },
         Param { key: "offset", kind: Kind::Int { min: 1, max: 1023 }, unit: "CPUs", default: "8", doc: "single: the target's distance (8 skips a POWER9 core's threads, as the README's XIVE example)" },
+        Param { key: "wait", kind: Kind::Bool, unit: "", default: "true", doc: "wait for the call to run, as ipistorm does; false: return at once (wait = 0), so the next call to the same CPU spins in csd_lock() until the previous one ran" },
         Param { key: "duration", kind: Kind::Duration, unit: "s", default: "10ms", doc: "how long the threads loop" },
     ],
     kind: ScenarioKind::Ipistorm,
@@ -30,6 +31,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
 pub struct Ipistorm {
     cpus: usize,
     single: bool,
+    wait: bool,
     offset: usize,
     duration: Time,
     calls: u64,
@@ -50,6 +52,7 @@ impl Ipistorm {
         Ok(Ipistorm {
             cpus,
             single: r.bool("single"),
+            wait: r.bool("wait"),
             offset: r.int("offset") as usize,
             duration: r.uint("duration"),
             calls: 0,
@@ -102,7 +105,12 @@ pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     } else {
         CpuMask::first_n(w.cpus)
     };
-    smp::smp_call_function_many(s, cpu, t, &mask, CallFunc::DoNothingIpi)
+    if w.wait {
+        smp::smp_call_function_many(s, cpu, t, &mask, CallFunc::DoNothingIpi)
+    } else {
+        let f = CallFunc::DoNothingIpi;
+        smp::smp_call_function_many_cond(s, cpu, t, &mask, f, smp::Cond::Always, false, false)
+    }
 }
 
 /// The run ends when the last thread has left its loop.
