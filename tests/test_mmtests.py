@@ -19,6 +19,7 @@ from ipisim.mmtests import (
     render_compare,
     render_counters,
     render_duration,
+    series_of,
     split_label,
 )
 
@@ -133,6 +134,22 @@ def test_counters_have_no_compare_and_absent_counts_as_zero() -> None:
         " " * 22 + "           base" + "            new",
         "Ops TLB shootdown IPIs" + "          16.00" + "           0.00",
     ]
+
+
+def test_drain_counters_appear_only_for_variants_that_drained() -> None:
+    from ipisim import RunResult
+
+    def result(drains: int) -> RunResult:
+        vmstat = {"nr_tlb_remote_flush": 0, "pcp_global_drain": drains, "pcp_global_ipi_saved": 0}
+        ops = {"hackbench_s": 1.0, "drained_reclaim_p50_us": 31.5}
+        times = {"user_s": 0.0, "system_s": 0.0, "elapsed_s": 1.0}
+        return RunResult({"ops": ops, "vmstat": vmstat, "interrupts": {"CAL": [3, 4]}, **times}, 0)
+
+    drained, idle = series_of("after", result(17)).counters, series_of("idle", result(0)).counters
+    assert (drained["pcp_global_drain"], drained["pcp_global_ipi_saved"]) == (17, 0)
+    assert drained["Drained direct reclaim p50 (us)"] == 31.5
+    assert drained["Function call IPIs"] == 7
+    assert "pcp_global_drain" not in idle and "pcp_global_ipi_saved" not in idle
 
 
 def test_compare_prints_both_labels_and_a_user_row(capsys: pytest.CaptureFixture[str]) -> None:

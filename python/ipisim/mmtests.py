@@ -160,4 +160,9 @@ def series_of(label: str, r: RunResult) -> Series:
     counters["TLB shootdown IPIs"] = sum(r.interrupts.get("TLB", []))
     counters["Function call IPIs"] = sum(r.interrupts.get("CAL", []))
     counters.update((k, v) for k, v in r.vmstat.items() if k.startswith("nr_tlb_"))
+    # drain_all_pages() and its seed-004 debug counters, for variants that drained at all.
+    if r.vmstat.get("pcp_global_drain"):
+        counters.update((k, v) for k, v in r.vmstat.items() if k.startswith("pcp_global_"))
+    if "drained_reclaim_p50_us" in ops:
+        counters["Drained direct reclaim p50 (us)"] = ops["drained_reclaim_p50_us"]
     return Series(label, ops, r.user_s, r.system_s, r.elapsed_s, counters)
