@@ -5,9 +5,9 @@
 //! user pages, socket buffers), freed when the child exits; the children wait until all are
 //! ready, then the clock starts. As they run, the processes read pages of the program text from
 //! the page cache (`text` pages shared by all, unmapped here), which reclaim can evict and the
-//! next reader brings back. The machine has no swap: only the text is reclaimable. With many groups the footprints exceed
-//! memory: direct reclaim evicts the text, fails, drains the per-CPU lists and, when it frees
-//! nothing at all, the OOM killer kills the largest process.
+//! next reader brings back. The machine has no swap: only the text is reclaimable. With many
+//! groups the footprints exceed memory: direct reclaim evicts the text, fails, drains the
+//! per-CPU lists and, when it reports no progress, the OOM killer kills the largest process.
 //!
 //! A socket message is an skb from slab: the writer's CPU takes it from its current slab page
 //! (a new page once that one is full) and the page is freed when its last skb is read. A pipe
