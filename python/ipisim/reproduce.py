@@ -2,7 +2,8 @@
 
 The published figures and their sources live in data/published.json. Each metric is either a
 simulated value (`kind: value`) or the mmtests gain of one variant over another (`kind: gain`,
-100 - new * 100 / base: positive is better), checked against a relative, absolute or factor tolerance.
+100 - new * 100 / base: positive is better), checked against a relative, absolute or factor
+tolerance, or a lower bound (`min`) where the source states one.
 """
 
 from __future__ import annotations
@@ -53,6 +54,8 @@ def _lookup(data: Mapping[str, Any], path: str) -> float:
 
 
 def _check(published: float, simulated: float, tol: Mapping[str, float]) -> tuple[bool, str]:
+    if "min" in tol:
+        return simulated >= tol["min"], f"at least {tol['min']:g}"
     if "factor" in tol:
         f = tol["factor"]
         return published / f <= simulated <= published * f, f"within {f:g}x"
@@ -119,7 +122,9 @@ def run_all(
 
 
 def _fmt(x: float) -> str:
-    return f"{x:,.0f}" if abs(x) >= 1000 else f"{x:.2f}"
+    if abs(x) >= 1000:
+        return f"{x:,.0f}"
+    return f"{x:.4f}" if abs(x) < 1 else f"{x:.2f}"
 
 
 def render_table(entries: Sequence[Entry]) -> str:
