@@ -119,14 +119,16 @@ pub struct Smp {
     pub done_at: Vec<Time>,
     /// The 3.8 global queue (used with `call_function = global_cfd`).
     pub global: GlobalCfd,
-    /// Per sender: the target whose csd it spins on in csd_lock() (NO_CPU: none), when it sees
-    /// that csd unlocked, and the call to make once it is.
+    /// Per sender: the csd it spins on in csd_lock() (its target, GLOBAL_CFD, or NO_CPU: none),
+    /// when it sees that csd unlocked, and the call to make once it is.
     pub csd_lock_on: Vec<u32>,
     pub csd_free_at: Vec<Time>,
     pub deferred: Vec<Option<Call>>,
 }
 
 pub const NO_CPU: u32 = u32::MAX;
+/// `csd_lock_on` for the sender's 3.8 cfd_data, which the last of its targets unlocks.
+pub const GLOBAL_CFD: u32 = u32::MAX - 1;
 
 /// A call of smp_call_function_many_cond() waiting in csd_lock() to be made.
 #[derive(Debug, Clone, Copy)]
@@ -248,22 +250,21 @@ pub fn smp_call_function_many_cond(
         }
     }
     // 3.8 sends a lone target through smp_call_function_single (the per-CPU queue, below).
-    if s.k.call_function == CallFunction::GlobalCfd && targets.weight() > 1 {
-        return global_cfd_call(
-            s,
-            cpu,
-            task,
-            &targets,
-            func,
-            wait,
-            run_local && mask.test(cpu),
-        );
-    }
-    // csd_lock(): a csd this CPU sent to a target without waiting (wait = false) stays locked
-    // until that target has run it; the next request to it spins here until then. (The kernel
-    // queues the targets before it first, but sends no IPI until the loop ends.)
-    if let Some(t) = targets.iter().find(|&t| s.smp.locked[cpu].test(t)) {
-        s.smp.csd_lock_on[cpu] = t as u32;
+    let global = s.k.call_function == CallFunction::GlobalCfd && targets.weight() > 1;
+    // csd_lock(): a csd this CPU sent without waiting (wait = false) stays locked until its
+    // target has run it (3.8's one cfd: until the last target has); the next request that needs
+    // it spins here until then. (The kernel queues the targets before it first, but sends no IPI
+    // until the loop ends.)
+    let busy = if global {
+        (s.smp.global.cfd[cpu].refs > 0).then_some(GLOBAL_CFD)
+    } else {
+        targets
+            .iter()
+            .find(|&t| s.smp.locked[cpu].test(t))
+            .map(|t| t as u32)
+    };
+    if let Some(csd) = busy {
+        s.smp.csd_lock_on[cpu] = csd;
         s.smp.deferred[cpu] = Some(Call {
             mask: *mask,
             func,
@@ -273,6 +274,17 @@ pub fn smp_call_function_many_cond(
         });
         s.tasks[task].steps.push(Step::SmpCallFunctionMany);
         return Outcome::Spin(sched::SpinOn::CsdLock);
+    }
+    if global {
+        return global_cfd_call(
+            s,
+            cpu,
+            task,
+            &targets,
+            func,
+            wait,
+            run_local && mask.test(cpu),
+        );
     }
     let mut setup: Time = 0;
     let mut queue_lock_wait: Time = 0;
@@ -368,10 +380,6 @@ fn global_cfd_call(
     let op = s.m.cost[Cost::CsdQueue];
     let m = &s.m;
     let g = &mut s.smp.global;
-    debug_assert!(
-        g.cfd[cpu].refs == 0,
-        "cfd still in use: no async calls are modelled"
-    );
     // csd_lock(&data->csd) and the stores to func, cpumask and refs.
     let mut setup = g.cfd[cpu]
         .line
@@ -453,7 +461,7 @@ fn generic_smp_call_function_interrupt(
         (t, spin, walk) = (t + wait + op, spin + wait, walk + op);
         g.queue.remove(i);
         g.cfd[sender].func = None;
-        csd_unlock(s, sender, cpu, t);
+        csd_unlock(s, sender, cpu, GLOBAL_CFD, t);
     }
     sched::charge(s, task, Func::GenericSmpCallFunctionInterrupt, walk);
     sched::charge_lock(s, task, Func::GenericSmpCallFunctionInterrupt, spin);
@@ -510,7 +518,7 @@ pub fn flush_smp_call_function_queue(
         let read = s.m.line_transfer(csd.sender as usize, cpu);
         sched::charge(s, task, handler, read);
         t += read + run_func(s, cpu, task, csd.sender as usize, csd.func);
-        csd_unlock(s, csd.sender as usize, cpu, t);
+        csd_unlock(s, csd.sender as usize, cpu, cpu as u32, t);
     }
     s.smp.batch = batch;
     if !s.smp.global.queue.is_empty() {
@@ -521,10 +529,11 @@ pub fn flush_smp_call_function_queue(
 
 /// csd_unlock() at time `at` (now or later in this handler pass): the csd is free again, and a
 /// waiting sender sees it once the cache line holding csd->node.u_flags comes back to it.
-/// Unlock times are known when the pass starts, so no event is needed per csd.
-fn csd_unlock(s: &mut Sim, sender: CpuId, target: CpuId, at: Time) {
+/// Unlock times are known when the pass starts, so no event is needed per csd. `csd` names it:
+/// its target's number, or GLOBAL_CFD for 3.8's cfd_data.
+fn csd_unlock(s: &mut Sim, sender: CpuId, target: CpuId, csd: u32, at: Time) {
     s.smp.locked[sender].clear(target);
-    if s.smp.csd_lock_on[sender] == target as u32 {
+    if s.smp.csd_lock_on[sender] == csd {
         s.smp.csd_lock_on[sender] = NO_CPU;
         s.smp.csd_free_at[sender] = at + s.m.line_transfer(target, sender);
         sched::kick_spinner(s, sender);
