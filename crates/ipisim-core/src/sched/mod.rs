@@ -128,6 +128,9 @@ pub struct Task {
     pub rss: u64,
     /// TIF_MEMDIE: oom_kill_process() chose this task; it exits at its next user step.
     pub oom_killed: bool,
+    /// The smp_call_function_many_cond() this task spins for in csd_lock(), made once the csd is
+    /// free (preemption stays off until then: the kernel's get_cpu()).
+    pub csd_lock_call: Option<crate::smp::Call>,
 }
 
 /// The `mm` of a kernel thread: it has none and borrows the previous task's (lazy TLB).
@@ -163,6 +166,7 @@ pub fn spawn_at(s: &mut Sim, mm: usize, cpu: CpuId, at: Time) -> TaskId {
         locks_held: 0,
         rss: 0,
         oom_killed: false,
+        csd_lock_call: None,
     });
     if at != NEVER {
         s.q.schedule(at, Event::Wake { task: t as u32 });
@@ -288,10 +292,12 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
         if let Some(tr) = s.trace.as_mut() {
             tr.step_end(cpu, s.q.now());
         }
-        // No preemption while a spinlock is held across steps, nor while this CPU's csds are
-        // locked (smp_call_function_many runs under get_cpu(): from queueing to csd_lock_wait).
-        let preemptible =
-            s.tasks[t].locks_held == 0 && s.smp.locked[cpu].is_empty() && s.smp.waiting[cpu] == 0;
+        // No preemption while a spinlock is held across steps, nor inside smp_call_function_many
+        // (it runs under get_cpu()): from a csd_lock() spin to the call, and from queueing to the
+        // end of csd_lock_wait(). A request sent without waiting does not hold it off.
+        let preemptible = s.tasks[t].locks_held == 0
+            && s.smp.waiting[cpu] == 0
+            && s.tasks[t].csd_lock_call.is_none();
         if s.cpus[cpu].need_resched && preemptible {
             // Wakeup preemption at a step boundary: the current task waits its turn.
             s.cpus[cpu].need_resched = false;

@@ -73,7 +73,7 @@ pub enum Step {
     LocalCall(CallFunc),
     /// csd_lock_wait on every csd this CPU queued.
     CsdLockWait,
-    /// smp_call_function_many_cond() once csd_lock() got the csd it spun on (`smp.deferred`).
+    /// smp_call_function_many_cond() once csd_lock() got the csd it spun on (`csd_lock_call`).
     SmpCallFunctionMany,
     /// User reads (or writes) of `n` whole pages of a file mapping from `vpn`.
     FileRead { vpn: u64, n: u32, write: bool },

@@ -120,10 +120,9 @@ pub struct Smp {
     /// The 3.8 global queue (used with `call_function = global_cfd`).
     pub global: GlobalCfd,
     /// Per sender: the csd it spins on in csd_lock() (its target, GLOBAL_CFD, or NO_CPU: none),
-    /// when it sees that csd unlocked, and the call to make once it is.
+    /// and when it sees that csd unlocked.
     pub csd_lock_on: Vec<u32>,
     pub csd_free_at: Vec<Time>,
-    pub deferred: Vec<Option<Call>>,
 }
 
 pub const NO_CPU: u32 = u32::MAX;
@@ -155,7 +154,6 @@ impl Smp {
             },
             csd_lock_on: vec![NO_CPU; n],
             csd_free_at: vec![0; n],
-            deferred: vec![None; n],
         }
     }
 }
@@ -211,7 +209,8 @@ fn wait_for_one_more(s: &mut Sim, sender: CpuId) {
 
 /// The call that waited in csd_lock(): make it now.
 pub fn deferred_call(s: &mut Sim, cpu: CpuId, task: TaskId) -> Outcome {
-    let c = s.smp.deferred[cpu]
+    let c = s.tasks[task]
+        .csd_lock_call
         .take()
         .expect("a call waited in csd_lock");
     smp_call_function_many_cond(s, cpu, task, &c.mask, c.func, c.cond, c.wait, c.run_local)
@@ -265,7 +264,7 @@ pub fn smp_call_function_many_cond(
     };
     if let Some(csd) = busy {
         s.smp.csd_lock_on[cpu] = csd;
-        s.smp.deferred[cpu] = Some(Call {
+        s.tasks[task].csd_lock_call = Some(Call {
             mask: *mask,
             func,
             cond,
