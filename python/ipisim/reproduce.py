@@ -121,10 +121,11 @@ def run_all(
     return out
 
 
-def _fmt(x: float) -> str:
+def _fmt(x: float, unit: str = "%") -> str:
+    """Thousands grouped; a unitless ratio to 4 places, anything else to 2."""
     if abs(x) >= 1000:
         return f"{x:,.0f}"
-    return f"{x:.4f}" if abs(x) < 1 else f"{x:.2f}"
+    return f"{x:.2f}" if unit else f"{x:.4f}"
 
 
 def render_table(entries: Sequence[Entry]) -> str:
@@ -133,9 +134,9 @@ def render_table(entries: Sequence[Entry]) -> str:
     rows = [
         (
             e.id,
-            f"{_fmt(e.published)} {e.unit}",
-            f"{_fmt(e.simulated)} {e.unit}",
-            f"{_fmt(e.simulated - e.published)}",
+            f"{_fmt(e.published, e.unit)} {e.unit}",
+            f"{_fmt(e.simulated, e.unit)} {e.unit}",
+            f"{_fmt(e.simulated - e.published, e.unit)}",
             e.tolerance,
             "PASS" if e.passed else "FAIL",
         )
@@ -196,8 +197,8 @@ def render_html(
     for e in entries:
         verdict = "PASS" if e.passed else "FAIL"
         parts.append(
-            f"<tr><td>{html.escape(e.id)}</td><td>{_fmt(e.published)} {html.escape(e.unit)}</td>"
-            f"<td>{_fmt(e.simulated)} {html.escape(e.unit)}</td><td>{html.escape(e.tolerance)}</td>"
+            f"<tr><td>{html.escape(e.id)}</td><td>{_fmt(e.published, e.unit)} {html.escape(e.unit)}</td>"
+            f"<td>{_fmt(e.simulated, e.unit)} {html.escape(e.unit)}</td><td>{html.escape(e.tolerance)}</td>"
             f"<td class='{verdict}'>{verdict}</td></tr>"
         )
     parts.append("</table>")
