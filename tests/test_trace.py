@@ -59,6 +59,18 @@ def test_shootdown_trace_has_one_flow_per_ipi_and_kernel_format_lines(tmp_path: 
     assert lines and all(FTRACE.match(ln) for ln in lines), [ln for ln in lines if not FTRACE.match(ln)][:3]
     assert sum("reason:remote shootdown (1)" in ln for ln in lines) == 16
     assert sum("ipi_send_cpu: cpu=1 " in ln for ln in lines) == 16
+    # native_flush_tlb_multi() -> on_each_cpu_cond_mask(): its callsite, and the 6.3+ callback.
+    sends = [ln.split(": ", 1)[1] for ln in lines if "ipi_send_cpu:" in ln]
+    callback = "callback=generic_smp_call_function_single_interrupt"
+    assert set(sends) == {f"ipi_send_cpu: cpu=1 callsite=on_each_cpu_cond_mask {callback}"}
+
+
+def test_membarrier_ipis_come_from_smp_call_function_many() -> None:
+    sets = {"remote_threads": 3, "calls": 50, "settle": "1ms"}
+    r = ipisim.run("membarrier", machine="xeon-4n-48c-64g", sets=sets, trace_window=(0.0, 0.01))
+    assert r.trace is not None
+    masks = [ln for ln in r.trace.ftrace.splitlines() if "ipi_send_cpumask:" in ln]
+    assert masks and all("callsite=smp_call_function_many " in ln for ln in masks), masks[:2]
 
 
 def test_a_window_keeps_only_its_span(tmp_path: Path) -> None:

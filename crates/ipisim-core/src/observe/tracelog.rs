@@ -25,9 +25,18 @@ struct Flow {
 }
 
 enum Event {
-    TlbFlush { reason: u8, pages: i64 },
-    IpiSendCpu { target: usize },
-    IpiSendCpumask { targets: CpuMask },
+    TlbFlush {
+        reason: u8,
+        pages: i64,
+    },
+    IpiSendCpu {
+        target: usize,
+        callsite: &'static str,
+    },
+    IpiSendCpumask {
+        targets: CpuMask,
+        callsite: &'static str,
+    },
 }
 
 struct Line {
@@ -194,11 +203,14 @@ impl TraceLog {
                 Event::TlbFlush { reason, pages } => {
                     format!("tlb_flush: pages:{pages} reason:{} ({reason})", REASONS[*reason as usize])
                 }
-                Event::IpiSendCpu { target } => {
-                    format!("ipi_send_cpu: cpu={target} callsite=on_each_cpu_cond_mask callback=generic_smp_call_function_single_interrupt")
+                // Both are traced in send_call_function(_single)_ipi(_mask), inlined into
+                // smp_call_function_many_cond: the callsite is its caller; since 6.3 (when the
+                // tracepoints came) both IPIs run generic_smp_call_function_single_interrupt.
+                Event::IpiSendCpu { target, callsite } => {
+                    format!("ipi_send_cpu: cpu={target} callsite={callsite} callback=generic_smp_call_function_single_interrupt")
                 }
-                Event::IpiSendCpumask { targets } => format!(
-                    "ipi_send_cpumask: cpumask={} callsite=on_each_cpu_cond_mask callback=generic_smp_call_function_interrupt",
+                Event::IpiSendCpumask { targets, callsite } => format!(
+                    "ipi_send_cpumask: cpumask={} callsite={callsite} callback=generic_smp_call_function_single_interrupt",
                     cpulist(targets)
                 ),
             };
@@ -269,24 +281,25 @@ pub fn tlb_flush(s: &mut Sim, cpu: CpuId, reason: u8, pages: i64) {
     }
 }
 
-/// `ipi:ipi_send_cpu`.
-pub fn ipi_send_cpu(s: &mut Sim, cpu: CpuId, target: CpuId) {
+/// `ipi:ipi_send_cpu` from `callsite`.
+pub fn ipi_send_cpu(s: &mut Sim, cpu: CpuId, target: CpuId, callsite: &'static str) {
     s.stats.trace(super::Trace::IpiSendCpu);
     if s.trace.is_some() {
         let a = at(s, cpu);
         if let Some(tr) = s.trace.as_mut() {
-            tr.line(a, Event::IpiSendCpu { target });
+            tr.line(a, Event::IpiSendCpu { target, callsite });
         }
     }
 }
 
-/// `ipi:ipi_send_cpumask`.
-pub fn ipi_send_cpumask(s: &mut Sim, cpu: CpuId, targets: &CpuMask) {
+/// `ipi:ipi_send_cpumask` from `callsite`.
+pub fn ipi_send_cpumask(s: &mut Sim, cpu: CpuId, targets: &CpuMask, callsite: &'static str) {
     s.stats.trace(super::Trace::IpiSendCpumask);
     if s.trace.is_some() {
         let a = at(s, cpu);
         if let Some(tr) = s.trace.as_mut() {
-            tr.line(a, Event::IpiSendCpumask { targets: *targets });
+            let targets = *targets;
+            tr.line(a, Event::IpiSendCpumask { targets, callsite });
         }
     }
 }

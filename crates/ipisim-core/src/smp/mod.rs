@@ -189,8 +189,14 @@ fn send_ipi(s: &mut Sim, from: CpuId, to: CpuId, at: Time) {
 
 /// send_call_function_ipi_mask(): trace the mask once, then one ICR write per target
 /// (default_send_IPI_mask_sequence_phys / x2apic physical mode) from `at`. Returns the time taken.
-fn send_ipi_mask(s: &mut Sim, from: CpuId, mask: &CpuMask, at: Time) -> Time {
-    crate::observe::tracelog::ipi_send_cpumask(s, from, mask);
+fn send_ipi_mask(
+    s: &mut Sim,
+    from: CpuId,
+    mask: &CpuMask,
+    at: Time,
+    callsite: &'static str,
+) -> Time {
+    crate::observe::tracelog::ipi_send_cpumask(s, from, mask, callsite);
     let mut send: Time = 0;
     for t in mask.iter() {
         send += s.m.cost[Cost::IpiSend];
@@ -205,6 +211,16 @@ fn wait_for_one_more(s: &mut Sim, sender: CpuId) {
         s.smp.done_at[sender] = 0;
     }
     s.smp.waiting[sender] += 1;
+}
+
+/// Who called smp_call_function_many_cond(), as the ipi tracepoints' callsite shows it: a call
+/// with a per-CPU condition or that runs here too came through on_each_cpu_cond_mask().
+fn callsite(cond: Cond, run_local: bool) -> &'static str {
+    if run_local || cond != Cond::Always {
+        "on_each_cpu_cond_mask"
+    } else {
+        "smp_call_function_many"
+    }
 }
 
 /// The call that waited in csd_lock(): make it now.
@@ -335,12 +351,12 @@ pub fn smp_call_function_many_cond(
             let at = now + setup + s.m.line_transfer(cpu, last);
             s.q.schedule(at, Event::PollKick { cpu: last as u32 });
         } else {
-            crate::observe::tracelog::ipi_send_cpu(s, cpu, last);
+            crate::observe::tracelog::ipi_send_cpu(s, cpu, last, callsite(cond, run_local));
             send += s.m.cost[Cost::IpiSend];
             send_ipi(s, cpu, last, now + setup + send);
         }
     } else if nr_ipi > 1 {
-        send = send_ipi_mask(s, cpu, &ipi_mask, now + setup);
+        send = send_ipi_mask(s, cpu, &ipi_mask, now + setup, callsite(cond, run_local));
     }
     if wait && nr_queued > 0 {
         s.tasks[task].steps.push(Step::CsdLockWait);
@@ -399,7 +415,7 @@ fn global_cfd_call(
         s.tasks[task].steps.push(Step::LocalCall(func));
     }
     // arch_send_call_function_ipi_mask(): every target, whatever else is queued.
-    let send = send_ipi_mask(s, cpu, targets, now + setup);
+    let send = send_ipi_mask(s, cpu, targets, now + setup, "smp_call_function_many");
     sched::charge_lock(s, Some(task), Func::SmpCallFunctionManyCond, spin);
     sched::charge(s, Some(task), Func::SmpCallFunctionManyCond, setup - spin);
     sched::charge(s, Some(task), send_ipi_func(s), send);
