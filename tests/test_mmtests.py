@@ -172,6 +172,23 @@ def test_compare_prints_both_labels_and_a_user_row(capsys: pytest.CaptureFixture
     assert "variant 1/2 a: done in" in err and "variant 2/2 b: done in" in err
 
 
+def test_compare_profile_is_a_perf_diff(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out_json = tmp_path / "c.json"
+    argv = ["compare", "shootdown", "--kernel", "a=linux-6.18", "--kernel", "b=linux-4.3"]
+    assert main([*argv, "--set", "batch=33", "--profile", "--json", str(out_json)]) == 0
+    text = capsys.readouterr().out.split("# Baseline")[1].splitlines()
+    assert text[0].split()[:2] == ["Delta", "b"]
+    share = [
+        {f["function"]: f["percent"] for f in v["result"]["profile"]}
+        for v in json.loads(out_json.read_text())["variants"]
+    ]
+    for line in text[1:]:
+        base, delta, *symbol = line.split()
+        a, b = share[0].get(symbol[-1], 0.0), share[1].get(symbol[-1], 0.0)
+        assert float(base.rstrip("%")) == pytest.approx(a, abs=0.006)
+        assert float(delta.rstrip("%")) == pytest.approx(b - a, abs=0.011)
+
+
 def test_compare_json_has_every_variant_with_its_own_sets(tmp_path: Path) -> None:
     out = tmp_path / "c.json"
     argv = ["compare", "shootdown", "--kernel", "a=linux-6.18", "--kernel", "b=linux-4.3,batch=1"]

@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import ipisim
 from ipisim.procfs import format_interrupts, format_vmstat
@@ -121,20 +121,48 @@ def _summary(r: ipisim.RunResult) -> str:
     )
 
 
+def _profile_rows(r: ipisim.RunResult, comm: str | None) -> tuple[list[dict[str, Any]], str]:
+    """The profile's rows, most first, all CPUs' or one command's (perf report --comm), and what
+    they cover."""
+    if comm is None:
+        return r.data["profile"], "simulated CPU time, all CPUs"
+    by_comm = {c["comm"]: c["functions"] for c in r.data["profile_by_comm"]}
+    if comm not in by_comm:
+        raise ipisim.ConfigError(f"--comm: no task named {comm!r} ran (commands: {', '.join(by_comm)})")
+    return by_comm[comm], f"simulated CPU time of comm {comm}"
+
+
+def _symbol(function: str) -> str:
+    return function if function.startswith("[") else f"[k] {function}"
+
+
 def _profile(r: ipisim.RunResult, comm: str | None = None, top: int = 20) -> str:
-    rows = r.data["profile"]
-    lines = ["# Overhead  Symbol  (simulated CPU time, all CPUs)"]
-    if comm is not None:
-        by_comm = {c["comm"]: c["functions"] for c in r.data["profile_by_comm"]}
-        if comm not in by_comm:
-            raise ipisim.ConfigError(f"--comm: no task named {comm!r} ran (commands: {', '.join(by_comm)})")
-        rows = by_comm[comm]
-        lines = [f"# Overhead  Symbol  (simulated CPU time of comm {comm})"]
+    rows, what = _profile_rows(r, comm)
+    lines = [f"# Overhead  Symbol  ({what})"]
     for row in rows[:top]:
-        kind = "" if row["function"].startswith("[") else "[k] "
-        lines.append(f"{row['percent']:9.2f}%  {kind}{row['function']}")
+        lines.append(f"{row['percent']:9.2f}%  {_symbol(row['function'])}")
         # perf report's call graph: the lock's callers, as shares of its time.
         lines += [f"{'':13}- {c['percent']:.2f}% {c['function']}" for c in row.get("callers", [])]
+    return "\n".join(lines) + "\n"
+
+
+def _profile_diff(c: ipisim.Comparison, comm: str | None, top: int = 20) -> str:
+    """perf diff of the variants' profiles: the baseline's share, then each variant's change in
+    points; the functions with the largest share in any variant, the baseline's largest first."""
+    shares = []
+    for v in c.variants:
+        rows, what = _profile_rows(v.result, comm)
+        shares.append({row["function"]: float(row["percent"]) for row in rows})
+    peak = {f: max(s.get(f, 0.0) for s in shares) for s in shares for f in s}
+    chosen = sorted(peak, key=lambda f: -peak[f])[:top]
+    chosen.sort(key=lambda f: (-shares[0].get(f, 0.0), -peak[f]))
+    labels = [v.label for v in c.variants[1:]]
+    head = "# Baseline" + "".join(f"  {'Delta ' + label:>14}" for label in labels)
+    lines = [f"{head}  Symbol  ({what}; baseline {c.variants[0].label})"]
+    for f in chosen:
+        base = shares[0].get(f, 0.0)
+        deltas = "".join(f"  {s.get(f, 0.0) - base:+13.2f}%" for s in shares[1:])
+        lines.append(f"{base:9.2f}%{deltas}  {_symbol(f)}")
     return "\n".join(lines) + "\n"
 
 
@@ -319,6 +347,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         progress=progress,
     )
     print(c.table(), end="")
+    if args.profile or args.comm:
+        print("\n" + _profile_diff(c, args.comm), end="")
     if args.json:
         _write(args.json, c.to_json())
     return 0
@@ -510,6 +540,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--scale", type=float, help="the same as --set scale=F")
     c.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
     c.add_argument("--json", metavar="PATH", help="write every variant's full result as JSON")
+    c.add_argument("--profile", action="store_true", help="print the variants' profiles as perf diff does")
+    c.add_argument("--comm", metavar="NAME", help="--profile of one command's tasks, as perf diff --comms")
     _no_check(c)
     _add_trace_options(c)
     c.set_defaults(func=cmd_compare)
