@@ -73,3 +73,13 @@ def test_compare_converts_to_pandas() -> None:
 def test_bad_variant_is_a_config_error(text: str) -> None:
     with pytest.raises(ipisim.ConfigError, match="kernel variant"):
         ipisim.compare("shootdown", {"x": text})
+
+
+def test_profiles_print_as_perf_report_and_perf_diff() -> None:
+    c = ipisim.compare("shootdown", {"a": "linux-6.18", "b": "linux-4.3"}, sets={"batch": 33})
+    report = c.variants[0].result.profile_report(top=3).splitlines()
+    assert report[0] == "# Overhead  Symbol  (simulated CPU time, all CPUs)" and len(report) >= 2
+    diff = c.profile_diff(top=3).splitlines()
+    assert diff[0].split()[:4] == ["#", "Baseline", "Delta", "b"] and len(diff) == 4
+    with pytest.raises(ipisim.ConfigError, match="no task named 'nosuch'"):
+        c.profile_diff("nosuch")

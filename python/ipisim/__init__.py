@@ -115,6 +115,12 @@ class RunResult:
         """The result as pretty JSON text; byte-identical for the same inputs."""
         return json.dumps(self.data, indent=2) + "\n"
 
+    def profile_report(self, comm: str | None = None, top: int = 20) -> str:
+        """The profile as `perf report` prints it, of all CPUs or of one command's tasks."""
+        from ipisim.perf import render_report
+
+        return render_report(self.data, comm, top)
+
     def row(self) -> dict[str, Any]:
         """The result as one flat row: times, numeric ops, interrupt rows summed, vmstat, config."""
         row: dict[str, Any] = {"scenario": self.data["scenario"], "machine": self.data["machine"]}
@@ -202,6 +208,13 @@ class Comparison:
                 render_counters(series, names),
             ]
         )
+
+    def profile_diff(self, comm: str | None = None, top: int = 20) -> str:
+        """The variants' profiles as `perf diff` prints them against the first."""
+        from ipisim.perf import render_diff
+
+        labels = [v.label for v in self.variants]
+        return render_diff(labels, [v.result.data for v in self.variants], comm, top)
 
     def to_json(self) -> str:
         """Every variant's full result, as `ipisim compare --json` writes it."""

@@ -8,7 +8,7 @@ import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import NoReturn
 
 import ipisim
 from ipisim.procfs import format_interrupts, format_vmstat
@@ -121,51 +121,6 @@ def _summary(r: ipisim.RunResult) -> str:
     )
 
 
-def _profile_rows(r: ipisim.RunResult, comm: str | None) -> tuple[list[dict[str, Any]], str]:
-    """The profile's rows, most first, all CPUs' or one command's (perf report --comm), and what
-    they cover."""
-    if comm is None:
-        return r.data["profile"], "simulated CPU time, all CPUs"
-    by_comm = {c["comm"]: c["functions"] for c in r.data["profile_by_comm"]}
-    if comm not in by_comm:
-        raise ipisim.ConfigError(f"--comm: no task named {comm!r} ran (commands: {', '.join(by_comm)})")
-    return by_comm[comm], f"simulated CPU time of comm {comm}"
-
-
-def _symbol(function: str) -> str:
-    return function if function.startswith("[") else f"[k] {function}"
-
-
-def _profile(r: ipisim.RunResult, comm: str | None = None, top: int = 20) -> str:
-    rows, what = _profile_rows(r, comm)
-    lines = [f"# Overhead  Symbol  ({what})"]
-    for row in rows[:top]:
-        lines.append(f"{row['percent']:9.2f}%  {_symbol(row['function'])}")
-        # perf report's call graph: the lock's callers, as shares of its time.
-        lines += [f"{'':13}- {c['percent']:.2f}% {c['function']}" for c in row.get("callers", [])]
-    return "\n".join(lines) + "\n"
-
-
-def _profile_diff(c: ipisim.Comparison, comm: str | None, top: int = 20) -> str:
-    """perf diff of the variants' profiles: the baseline's share, then each variant's change in
-    points; the functions with the largest share in any variant, the baseline's largest first."""
-    shares = []
-    for v in c.variants:
-        rows, what = _profile_rows(v.result, comm)
-        shares.append({row["function"]: float(row["percent"]) for row in rows})
-    peak = {f: max(s.get(f, 0.0) for s in shares) for s in shares for f in s}
-    chosen = sorted(peak, key=lambda f: -peak[f])[:top]
-    chosen.sort(key=lambda f: (-shares[0].get(f, 0.0), -peak[f]))
-    labels = [v.label for v in c.variants[1:]]
-    head = "# Baseline" + "".join(f"  {'Delta ' + label:>14}" for label in labels)
-    lines = [f"{head}  Symbol  ({what}; baseline {c.variants[0].label})"]
-    for f in chosen:
-        base = shares[0].get(f, 0.0)
-        deltas = "".join(f"  {s.get(f, 0.0) - base:+13.2f}%" for s in shares[1:])
-        lines.append(f"{base:9.2f}%{deltas}  {_symbol(f)}")
-    return "\n".join(lines) + "\n"
-
-
 def cmd_run(args: argparse.Namespace) -> int:
     window = _trace_window(args)
     r = ipisim.run(
@@ -180,7 +135,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         _write_trace(args.trace, r.trace)
     print(_summary(r), end="")
     if args.profile or args.comm:
-        print("\n" + _profile(r, args.comm), end="")
+        print("\n" + r.profile_report(args.comm), end="")
     if args.json:
         _write(args.json, r.to_json())
     return 0
@@ -348,7 +303,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     )
     print(c.table(), end="")
     if args.profile or args.comm:
-        print("\n" + _profile_diff(c, args.comm), end="")
+        print("\n" + c.profile_diff(args.comm), end="")
     if args.json:
         _write(args.json, c.to_json())
     return 0
