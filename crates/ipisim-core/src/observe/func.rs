@@ -52,7 +52,6 @@ named_enum! {
         ZapHugePmd = "zap_huge_pmd",
         FlushPmdTlbRange = "radix__flush_pmd_tlb_range",
         FlushTlbMm = "radix__flush_tlb_mm",
-        Guest = "[guest]",
         GuestExit = "kvmhv_p9_guest_entry",
         FindLinuxPte = "__find_linux_pte",
     }

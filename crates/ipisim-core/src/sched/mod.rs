@@ -174,15 +174,17 @@ pub fn spawn_at(s: &mut Sim, mm: usize, cpu: CpuId, at: Time) -> TaskId {
     t
 }
 
-/// Time charged to a task (user or system) and to a function in the profile. Guest-mode time is
-/// the vCPU thread's user time but in no profile: perf on the host samples no guest cycles
-/// (exclude_guest is its default outside `perf kvm`; POWER9's kvmhv_p9_guest_entry also saves the
-/// host PMU before entering the guest).
+/// Time charged to a task (user or system) and to a function in the profile.
 pub fn charge(s: &mut Sim, task: Option<TaskId>, f: Func, ps: Time) {
-    if f != Func::Guest {
-        s.stats.charge(f, ps);
-    }
+    s.stats.charge(f, ps);
     charge_task(s, task, f, ps);
+}
+
+/// Guest-mode time: the vCPU thread's user time, but in no profile. perf on the host samples no
+/// guest cycles (exclude_guest is its default outside `perf kvm`; POWER9's kvmhv_p9_guest_entry
+/// also saves the host PMU before entering the guest).
+pub fn charge_guest(s: &mut Sim, t: TaskId, ps: Time) {
+    s.tasks[t].times.user += ps;
 }
 
 /// Spinning on a lock for `caller`: `_raw_spin_lock` time, with its caller kept for the profile.
@@ -193,10 +195,8 @@ pub fn charge_lock(s: &mut Sim, task: Option<TaskId>, caller: Func, ps: Time) {
 
 fn charge_task(s: &mut Sim, task: Option<TaskId>, f: Func, ps: Time) {
     if let Some(t) = task {
-        if f != Func::Guest {
-            s.tasks[t].profile[f as usize] += ps;
-        }
-        if matches!(f, Func::User | Func::Guest) {
+        s.tasks[t].profile[f as usize] += ps;
+        if f == Func::User {
             s.tasks[t].times.user += ps;
         } else {
             s.tasks[t].times.system += ps;

@@ -202,7 +202,7 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::Syscall(sc) => mm::syscall(s, cpu, t, sc),
         Step::Touch { vpn, n, write } => mm::touch(s, cpu, t, vpn, n, write),
         Step::Guest { ps } => {
-            super::charge(s, Some(t), Func::Guest, ps);
+            super::charge_guest(s, t, ps);
             Outcome::Busy {
                 ps,
                 irqs_off: false,
