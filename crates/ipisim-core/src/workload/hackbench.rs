@@ -510,29 +510,17 @@ fn sender(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     if merge {
         w.queue[rid].back_mut().expect("checked").written += 1;
     } else {
-        let cur = w.cpu_slab[cpu];
-        let pfn = if !w.pipes && cur != NONE && w.slab_objs[cur as usize] < CPU_SLAB + SKBS_PER_PAGE
-        {
-            cur
+        // A new pipe page, or an skb.
+        let got = if w.pipes {
+            get_page(s, cpu, t)
         } else {
-            // A new pipe page, or a new slab page once this CPU's is full (new_slab).
-            let Some((pfn, alloc)) = get_page(s, cpu, t) else {
-                return Outcome::Next;
-            };
-            ps += alloc;
-            if !state(s).pipes {
-                ps += deactivate_slab(s, cpu);
-                let w = state(s);
-                w.cpu_slab[cpu] = pfn;
-                w.slab_objs[pfn as usize] = CPU_SLAB;
-            }
-            pfn
+            alloc_skb(s, cpu, t)
         };
-        let w = state(s);
-        if !w.pipes {
-            w.slab_objs[pfn as usize] += 1;
-        }
-        w.queue[rid].push_back(Buf {
+        let Some((pfn, alloc)) = got else {
+            return Outcome::Next;
+        };
+        ps += alloc;
+        state(s).queue[rid].push_back(Buf {
             pfn,
             written: 1,
             read: 0,
@@ -580,6 +568,25 @@ fn receiver(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         ps,
         irqs_off: false,
     }
+}
+
+/// alloc_skb(): an object from this CPU's slab page, or from a new page once that one is full
+/// (new_slab), as get_page() says.
+fn alloc_skb(s: &mut Sim, cpu: CpuId, t: TaskId) -> Option<(u32, Time)> {
+    let w = state(s);
+    let cur = w.cpu_slab[cpu];
+    let (pfn, ps) = if cur != NONE && w.slab_objs[cur as usize] < CPU_SLAB + SKBS_PER_PAGE {
+        (cur, 0)
+    } else {
+        let (pfn, alloc) = get_page(s, cpu, t)?;
+        let ps = alloc + deactivate_slab(s, cpu);
+        let w = state(s);
+        w.cpu_slab[cpu] = pfn;
+        w.slab_objs[pfn as usize] = CPU_SLAB;
+        (pfn, ps)
+    };
+    state(s).slab_objs[pfn as usize] += 1;
+    Some((pfn, ps))
 }
 
 /// A pipe page whose messages were all read is freed; an skb goes back to its slab page, which
