@@ -548,14 +548,14 @@ pub fn flush_smp_call_function_queue(
 /// its target's number, or GLOBAL_CFD for 3.8's cfd_data.
 fn csd_unlock(s: &mut Sim, sender: CpuId, target: CpuId, csd: u32, at: Time) {
     s.smp.locked[sender].clear(target);
+    let seen = at + s.m.line_transfer(target, sender);
     if s.smp.csd_lock_on[sender] == csd {
         s.smp.csd_lock_on[sender] = NO_CPU;
-        s.smp.csd_free_at[sender] = at + s.m.line_transfer(target, sender);
+        s.smp.csd_free_at[sender] = seen;
         sched::kick_spinner(s, sender);
     }
     if s.smp.waiting[sender] > 0 {
         s.smp.waiting[sender] -= 1;
-        let seen = at + s.m.line_transfer(target, sender);
         s.smp.done_at[sender] = s.smp.done_at[sender].max(seen);
         if s.smp.waiting[sender] == 0 {
             sched::kick_spinner(s, sender);

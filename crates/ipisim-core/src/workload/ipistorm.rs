@@ -1,8 +1,9 @@
 //! `ipistorm` (Anton Blanchard's ipistorm module, github.com/antonblanchard/ipistorm): a thread
 //! bound to each of the first `cpus` CPUs calls `smp_call_function_single((cpu + offset) % cpus,
 //! do_nothing_ipi, NULL, 1)` (`single`) or `smp_call_function(do_nothing_ipi, NULL, 1)` in a loop
-//! for `duration` (`wait = false`: the same calls without waiting). The metric is the machine's interrupt rate, as `vmstat 1` shows it: the figure
-//! Cédric Le Goater published for POWER9 in 7dcc37b3eff9.
+//! for `duration` (`wait = false`: the same calls without waiting). The metric is the machine's
+//! interrupt rate, as `vmstat 1` shows it: the figure Cédric Le Goater published for POWER9 in
+//! 7dcc37b3eff9.
 
 use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
