@@ -94,18 +94,18 @@ def run_all(
 ) -> dict[str, dict[str, ipisim.RunResult]]:
     """Run every variant of every experiment once (shared variants run once), `jobs` at a time,
     keyed by id and label. Each run is deterministic, so the order they finish in changes nothing."""
-    runs: dict[RunKey, tuple[str, Mapping[str, Any], dict[str, Any]]] = {}
+    runs: dict[RunKey, tuple[str, dict[str, Any]]] = {}
     keys: dict[tuple[str, str], RunKey] = {}
     for e in experiments:
         for v in e["variants"]:
             sets = {**v["sets"], **(e["quick_sets"] if quick else {})}
             key: RunKey = (e["scenario"], e["machine_profile"], v["kernel"], tuple(sorted(sets.items())))
-            runs.setdefault(key, (f"{e['id']} {v['label']}", v, sets))
+            runs.setdefault(key, (f"{e['id']} {v['label']}", sets))
             keys[(e["id"], v["label"])] = key
 
     def one(key: RunKey) -> ipisim.RunResult:
         scenario, machine, kernel, _ = key
-        name, _, sets = runs[key]
+        name, sets = runs[key]
         t0 = time.perf_counter()
         progress(f"{name} ({kernel}) ...")
         r = ipisim.run(scenario, machine=machine, kernel=kernel, sets=sets)
@@ -121,7 +121,7 @@ def run_all(
     return out
 
 
-def _fmt(x: float, unit: str = "%") -> str:
+def _fmt(x: float, unit: str) -> str:
     """Thousands grouped; a unitless ratio to 4 places, anything else to 2."""
     if abs(x) >= 1000:
         return f"{x:,.0f}"
