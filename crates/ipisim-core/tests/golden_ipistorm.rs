@@ -36,3 +36,20 @@ fn broadcast_calls_send_an_ipi_to_every_other_cpu_unless_queued() {
     // An IPI that finds the target's interrupt already pending merges with it.
     assert!(new["ops"]["call_function_interrupts"].as_u64().unwrap() <= sent);
 }
+
+/// An offset that is a multiple of the CPUs would make every thread call itself forever at no
+/// simulated time: a configuration error naming the key.
+#[test]
+fn an_offset_that_targets_the_caller_is_a_config_error() {
+    use ipisim_core::{run, RunRequest};
+    let req = RunRequest {
+        scenario: "ipistorm".into(),
+        machine: Some("xeon-4n-48c-64g".into()),
+        kernel: None,
+        sets: vec![("cpus".into(), "8".into()), ("offset".into(), "16".into())],
+        seed: 1,
+    };
+    let e = run(&req).err().expect("an error");
+    assert_eq!(e.key, "offset");
+    assert!(e.reason.contains("call itself"), "{}", e.reason);
+}

@@ -50,11 +50,17 @@ impl Ipistorm {
         if cpus < 2 {
             return Err(r.error("cpus", "at least 2, so there is a CPU to interrupt"));
         }
+        let (single, offset) = (r.bool("single"), r.int("offset") as usize);
+        if single && offset % cpus == 0 {
+            // Each thread would call its own CPU: no IPI, no time, and the loop never ends.
+            let msg = format!("a multiple of the {cpus} CPUs makes each CPU call itself");
+            return Err(r.error("offset", msg));
+        }
         Ok(Ipistorm {
             cpus,
-            single: r.bool("single"),
+            single,
             wait: r.bool("wait"),
-            offset: r.int("offset") as usize,
+            offset,
             duration: r.uint("duration"),
             calls: 0,
             running: cpus,
