@@ -125,13 +125,8 @@ fn the_next_request_spins_in_csd_lock_while_the_previous_one_is_pending() {
     use ipisim_core::engine::CpuMask;
     use ipisim_core::sched::{Outcome, SpinOn, Step};
     use ipisim_core::smp::{smp_call_function_many_cond, CallFunc, Cond, NO_CPU};
-    let req = RunRequest {
-        scenario: "ipistorm".into(),
-        machine: Some("xeon-4n-48c-64g".into()),
-        kernel: Some("linux-6.18".into()),
-        sets: vec![("cpus".into(), "3".into()), ("wait".into(), "false".into())],
-        seed: 1,
-    };
+    let sets = [("cpus", "3"), ("wait", "false")];
+    let req = common::request("ipistorm", "xeon-4n-48c-64g", "linux-6.18", &sets);
     let mut s = ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap();
     let to = |cpu: usize| {
         let mut m = CpuMask::new();

@@ -41,15 +41,9 @@ fn broadcast_calls_send_an_ipi_to_every_other_cpu_unless_queued() {
 /// simulated time: a configuration error naming the key.
 #[test]
 fn an_offset_that_targets_the_caller_is_a_config_error() {
-    use ipisim_core::{run, RunRequest};
-    let req = RunRequest {
-        scenario: "ipistorm".into(),
-        machine: Some("xeon-4n-48c-64g".into()),
-        kernel: None,
-        sets: vec![("cpus".into(), "8".into()), ("offset".into(), "16".into())],
-        seed: 1,
-    };
-    let e = run(&req).err().expect("an error");
+    let sets = [("cpus", "8"), ("offset", "16")];
+    let req = common::request("ipistorm", "xeon-4n-48c-64g", "linux-6.18", &sets);
+    let e = ipisim_core::run(&req).err().expect("an error");
     assert_eq!(e.key, "offset");
     assert!(e.reason.contains("call itself"), "{}", e.reason);
 }

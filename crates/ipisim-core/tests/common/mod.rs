@@ -4,9 +4,9 @@
 use ipisim_core::{run, RunRequest};
 use serde_json::Value;
 
-/// Run `scenario` on `machine` with `kernel` and `sets`, seed 1: the result JSON.
-pub fn run_json(scenario: &str, machine: &str, kernel: &str, sets: &[(&str, &str)]) -> Value {
-    let req = RunRequest {
+/// The request for `scenario` on `machine` with `kernel` and `sets`, seed 1.
+pub fn request(scenario: &str, machine: &str, kernel: &str, sets: &[(&str, &str)]) -> RunRequest {
+    RunRequest {
         scenario: scenario.into(),
         machine: Some(machine.into()),
         kernel: Some(kernel.into()),
@@ -15,8 +15,12 @@ pub fn run_json(scenario: &str, machine: &str, kernel: &str, sets: &[(&str, &str
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
         seed: 1,
-    };
-    run(&req).unwrap().json
+    }
+}
+
+/// Run `scenario` on `machine` with `kernel` and `sets`, seed 1: the result JSON.
+pub fn run_json(scenario: &str, machine: &str, kernel: &str, sets: &[(&str, &str)]) -> Value {
+    run(&request(scenario, machine, kernel, sets)).unwrap().json
 }
 
 /// The TLB row of /proc/interrupts, summed over CPUs.
