@@ -157,7 +157,8 @@ fn the_next_request_spins_in_csd_lock_while_the_previous_one_is_pending() {
 /// ipistorm without waiting: a CPU can have one request per csd outstanding, so csd_lock() paces
 /// it like waiting does. One target each (6.18): exactly the interrupts of the waiting run, one
 /// per call, with at most one call per CPU unhandled at the end. Broadcasts on 3.8 (one
-/// cfd_data per CPU; IPIs to a CPU already in its handler merge): calls within one per CPU.
+/// cfd_data per CPU; IPIs to a CPU already in its handler merge): calls within 5 %, as the
+/// senders that do not wait keep the global queue fuller and every handler walks all of it.
 #[test]
 fn asynchronous_ipistorm_is_paced_by_csd_lock() {
     let run = |kernel: &str, single: &str, wait: &str| {
@@ -185,7 +186,98 @@ fn asynchronous_ipistorm_is_paced_by_csd_lock() {
     );
     let (a, b) = (n(&sync, "calls"), n(&not, "calls"));
     assert!(
-        a > 100 && a.abs_diff(b) <= 8,
+        a > 100 && a.abs_diff(b) <= a / 20,
         "3.8: {a} calls waiting, {b} not"
     );
+}
+
+/// A request queued behind another on a 3.9 call_single_queue: list_add_tail() writes the
+/// earlier csd's line under the queue lock, so the second sender pays two line transfers (the
+/// lock's and that csd's) and two csd_queue, the first holder's hold included: exactly.
+#[test]
+fn list_add_tail_writes_the_queued_csd() {
+    use ipisim_core::engine::CpuMask;
+    use ipisim_core::machine::Cost;
+    use ipisim_core::sched::Outcome;
+    use ipisim_core::smp::{smp_call_function_many_cond, CallFunc, Cond};
+    let req = common::request("ipistorm", "xeon-4n-48c-64g", "linux-3.9", &[("cpus", "3")]);
+    let mut s = ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap();
+    let mut to = CpuMask::new();
+    to.set(2);
+    let f = CallFunc::DoNothingIpi;
+    let first = smp_call_function_many_cond(&mut s, 0, 0, &to, f, Cond::Always, false, false);
+    assert!(matches!(first, Outcome::Busy { .. }));
+    let second = smp_call_function_many_cond(&mut s, 1, 1, &to, f, Cond::Always, false, false);
+    let m = machine("xeon-4n-48c-64g");
+    let ps = 2 * m.cost[Cost::CsdQueue] + 2 * m.line_transfer(0, 1);
+    // No IPI: CPU 2's queue was not empty, and 3.9 sends a lone target's only if it was.
+    assert_eq!(
+        second,
+        Outcome::Busy {
+            ps,
+            irqs_off: false
+        }
+    );
+    assert_eq!(s.smp.queue[2].len(), 2);
+}
+
+/// The 3.8 global list: list_add_rcu() at the head writes the old first cfd's line, and the last
+/// target's list_del_rcu() writes each neighbouring cfd's line. Three senders to CPUs 2 and 3,
+/// then both handlers: every line's writes, counted exactly.
+#[test]
+fn the_global_list_writes_its_neighbours_lines() {
+    use ipisim_core::engine::CpuMask;
+    use ipisim_core::smp::{flush_smp_call_function_queue, smp_call_function_many_cond};
+    use ipisim_core::smp::{CallFunc, Cond};
+    let sets = [("cpus", "5"), ("single", "false")];
+    let req = common::request("ipistorm", "xeon-4n-48c-64g", "linux-3.8", &sets);
+    let mut s = ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap();
+    let mut to = CpuMask::new();
+    to.set(2);
+    to.set(3);
+    for sender in [0, 1, 4] {
+        let f = CallFunc::DoNothingIpi;
+        smp_call_function_many_cond(&mut s, sender, sender, &to, f, Cond::Always, false, false);
+    }
+    assert_eq!(s.smp.global.queue, vec![4, 1, 0]);
+    let writes =
+        |s: &ipisim_core::sim::Sim| [0, 1, 4].map(|c| s.smp.global.cfd[c].line.acquisitions);
+    // Each sender fills its own cfd; CPUs 1 and 4 also set the prev of 0's and 1's.
+    assert_eq!(writes(&s), [2, 2, 1]);
+    flush_smp_call_function_queue(&mut s, 2, None, 0);
+    assert_eq!(writes(&s), [3, 3, 2], "one read-modify-write each");
+    // CPU 3 is the last target of all three: unlinking 4 writes 1's line, unlinking 1 writes 0's.
+    flush_smp_call_function_queue(&mut s, 3, None, 0);
+    assert_eq!(writes(&s), [5, 5, 3]);
+    assert!(s.smp.global.queue.is_empty());
+}
+
+/// skip_ipi_if_queued (4.13): a target whose call queue already holds a csd gets none, exactly;
+/// without it every target of a multi-CPU call gets one. CPU 1 holds CPU 3's csd when CPU 0
+/// calls CPUs 1 and 2.
+#[test]
+fn no_ipi_to_a_target_whose_queue_is_not_empty() {
+    use ipisim_core::engine::CpuMask;
+    use ipisim_core::smp::{smp_call_function_many_cond, CallFunc, Cond};
+    for (skip, ipis) in [("true", 2), ("false", 3)] {
+        let sets = [
+            ("cpus", "5"),
+            ("single", "false"),
+            ("kernel.skip_ipi_if_queued", skip),
+        ];
+        let req = common::request("ipistorm", "xeon-4n-48c-64g", "linux-4.3", &sets);
+        let mut s =
+            ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap();
+        let mask = |cpus: &[usize]| {
+            let mut m = CpuMask::new();
+            cpus.iter().for_each(|&c| m.set(c));
+            m
+        };
+        let f = CallFunc::DoNothingIpi;
+        smp_call_function_many_cond(&mut s, 3, 3, &mask(&[1]), f, Cond::Always, false, false);
+        assert_eq!(s.stats.ipis_sent, 1);
+        smp_call_function_many_cond(&mut s, 0, 0, &mask(&[1, 2]), f, Cond::Always, false, false);
+        assert_eq!(s.stats.ipis_sent, ipis, "skip_ipi_if_queued={skip}");
+        assert_eq!((s.smp.queue[1].len(), s.smp.queue[2].len()), (2, 1));
+    }
 }

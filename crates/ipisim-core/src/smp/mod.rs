@@ -56,7 +56,7 @@ pub struct Cfd {
     func: Option<CallFunc>,
     cpumask: CpuMask,
     refs: u32,
-    line: SpinLock,
+    pub line: SpinLock,
 }
 
 /// The global `call_function` of 3.8: a list and its lock.
@@ -312,15 +312,20 @@ pub fn smp_call_function_many_cond(
         }
         s.stats.trace(Trace::CsdQueueCpu);
         // llist_add() (or list_empty() under the lock) tells whether the queue was empty.
-        if s.smp.queue[t].is_empty() {
+        let tail = s.smp.queue[t].last().map(|c| c.sender as usize);
+        if tail.is_none() {
             was_empty.set(t);
         }
         s.smp.queue[t].push(Csd {
             sender: cpu as u32,
             func,
         });
-        let add = s.m.cost[Cost::CsdQueue];
+        let mut add = s.m.cost[Cost::CsdQueue];
         if s.k.call_single_queue == CallSingleQueue::Spinlock {
+            // list_add_tail() sets the last queued csd's next: a write to its sender's line.
+            if let Some(tail) = tail {
+                add += s.m.line_transfer(tail, cpu);
+            }
             // raw_spin_lock_irqsave(&dst->lock): its line comes from the last sender or the
             // target's handler; the list_add_tail happens under it.
             let m = &s.m;
@@ -404,6 +409,12 @@ fn global_cfd_call(
         .lock
         .acquire(now + setup, cpu, op, |a, b| m.line_transfer(a, b));
     setup += spin + op;
+    // list_add_rcu() at the head sets the old first entry's prev: a write to its cfd's line.
+    if let Some(&first) = g.queue.first() {
+        setup += g.cfd[first as usize]
+            .line
+            .acquire(now + setup, cpu, 0, |a, b| m.line_transfer(a, b));
+    }
     let cfd = &mut g.cfd[cpu];
     (cfd.func, cfd.cpumask, cfd.refs) = (Some(func), *targets, targets.weight() as u32);
     g.queue.insert(0, cpu as u32);
@@ -435,7 +446,15 @@ fn generic_smp_call_function_interrupt(
     task: Option<TaskId>,
     start: Time,
 ) -> Time {
-    let (mut t, mut walk, mut spin) = (start, 0, 0);
+    // list_for_each_entry_rcu starts at call_function.queue, whose line is the lock's: the last
+    // sender to add or the last target to unlink wrote it.
+    let head = s.smp.global.lock.holder();
+    let read = if head == cpu {
+        0
+    } else {
+        s.m.line_transfer(head, cpu)
+    };
+    let (mut t, mut walk, mut spin) = (start + read, read, 0);
     let mut i = 0;
     while i < s.smp.global.queue.len() {
         let sender = s.smp.global.queue[i] as usize;
@@ -474,6 +493,17 @@ fn generic_smp_call_function_interrupt(
         let op = m.cost[Cost::CsdQueue];
         let wait = g.lock.acquire(t, cpu, op, |a, b| m.line_transfer(a, b));
         (t, spin, walk) = (t + wait + op, spin + wait, walk + op);
+        // list_del_rcu() relinks the neighbours: next->prev and prev->next, each a write to
+        // that entry's cfd line (the head's is the lock's, held now).
+        let neighbours = [i.checked_sub(1), Some(i + 1)];
+        for n in neighbours.into_iter().flatten() {
+            if let Some(&other) = g.queue.get(n) {
+                let w = g.cfd[other as usize]
+                    .line
+                    .acquire(t, cpu, 0, |a, b| m.line_transfer(a, b));
+                (t, walk) = (t + w, walk + w);
+            }
+        }
         g.queue.remove(i);
         g.cfd[sender].func = None;
         csd_unlock(s, sender, cpu, GLOBAL_CFD, t);
