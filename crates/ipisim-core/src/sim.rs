@@ -133,7 +133,7 @@ impl Sim {
             }
             Event::PollKick { cpu } => sched::poll_kick(self, cpu as usize),
             Event::IrqExit { cpu } => sched::irq_exit(self, cpu as usize),
-            Event::Wake { task } => sched::wake(self, task as usize),
+            Event::Wake { task } => sched::timer_wake(self, task as usize),
             Event::Stop => self.end = Some(self.now()),
         }
     }

@@ -32,6 +32,10 @@ pub struct NodeLru {
     /// ZONE_DIRTY: a whole pass found only dirty pages not under writeback, so kswapd writes
     /// dirty file pages itself until the zone is balanced again.
     pub zone_dirty: bool,
+    /// NR_ISOLATED_FILE and NR_ISOLATED_ANON: pages reclaimers hold off the lists.
+    pub isolated: [usize; 2],
+    /// Direct reclaimers asleep in reclaim_throttle(VMSCAN_THROTTLE_ISOLATED).
+    pub throttled: Vec<u32>,
 }
 
 impl NodeLru {

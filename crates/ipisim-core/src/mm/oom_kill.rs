@@ -73,5 +73,6 @@ pub fn out_of_memory(s: &mut Sim, t: TaskId) -> Outcome {
     }
     // schedule_timeout_uninterruptible(1): give the victim a jiffy to exit, then retry.
     let jiffy: Time = PS_PER_S / s.k.hz;
+    s.tasks[t].uninterruptible = true;
     Outcome::Sleep(s.now() + jiffy)
 }

@@ -44,6 +44,15 @@ pub fn submit(s: &mut Sim, now: Time, pfn: u32) -> Result<(), Time> {
     Ok(())
 }
 
+/// Pages of `node` under writeback: off the model's lists, but on the kernel's inactive list
+/// (shrink_page_list keeps them there), so NR_INACTIVE_ANON counts them.
+pub fn under_writeback(s: &Sim, node: usize) -> usize {
+    let io = &s.mem.swap_io.in_flight;
+    io.iter()
+        .filter(|&&(_, pfn)| s.mem.frames.node_of(pfn) == node)
+        .count()
+}
+
 /// end_swap_bio_write() for every write done by `now`: end_page_writeback() and
 /// rotate_reclaimable_page() to the tail of the page's inactive anonymous list. Completions are
 /// applied when reclaim next looks at the lists or the queue, in completion order.

@@ -12,12 +12,33 @@ use super::{ptl, NONE, SWAPPED};
 use crate::engine::Time;
 use crate::machine::Cost;
 use crate::observe::check::{self, PageEvent, Site};
-use crate::observe::{Func, Vm};
+use crate::observe::{Func, Trace, Vm};
 use crate::sched::{self, Outcome, Step};
 use crate::sim::{CpuId, Sim, TaskId};
 
 /// Pages isolated per shrink pass.
 pub const SWAP_CLUSTER_MAX: usize = 32;
+
+/// What a direct reclaimer does when too many pages are isolated (shrink_inactive_list).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IsolatedThrottle {
+    /// 2.6.32-5.15: `congestion_wait(BLK_RW_ASYNC, HZ/10)` and check again, for as long as it
+    /// takes; nobody wakes it early without a congested device.
+    CongestionWait,
+    /// 5.16: `reclaim_throttle(pgdat, VMSCAN_THROTTLE_ISOLATED)` once, up to HZ/50, woken when a
+    /// reclaimer finds the node below the limit; still too many then: scan nothing.
+    ReclaimThrottle,
+}
+
+impl IsolatedThrottle {
+    pub const NAMES: &'static [&'static str] = &["congestion_wait", "reclaim_throttle"];
+    pub fn from_name(name: &str) -> IsolatedThrottle {
+        match name {
+            "congestion_wait" => IsolatedThrottle::CongestionWait,
+            _ => IsolatedThrottle::ReclaimThrottle,
+        }
+    }
+}
 
 /// The reclaim state a task carries (the kernel keeps it in scan_control on the stack and in
 /// current->tlb_ubc).
@@ -34,6 +55,8 @@ pub struct Reclaim {
     anon: bool,
     /// Isolated pages that were dirty and not under writeback (nr_unqueued_dirty).
     unqueued_dirty: usize,
+    /// The last shrink_inactive_list() slept in too_many_isolated().
+    stalled: bool,
     /// Pages freed since this reclaim started, and since it began on the current zone.
     reclaimed: u32,
     zone_reclaimed: u32,
@@ -190,8 +213,11 @@ fn scan_size(s: &Sim, node: usize) -> usize {
 /// active one (shrink_active_list), then isolate up to SWAP_CLUSTER_MAX pages from its tail.
 pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -> Outcome {
     super::page_io::complete(s, s.now());
-    let mut ps: Time = 0;
     let anon = s.mem.lru[node].scan_anon();
+    if let Some(out) = too_many_isolated_wait(s, t, node, anon, nr) {
+        return out;
+    }
+    let mut ps: Time = 0;
     let lists = s.mem.lru[node].lists(anon);
     let mut young = [0u32; SWAP_CLUSTER_MAX];
     let mut nr_young = 0;
@@ -230,6 +256,7 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
         isolated.push(p);
     }
     let n = isolated.len();
+    s.mem.lru[node].isolated[anon as usize] += n;
     ps += lock_lru(s, cpu, node, &isolated);
     s.mem.frames.zones[node].pages_scanned += (n + nr_scanned_active) as u64;
     let scan = if is_kswapd(s, t) {
@@ -263,6 +290,71 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
     sched::charge(s, Some(t), Func::IsolateLruPages, ps);
     // spin_lock_irq(&zone->lru_lock): interrupts wait while we spin for it and hold it.
     Outcome::Busy { ps, irqs_off: true }
+}
+
+/// too_many_isolated(): a direct reclaimer (never kswapd) finds more of this type isolated than
+/// left on the node's inactive list. The kernel asks only in shrink_inactive_list(), which
+/// shrink_lruvec() calls only when get_scan_count() gave the list inactive >> priority pages.
+fn too_many_isolated(s: &Sim, t: TaskId, node: usize, anon: bool) -> bool {
+    let lru = &s.mem.lru[node];
+    let inactive = match anon {
+        true => lru.anon.inactive.len() + super::page_io::under_writeback(s, node),
+        false => lru.file.inactive.len(),
+    };
+    let priority = s.tasks[t].reclaim.direct.map_or(0, |d| d.priority);
+    !is_kswapd(s, t) && inactive >> priority > 0 && lru.isolated[anon as usize] > inactive
+}
+
+/// The loop at the top of shrink_inactive_list(): sleep while too many pages are isolated, or
+/// give up. Returns the outcome when this call does not go on to isolate.
+fn too_many_isolated_wait(
+    s: &mut Sim,
+    t: TaskId,
+    node: usize,
+    anon: bool,
+    nr: usize,
+) -> Option<Outcome> {
+    let stalled = std::mem::take(&mut s.tasks[t].reclaim.stalled);
+    if stalled {
+        // Off the wait queue, whether woken or timed out.
+        s.mem.lru[node].throttled.retain(|&w| w != t as u32);
+    }
+    if stalled && s.tasks[t].oom_killed {
+        // "We are about to die and free our memory. Return now.": SWAP_CLUSTER_MAX reclaimed.
+        let r = &mut s.tasks[t].reclaim;
+        r.reclaimed += SWAP_CLUSTER_MAX as u32;
+        r.zone_reclaimed += SWAP_CLUSTER_MAX as u32;
+        return Some(Outcome::Next);
+    }
+    let jiffy = crate::engine::PS_PER_S / s.k.hz;
+    if !too_many_isolated(s, t, node, anon) {
+        if s.k.isolated_throttle == IsolatedThrottle::ReclaimThrottle {
+            // wake_throttle_isolated(): whoever sees the node below the limit wakes the sleepers.
+            for w in std::mem::take(&mut s.mem.lru[node].throttled) {
+                sched::wake(s, w as usize);
+            }
+        }
+        return None;
+    }
+    let until = match s.k.isolated_throttle {
+        IsolatedThrottle::CongestionWait => {
+            s.stats.trace(Trace::WritebackCongestionWait);
+            s.now() + s.k.hz / 10 * jiffy
+        }
+        IsolatedThrottle::ReclaimThrottle if stalled => return Some(Outcome::Next),
+        IsolatedThrottle::ReclaimThrottle => {
+            s.stats.trace(Trace::VmscanThrottled);
+            s.mem.lru[node].throttled.push(t as u32);
+            s.now() + s.k.hz / 50 * jiffy
+        }
+    };
+    s.tasks[t].reclaim.stalled = true;
+    s.tasks[t].uninterruptible = true;
+    s.tasks[t].steps.push(Step::ShrinkNode {
+        node: node as u32,
+        nr: nr as u32,
+    });
+    Some(Outcome::Sleep(until))
 }
 
 /// shrink_page_list(): decide each isolated page (page_check_references), unmap the ones to
@@ -498,6 +590,7 @@ pub fn shrink_finish(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     }
     let r = &mut s.tasks[t].reclaim;
     let anon = r.anon;
+    s.mem.lru[node].isolated[anon as usize] -= r.isolated.len();
     let (keep, activate) = (std::mem::take(&mut r.keep), std::mem::take(&mut r.activate));
     for &p in &keep {
         s.mem.page[p as usize].flags |= PG_LRU;

@@ -75,6 +75,8 @@ named_enum! {
         IpiSendCpumask = "ipi:ipi_send_cpumask",
         CsdQueueCpu = "csd:csd_queue_cpu",
         WakeIdleWithoutIpi = "sched:sched_wake_idle_without_ipi",
+        WritebackCongestionWait = "writeback:writeback_congestion_wait",
+        VmscanThrottled = "vmscan:mm_vmscan_throttled",
     }
 }
 

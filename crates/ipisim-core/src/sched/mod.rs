@@ -131,6 +131,11 @@ pub struct Task {
     /// The smp_call_function_many_cond() this task spins for in csd_lock(), made once the csd is
     /// free (preemption stays off until then: the kernel's get_cpu()).
     pub csd_lock_call: Option<crate::smp::Call>,
+    /// TASK_UNINTERRUPTIBLE: a fatal signal does not end this sleep.
+    pub uninterruptible: bool,
+    /// When this task's current timed sleep ends (NEVER: none); a wake-up timer left from a
+    /// sleep that ended early must not end a later one.
+    pub timer_at: Time,
 }
 
 /// The `mm` of a kernel thread: it has none and borrows the previous task's (lazy TLB).
@@ -167,6 +172,8 @@ pub fn spawn_at(s: &mut Sim, mm: usize, cpu: CpuId, at: Time) -> TaskId {
         rss: 0,
         oom_killed: false,
         csd_lock_call: None,
+        uninterruptible: false,
+        timer_at: at,
     });
     if at != NEVER {
         s.q.schedule(at, Event::Wake { task: t as u32 });
@@ -355,6 +362,7 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
             }
             Outcome::Sleep(until) => {
                 s.tasks[t].state = TaskState::Sleeping;
+                s.tasks[t].timer_at = until;
                 if until != NEVER {
                     s.q.schedule(until, Event::Wake { task: t as u32 });
                 }
@@ -441,11 +449,19 @@ fn switch_in(s: &mut Sim, cpu: CpuId) {
     );
 }
 
+/// The timer of a timed sleep fired: wake the task if that sleep is still the one it is in.
+pub fn timer_wake(s: &mut Sim, t: TaskId) {
+    if s.tasks[t].timer_at == s.now() {
+        wake(s, t);
+    }
+}
+
 pub fn wake(s: &mut Sim, t: TaskId) {
     if s.tasks[t].state != TaskState::Sleeping {
         return;
     }
     s.tasks[t].state = TaskState::Running;
+    s.tasks[t].uninterruptible = false;
     let cpu = s.tasks[t].cpu;
     s.cpus[cpu].runq.push(t);
     if s.cpus[cpu].task.is_none() && s.cpus[cpu].mode == Mode::Idle && !s.cpus[cpu].in_irq {

@@ -311,7 +311,8 @@ fn wake(s: &mut Sim, t: TaskId) {
 
 /// SIGKILL from the OOM killer: a task in an interruptible sleep wakes to die.
 pub fn signal_kill(s: &mut Sim, t: TaskId) {
-    if t < state(s).ntasks {
+    // SIGKILL wakes an interruptible sleep only (signal_wake_up).
+    if t < state(s).ntasks && !s.tasks[t].uninterruptible {
         wake(s, t);
     }
 }
