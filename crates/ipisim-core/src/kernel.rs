@@ -40,6 +40,7 @@ pub const PARAMS: &[Param] = &[
     Param { key: "kernel.readahead_pages", kind: Kind::Int { min: 1, max: 4096 }, unit: "pages", default: "32", doc: "mmap read-around / readahead window (ra_pages, 128 KiB)" },
     Param { key: "kernel.pcp_drain", kind: Kind::Choice(PcpDrain::NAMES), unit: "", default: "remote_no_ipi", doc: "drain_all_pages: all_cpus (an IPI to every CPU, to 3.3), cpus_with_pages (IPIs only to CPUs holding pcp pages, 74046494ea68, 3.4), workqueue (per-CPU work items under pcpu_drain_mutex, 4.11), remote_no_ipi (the caller drains under pcp->lock, 6.0)" },
     Param { key: "kernel.zone_reclaimable_progress", kind: Kind::Bool, unit: "", default: "false", doc: "try_to_free_pages() that freed nothing still reports progress while a zone is reclaimable (pages_scanned < 6 x its LRU pages), so the allocator retries and drains instead of calling the OOM killer, and kswapd gives such a zone up (all_unreclaimable() / zone_reclaimable(), to 4.6; gone with the OOM-detection rework 0a0337e0d1d1, 4.7)" },
+    Param { key: "kernel.smp_call_function_many_cond", kind: Kind::Bool, unit: "", default: "true", doc: "the worker that queues and sends cross-CPU calls is smp_call_function_many_cond() (Sebastian Andrzej Siewior, 5.6), as perf names it; false: smp_call_function_many() itself, before" },
     Param { key: "kernel.isolated_throttle", kind: Kind::Choice(IsolatedThrottle::NAMES), unit: "", default: "reclaim_throttle", doc: "a direct reclaimer finding more pages isolated than left on the inactive list (too_many_isolated): congestion_wait (sleep HZ/10 and check again: Rik van Riel, 2.6.32, to 5.15) or reclaim_throttle (sleep once, up to HZ/50, woken when a reclaimer sees the node below the limit, then scan nothing: Mel Gorman, 5.16)" },
     Param { key: "kernel.cal_counts_tlb", kind: Kind::Bool, unit: "", default: "true", doc: "/proc/interrupts CAL includes TLB shootdowns (since 4.8); false: CAL = calls - TLB, as before" },
 ];
@@ -74,6 +75,7 @@ pub struct KernelConfig {
     pub pcp_drain: PcpDrain,
     pub zone_reclaimable_progress: bool,
     pub isolated_throttle: IsolatedThrottle,
+    pub smp_call_function_many_cond: bool,
     pub migrate_flush: MigrateFlush,
     pub pmd_clear: PmdClear,
     pub table_batch_alloc_fails: bool,
@@ -109,6 +111,7 @@ impl KernelConfig {
             pcp_drain: PcpDrain::from_name(r.str("kernel.pcp_drain")),
             zone_reclaimable_progress: r.bool("kernel.zone_reclaimable_progress"),
             isolated_throttle: IsolatedThrottle::from_name(r.str("kernel.isolated_throttle")),
+            smp_call_function_many_cond: r.bool("kernel.smp_call_function_many_cond"),
             migrate_flush: MigrateFlush::from_name(r.str("kernel.migrate_flush")),
             pmd_clear: PmdClear::from_name(r.str("kernel.pmd_clear")),
             table_batch_alloc_fails: r.bool("kernel.table_batch_alloc_fails"),

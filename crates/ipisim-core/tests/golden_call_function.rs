@@ -281,3 +281,26 @@ fn no_ipi_to_a_target_whose_queue_is_not_empty() {
         assert_eq!((s.smp.queue[1].len(), s.smp.queue[2].len()), (2, 1));
     }
 }
+
+/// The sending worker as perf shows it: smp_call_function_many() before 5.6 (4.3 here),
+/// smp_call_function_many_cond() after (6.18); never both.
+#[test]
+fn the_sender_is_named_as_in_its_kernel() {
+    let sets = [("remote_threads", "2"), ("batch", "1")];
+    for (kernel, name, other) in [
+        (
+            "linux-4.3",
+            "smp_call_function_many",
+            "smp_call_function_many_cond",
+        ),
+        (
+            "linux-6.18",
+            "smp_call_function_many_cond",
+            "smp_call_function_many",
+        ),
+    ] {
+        let j = result("shootdown", kernel, &sets);
+        assert!(profile_percent(&j, name) > 0.0, "{kernel}: {name}");
+        assert_eq!(profile_percent(&j, other), 0.0, "{kernel}: {other}");
+    }
+}

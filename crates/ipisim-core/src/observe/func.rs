@@ -17,6 +17,7 @@ named_enum! {
         FreePgtables = "free_pgtables",
         FlushTlbMmRange = "flush_tlb_mm_range",
         SmpCallFunctionManyCond = "smp_call_function_many_cond",
+        SmpCallFunctionMany = "smp_call_function_many",
         SendIpi = "default_send_IPI_mask_sequence_phys",
         XiveCauseIpi = "xive_cause_ipi",
         CallFunctionInterrupt = "call_function_interrupt",

@@ -263,14 +263,14 @@ fn charge_spin(s: &mut Sim, cpu: CpuId, on: SpinOn, dt: Time) {
     let task = s.cpus[cpu].task;
     match on {
         SpinOn::Ptl => charge_lock(s, task, Func::PageCheckAddress, dt),
-        _ => charge(s, task, spin_func(on), dt),
+        _ => charge(s, task, spin_func(s, on), dt),
     }
 }
 
-fn spin_func(on: SpinOn) -> Func {
+fn spin_func(s: &Sim, on: SpinOn) -> Func {
     match on {
         // csd_lock_wait() is inlined into smp_call_function_many(_cond): perf shows it there.
-        SpinOn::CsdLockWait | SpinOn::CsdLock => Func::SmpCallFunctionManyCond,
+        SpinOn::CsdLockWait | SpinOn::CsdLock => crate::smp::scf_func(s),
         SpinOn::UserForever => Func::User,
         SpinOn::Ptl => Func::RawSpinLock,
     }
@@ -284,8 +284,9 @@ fn close_period(s: &mut Sim, cpu: CpuId) {
     s.cpus[cpu].since = now;
     match s.cpus[cpu].mode {
         Mode::Spin(on) => {
+            let name = spin_func(s, on).name();
             if let Some(tr) = s.trace.as_mut() {
-                tr.slice(cpu, since, now, spin_func(on).name());
+                tr.slice(cpu, since, now, name);
             }
             charge_spin(s, cpu, on, dt)
         }
@@ -640,8 +641,9 @@ pub fn finish_accounting(s: &mut Sim, end: Time) {
             s.cpus[cpu].since = end;
             match s.cpus[cpu].mode {
                 Mode::Spin(on) => {
+                    let name = spin_func(s, on).name();
                     if let Some(tr) = s.trace.as_mut() {
-                        tr.slice(cpu, since, end, spin_func(on).name());
+                        tr.slice(cpu, since, end, name);
                     }
                     charge_spin(s, cpu, on, dt)
                 }

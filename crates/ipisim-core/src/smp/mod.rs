@@ -173,6 +173,15 @@ fn send_ipi_func(s: &Sim) -> Func {
     }
 }
 
+/// The sending worker as perf names it: smp_call_function_many_cond() since 5.6, before that
+/// smp_call_function_many() itself (csd_lock_wait() is inlined into either).
+pub fn scf_func(s: &Sim) -> Func {
+    match s.k.smp_call_function_many_cond {
+        true => Func::SmpCallFunctionManyCond,
+        false => Func::SmpCallFunctionMany,
+    }
+}
+
 /// Send one IPI from `from` to `to`, leaving the sender at `at`.
 fn send_ipi(s: &mut Sim, from: CpuId, to: CpuId, at: Time) {
     s.stats.ipis_sent += 1;
@@ -370,12 +379,7 @@ pub fn smp_call_function_many_cond(
         s.tasks[task].steps.push(Step::LocalCall(func));
     }
     // The ICR writes follow the queueing with nothing in between: one busy period for both.
-    sched::charge(
-        s,
-        Some(task),
-        Func::SmpCallFunctionManyCond,
-        setup - queue_lock_wait,
-    );
+    sched::charge(s, Some(task), scf_func(s), setup - queue_lock_wait);
     sched::charge(s, Some(task), send_ipi_func(s), send);
     Outcome::Busy {
         ps: setup + send,
@@ -427,8 +431,8 @@ fn global_cfd_call(
     }
     // arch_send_call_function_ipi_mask(): every target, whatever else is queued.
     let send = send_ipi_mask(s, cpu, targets, now + setup, "smp_call_function_many");
-    sched::charge_lock(s, Some(task), Func::SmpCallFunctionManyCond, spin);
-    sched::charge(s, Some(task), Func::SmpCallFunctionManyCond, setup - spin);
+    sched::charge_lock(s, Some(task), scf_func(s), spin);
+    sched::charge(s, Some(task), scf_func(s), setup - spin);
     sched::charge(s, Some(task), send_ipi_func(s), send);
     Outcome::Busy {
         ps: setup + send,
