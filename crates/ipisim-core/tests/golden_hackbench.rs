@@ -251,3 +251,41 @@ fn too_many_isolated_throttles_direct_reclaimers() {
         ));
     }
 }
+
+/// reclaim_throttle (5.16): a reclaimer that finds the node below the limit wakes the throttled
+/// ones at once (wake_throttle_isolated), before their HZ/50 is up; the timer left behind then
+/// wakes nobody.
+#[test]
+fn reclaim_throttle_wakes_sleepers_when_the_node_is_below_the_limit() {
+    use ipisim_core::mm::vmscan::shrink_node;
+    use ipisim_core::sched::TaskState;
+    let r = config::resolve(&RunRequest {
+        scenario: "hackbench".into(),
+        machine: Some("kvm-8cpu".into()),
+        kernel: Some("linux-6.18".into()),
+        sets: vec![("groups".into(), "1".into())],
+        seed: 1,
+    })
+    .unwrap();
+    let mut s = Sim::new(&r).unwrap();
+    let pages: Vec<u32> = (0..9).map(|_| s.mem.frames.alloc()).collect();
+    s.mem.lru[0].file.inactive.extend(&pages);
+    s.mem.lru[0].isolated[0] = 10;
+    assert!(matches!(
+        shrink_node(&mut s, 0, 3, 0, 32),
+        Outcome::Sleep(_)
+    ));
+    s.tasks[3].state = TaskState::Sleeping;
+    s.mem.lru[0].isolated[0] = 0;
+    assert!(matches!(
+        shrink_node(&mut s, 1, 4, 0, 32),
+        Outcome::Busy { .. }
+    ));
+    assert_eq!(s.tasks[3].state, TaskState::Running);
+    assert!(s.mem.lru[0].throttled.is_empty());
+    // Its 20 ms timer must not end a later sleep that has no timer (or another one).
+    s.tasks[3].state = TaskState::Sleeping;
+    s.tasks[3].timer_at = ipisim_core::engine::NEVER;
+    ipisim_core::sched::timer_wake(&mut s, 3);
+    assert_eq!(s.tasks[3].state, TaskState::Sleeping);
+}

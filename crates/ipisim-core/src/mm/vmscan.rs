@@ -296,13 +296,16 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
 /// left on the node's inactive list. The kernel asks only in shrink_inactive_list(), which
 /// shrink_lruvec() calls only when get_scan_count() gave the list inactive >> priority pages.
 fn too_many_isolated(s: &Sim, t: TaskId, node: usize, anon: bool) -> bool {
+    if is_kswapd(s, t) {
+        return false;
+    }
     let lru = &s.mem.lru[node];
     let inactive = match anon {
         true => lru.anon.inactive.len() + super::page_io::under_writeback(s, node),
         false => lru.file.inactive.len(),
     };
     let priority = s.tasks[t].reclaim.direct.map_or(0, |d| d.priority);
-    !is_kswapd(s, t) && inactive >> priority > 0 && lru.isolated[anon as usize] > inactive
+    inactive >> priority > 0 && lru.isolated[anon as usize] > inactive
 }
 
 /// The loop at the top of shrink_inactive_list(): sleep while too many pages are isolated, or
@@ -330,9 +333,10 @@ fn too_many_isolated_wait(
     if !too_many_isolated(s, t, node, anon) {
         if s.k.isolated_throttle == IsolatedThrottle::ReclaimThrottle {
             // wake_throttle_isolated(): whoever sees the node below the limit wakes the sleepers.
-            for w in std::mem::take(&mut s.mem.lru[node].throttled) {
-                sched::wake(s, w as usize);
+            for i in 0..s.mem.lru[node].throttled.len() {
+                sched::wake(s, s.mem.lru[node].throttled[i] as usize);
             }
+            s.mem.lru[node].throttled.clear();
         }
         return None;
     }
