@@ -253,23 +253,31 @@ def compare(
     sets: Sets = (),
     seed: int = 1,
     trace_window: tuple[float, float] | None = None,
+    jobs: int = 1,
     progress: Callable[[Variant, int, int], None] | None = None,
 ) -> Comparison:
-    """Run `scenario` once per kernel variant, {label: "PRESET[,key=value...]"}, in order.
+    """Run `scenario` once per kernel variant, {label: "PRESET[,key=value...]"}, `jobs` at a time.
 
     `sets` apply to every variant before the variant's own; `progress(variant, i, n)` is called
-    as each one finishes.
+    as each one finishes (the i-th to finish). The variants keep their given order, and each run
+    is deterministic, so the result does not depend on `jobs`.
     """
+    from concurrent.futures import ThreadPoolExecutor, as_completed
+
     common = _set_pairs(sets)
-    variants = []
-    for i, (label, text) in enumerate(kernels.items(), 1):
-        preset, own = parse_variant(text)
+    parsed = [(label, *parse_variant(text)) for label, text in kernels.items()]
+
+    def one(label: str, preset: str, own: list[tuple[str, str]]) -> Variant:
         both = common + own
         r = run(scenario, machine=machine, kernel=preset, sets=both, seed=seed, trace_window=trace_window)
-        variants.append(Variant(label, preset, both, r))
-        if progress:
-            progress(variants[-1], i, len(kernels))
-    return Comparison(scenario, variants)
+        return Variant(label, preset, both, r)
+
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(one, *item) for item in parsed]
+        for i, done in enumerate(as_completed(futures), 1):
+            if progress:
+                progress(done.result(), i, len(futures))
+        return Comparison(scenario, [f.result() for f in futures])
 
 
 @dataclass(frozen=True)

@@ -279,18 +279,18 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if label in kernels:
             raise UsageError(f"--kernel: duplicate label {label!r}")
         kernels[label] = variant
+    if args.jobs < 1:
+        raise UsageError(f"--jobs: must be at least 1, got {args.jobs}")
     common = [("scale", str(args.scale))] if args.scale is not None else []
     common += _check_sets(args) + _parse_sets(args.set)
     t0 = time.perf_counter()
 
     def progress(v: ipisim.Variant, i: int, n: int) -> None:
-        nonlocal t0
         if args.trace:
             path = Path(args.trace)
             name = f"{path.stem}-{v.label}{path.suffix or '.json'}"
             _write_trace(str(path.with_name(name)), v.result.trace)
-        print(f"variant {i}/{n} {v.label}: done in {time.perf_counter() - t0:.2f} s", file=sys.stderr)
-        t0 = time.perf_counter()
+        print(f"variant {i}/{n} {v.label}: done after {time.perf_counter() - t0:.2f} s", file=sys.stderr)
 
     c = ipisim.compare(
         args.scenario,
@@ -299,6 +299,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         sets=common,
         seed=args.seed,
         trace_window=_trace_window(args),
+        jobs=args.jobs,
         progress=progress,
     )
     print(c.table(), end="")
@@ -494,6 +495,7 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override, all variants")
     c.add_argument("--scale", type=float, help="the same as --set scale=F")
     c.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    c.add_argument("--jobs", type=int, default=2, help="variants run at once (default 2)")
     c.add_argument("--json", metavar="PATH", help="write every variant's full result as JSON")
     c.add_argument("--profile", action="store_true", help="print the variants' profiles as perf diff does")
     c.add_argument("--comm", metavar="NAME", help="--profile of one command's tasks, as perf diff --comms")
