@@ -27,15 +27,29 @@ fn req(kernel: &str, sets: &[(&str, &str)]) -> RunRequest {
 
 /// A Sim of one hackbench group (40 processes, the parent is task 40, kswapd 41) before it runs.
 fn one_group() -> Sim {
+    group_on("linux-3.4", &[])
+}
+
+/// One group on `kernel` with `sets`, before it runs.
+fn group_on(kernel: &str, sets: &[(&str, &str)]) -> Sim {
+    let mut all = vec![("groups".to_string(), "1".to_string())];
+    all.extend(sets.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     let r = config::resolve(&RunRequest {
         scenario: "hackbench".into(),
         machine: Some("kvm-8cpu".into()),
-        kernel: Some("linux-3.4".into()),
-        sets: vec![("groups".into(), "1".into())],
+        kernel: Some(kernel.into()),
+        sets: all,
         seed: 1,
     })
     .unwrap();
     Sim::new(&r).unwrap()
+}
+
+/// Node 0 with nine pages on its inactive file list and ten isolated: too many.
+fn too_many_isolated(s: &mut Sim) {
+    let pages: Vec<u32> = (0..9).map(|_| s.mem.frames.alloc()).collect();
+    s.mem.lru[0].file.inactive.extend(&pages);
+    s.mem.lru[0].isolated[0] = 10;
 }
 
 /// select_bad_process(): the most pages wins, ties go to the lowest task id, kernel threads
@@ -206,21 +220,8 @@ fn reclaimable_zones_drain_before_oom() {
 fn too_many_isolated_throttles_direct_reclaimers() {
     use ipisim_core::mm::vmscan::shrink_node;
     for (throttle, wait_ms) in [("congestion_wait", 100), ("reclaim_throttle", 20)] {
-        let r = config::resolve(&RunRequest {
-            scenario: "hackbench".into(),
-            machine: Some("kvm-8cpu".into()),
-            kernel: Some("linux-3.4".into()),
-            sets: vec![
-                ("groups".into(), "1".into()),
-                ("kernel.isolated_throttle".into(), throttle.into()),
-            ],
-            seed: 1,
-        })
-        .unwrap();
-        let mut s = Sim::new(&r).unwrap();
-        let pages: Vec<u32> = (0..9).map(|_| s.mem.frames.alloc()).collect();
-        s.mem.lru[0].file.inactive.extend(&pages);
-        s.mem.lru[0].isolated[0] = 10;
+        let mut s = group_on("linux-3.4", &[("kernel.isolated_throttle", throttle)]);
+        too_many_isolated(&mut s);
         let wait = wait_ms * 1_000_000_000;
         let now = s.now();
         assert_eq!(shrink_node(&mut s, 0, 3, 0, 32), Outcome::Sleep(now + wait));
@@ -259,18 +260,8 @@ fn too_many_isolated_throttles_direct_reclaimers() {
 fn reclaim_throttle_wakes_sleepers_when_the_node_is_below_the_limit() {
     use ipisim_core::mm::vmscan::shrink_node;
     use ipisim_core::sched::TaskState;
-    let r = config::resolve(&RunRequest {
-        scenario: "hackbench".into(),
-        machine: Some("kvm-8cpu".into()),
-        kernel: Some("linux-6.18".into()),
-        sets: vec![("groups".into(), "1".into())],
-        seed: 1,
-    })
-    .unwrap();
-    let mut s = Sim::new(&r).unwrap();
-    let pages: Vec<u32> = (0..9).map(|_| s.mem.frames.alloc()).collect();
-    s.mem.lru[0].file.inactive.extend(&pages);
-    s.mem.lru[0].isolated[0] = 10;
+    let mut s = group_on("linux-6.18", &[]);
+    too_many_isolated(&mut s);
     assert!(matches!(
         shrink_node(&mut s, 0, 3, 0, 32),
         Outcome::Sleep(_)
