@@ -452,12 +452,7 @@ fn generic_smp_call_function_interrupt(
 ) -> Time {
     // list_for_each_entry_rcu starts at call_function.queue, whose line is the lock's: the last
     // sender to add or the last target to unlink wrote it.
-    let head = s.smp.global.lock.holder();
-    let read = if head == cpu {
-        0
-    } else {
-        s.m.line_transfer(head, cpu)
-    };
+    let read = s.m.line_transfer(s.smp.global.lock.holder(), cpu);
     let (mut t, mut walk, mut spin) = (start + read, read, 0);
     let mut i = 0;
     while i < s.smp.global.queue.len() {
