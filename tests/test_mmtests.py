@@ -201,6 +201,21 @@ def test_compare_json_has_every_variant_with_its_own_sets(tmp_path: Path) -> Non
     assert [v["result"]["config"]["batch"] for v in variants] == [33, 1]
 
 
+def test_compare_counts_too_many_isolated_sleeps(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "h.json"
+    argv = ["compare", "hackbench", "--machine", "kvm-8cpu", "--kernel", "a=linux-3.4"]
+    argv += ["--kernel", "b=linux-3.4,kernel.isolated_throttle=reclaim_throttle"]
+    for kv in ("groups=2", "loops=5", "machine.mem_per_node=64MiB", "footprint=201"):
+        argv += ["--set", kv]
+    assert main([*argv, "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    traces = [v["result"]["tracepoints"] for v in json.loads(out.read_text())["variants"]]
+    waits = traces[0]["writeback:writeback_congestion_wait"]
+    assert waits > 0 and traces[1]["writeback:writeback_congestion_wait"] == 0
+    row = next(line for line in text.splitlines() if line.startswith("Ops writeback_congestion_wait"))
+    assert row.split()[2:] == [f"{waits:.2f}", "0.00"]
+
+
 def test_compare_jobs_do_not_change_the_result(tmp_path: Path) -> None:
     argv = ["compare", "shootdown", "--kernel", "a=linux-6.18", "--kernel", "b=linux-4.3"]
     argv += ["--kernel", "c=linux-4.2,batch=1"]

@@ -165,4 +165,8 @@ def series_of(label: str, r: RunResult) -> Series:
         counters.update((k, v) for k, v in r.vmstat.items() if k.startswith("pcp_global_"))
     if "drained_reclaim_p50_us" in ops:
         counters["Drained direct reclaim p50 (us)"] = ops["drained_reclaim_p50_us"]
+    # Direct reclaimers' too_many_isolated() sleeps, for variants that slept at all.
+    for name in ("writeback:writeback_congestion_wait", "vmscan:mm_vmscan_throttled"):
+        if count := r.data.get("tracepoints", {}).get(name):
+            counters[name.split(":")[1]] = count
     return Series(label, ops, r.user_s, r.system_s, r.elapsed_s, counters)
