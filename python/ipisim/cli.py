@@ -270,6 +270,13 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
+def _jobs(args: argparse.Namespace) -> int:
+    """--jobs: simulations at once, at least one."""
+    if args.jobs < 1:
+        raise UsageError(f"--jobs: must be at least 1, got {args.jobs}")
+    return int(args.jobs)
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     kernels: dict[str, str] = {}
     for item in args.kernel:
@@ -279,8 +286,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if label in kernels:
             raise UsageError(f"--kernel: duplicate label {label!r}")
         kernels[label] = variant
-    if args.jobs < 1:
-        raise UsageError(f"--jobs: must be at least 1, got {args.jobs}")
     common = [("scale", str(args.scale))] if args.scale is not None else []
     common += _check_sets(args) + _parse_sets(args.set)
     t0 = time.perf_counter()
@@ -299,7 +304,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         sets=common,
         seed=args.seed,
         trace_window=_trace_window(args),
-        jobs=args.jobs,
+        jobs=_jobs(args),
         progress=progress,
     )
     print(c.table(), end="")
@@ -374,14 +379,12 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
 
     out = Path(args.out)
     try:
-        if args.jobs < 1:
-            raise UsageError(f"--jobs: must be at least 1, got {args.jobs}")
         entries = reproduce.reproduce(
             quick=args.quick,
             out_dir=out,
             json_path=Path(args.json) if args.json else None,
             progress=progress,
-            jobs=args.jobs,
+            jobs=_jobs(args),
         )
     except OSError as e:
         raise UsageError(f"{e.filename}: cannot write: {e.strerror}") from e

@@ -300,9 +300,14 @@ fn too_many_isolated(s: &Sim, t: TaskId, node: usize, anon: bool) -> bool {
         return false;
     }
     let lru = &s.mem.lru[node];
+    let listed = if anon { &lru.anon } else { &lru.file }.inactive.len();
+    if lru.isolated[anon as usize] <= listed {
+        // Not too many even before counting pages under writeback: skip walking the bios.
+        return false;
+    }
     let inactive = match anon {
-        true => lru.anon.inactive.len() + super::page_io::under_writeback(s, node),
-        false => lru.file.inactive.len(),
+        true => listed + super::page_io::under_writeback(s, node),
+        false => listed,
     };
     let priority = s.tasks[t].reclaim.direct.map_or(0, |d| d.priority);
     inactive >> priority > 0 && lru.isolated[anon as usize] > inactive
@@ -329,7 +334,6 @@ fn too_many_isolated_wait(
         r.zone_reclaimed += SWAP_CLUSTER_MAX as u32;
         return Some(Outcome::Next);
     }
-    let jiffy = crate::engine::PS_PER_S / s.k.hz;
     if !too_many_isolated(s, t, node, anon) {
         if s.k.isolated_throttle == IsolatedThrottle::ReclaimThrottle {
             // wake_throttle_isolated(): whoever sees the node below the limit wakes the sleepers.
@@ -340,6 +344,7 @@ fn too_many_isolated_wait(
         }
         return None;
     }
+    let jiffy = crate::engine::PS_PER_S / s.k.hz;
     let until = match s.k.isolated_throttle {
         IsolatedThrottle::CongestionWait => {
             s.stats.trace(Trace::WritebackCongestionWait);
