@@ -304,3 +304,35 @@ fn the_sender_is_named_as_in_its_kernel() {
         assert_eq!(profile_percent(&j, other), 0.0, "{kernel}: {other}");
     }
 }
+
+/// An interrupted step ends as many handler lengths later as interrupts it took: a second IPI
+/// that arrives during the first handler is taken at its exit, and delays the step by its own
+/// handler, not by what is left of the first one (a bug until 2026-11-24: the step lost the
+/// first handler's time).
+#[test]
+fn back_to_back_interrupts_each_delay_the_interrupted_step() {
+    use ipisim_core::machine::Cost;
+    use ipisim_core::sched::{ipi_arrive, Mode};
+    let req = common::request("shootdown", "xeon-4n-48c-64g", "linux-4.3", &[]);
+    let mut s = ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap();
+    // CPU 0 is switching to the main thread: a busy step (taken here as one with IRQs on).
+    let Mode::Busy { until } = s.cpus[0].mode else {
+        panic!("CPU 0 is not busy: {:?}", s.cpus[0].mode)
+    };
+    s.cpus[0].irqs_off = false;
+    let handler = s.m.cost[Cost::IrqEntryExit];
+    ipi_arrive(&mut s, 0);
+    ipi_arrive(&mut s, 0);
+    assert!(
+        s.cpus[0].irq_pending,
+        "the second IPI waits for the first handler"
+    );
+    s.run(2 * handler + 1, &mut |_, _| {});
+    assert!(!s.cpus[0].irq_pending);
+    assert_eq!(
+        s.cpus[0].mode,
+        Mode::Busy {
+            until: until + 2 * handler
+        }
+    );
+}

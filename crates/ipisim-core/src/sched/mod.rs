@@ -585,6 +585,14 @@ fn irq_enter(s: &mut Sim, cpu: CpuId, from_idle_poll: bool) {
         // Interrupt time on an idle CPU belongs to no task; keep the idle clock honest.
         s.cpus[cpu].since = end;
     }
+    let c = &mut s.cpus[cpu];
+    if let Mode::Busy { .. } = c.mode {
+        // The interrupted step ends the handler's length later, even if another interrupt is
+        // taken back to back (irq_exit re-enters from this `until`).
+        c.mode = Mode::Busy {
+            until: end + c.busy_left,
+        };
+    }
     s.q.schedule(end, Event::IrqExit { cpu: cpu as u32 });
 }
 
