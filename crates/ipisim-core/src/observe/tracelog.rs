@@ -266,7 +266,7 @@ fn at(s: &Sim, cpu: CpuId) -> LineAt {
         time: s.now(),
         cpu,
         task: s.cpus[cpu].task,
-        in_irq: s.cpus[cpu].in_irq,
+        in_irq: s.cpus[cpu].in_irq(s.now()),
     }
 }
 

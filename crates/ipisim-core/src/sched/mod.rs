@@ -77,7 +77,15 @@ pub struct Cpu {
     pub mode: Mode,
     /// Bumped whenever a scheduled Resume must be ignored.
     pub gen: u32,
-    pub in_irq: bool,
+    /// In an interrupt handler until this time. A busy step's handler exits on its own: the
+    /// interrupted step's Resume is scheduled at entry, so most interrupts take no IrqExit event.
+    irq_end: Time,
+    /// The handler ends with an IrqExit event (an idle CPU, or an IPI arrived meanwhile); it is
+    /// in the handler until that event runs.
+    exit_queued: bool,
+    /// When the spin's Resume of generation `spin_gen` is due (a spin keeps it across handlers).
+    spin_at: Time,
+    spin_gen: u32,
     /// The local APIC holds an undelivered call-function IPI.
     pub irq_pending: bool,
     /// A woken task waits for this CPU: switch to it at the next step boundary.
@@ -92,6 +100,13 @@ pub struct Cpu {
     since: Time,
     /// The idle loop polls (TIF_POLLING_NRFLAG set) until this time, then halts.
     poll_until: Time,
+}
+
+impl Cpu {
+    /// Running an interrupt handler at `now` (IRQs are off).
+    pub fn in_irq(&self, now: Time) -> bool {
+        self.exit_queued || now < self.irq_end
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -246,6 +261,8 @@ fn spin(s: &mut Sim, cpu: CpuId, on: SpinOn) -> bool {
     c.gen = c.gen.wrapping_add(1);
     if let Some(t) = until {
         let gen = c.gen;
+        c.spin_at = t;
+        c.spin_gen = gen;
         s.q.schedule(
             t,
             Event::Resume {
@@ -410,7 +427,7 @@ fn go_idle(s: &mut Sim, cpu: CpuId) {
 /// Is this idle CPU polling (so a single-target call IPI can be replaced by setting NEED_RESCHED)?
 pub fn idle_polling(s: &Sim, cpu: CpuId) -> bool {
     let c = &s.cpus[cpu];
-    c.mode == Mode::Idle && !c.in_irq && s.now() < c.poll_until
+    c.mode == Mode::Idle && !c.in_irq(s.now()) && s.now() < c.poll_until
 }
 
 /// Switch an idle CPU to its first runnable task: context switch plus switch_mm.
@@ -465,10 +482,11 @@ pub fn wake(s: &mut Sim, t: TaskId) {
     s.tasks[t].uninterruptible = false;
     let cpu = s.tasks[t].cpu;
     s.cpus[cpu].runq.push(t);
-    if s.cpus[cpu].task.is_none() && s.cpus[cpu].mode == Mode::Idle && !s.cpus[cpu].in_irq {
+    let in_irq = s.cpus[cpu].in_irq(s.now());
+    if s.cpus[cpu].task.is_none() && s.cpus[cpu].mode == Mode::Idle && !in_irq {
         switch_in(s, cpu);
     } else if let Some(cur) = s.cpus[cpu].task {
-        if s.cpus[cpu].mode == Mode::Spin(SpinOn::UserForever) && !s.cpus[cpu].in_irq {
+        if s.cpus[cpu].mode == Mode::Spin(SpinOn::UserForever) && !in_irq {
             // A task spinning in user space is preempted at once (the reschedule IPI).
             close_period(s, cpu);
             s.cpus[cpu].runq.push(cur);
@@ -482,7 +500,7 @@ pub fn wake(s: &mut Sim, t: TaskId) {
 
 pub fn resume(s: &mut Sim, cpu: CpuId, gen: u32) {
     let c = &s.cpus[cpu];
-    if c.gen != gen || c.in_irq {
+    if c.gen != gen || c.in_irq(s.q.now()) {
         return;
     }
     match c.mode {
@@ -498,11 +516,17 @@ pub fn resume(s: &mut Sim, cpu: CpuId, gen: u32) {
     }
 }
 
-/// The condition a CPU spins on may have come true: re-arm its spin (unless in a handler, whose
-/// exit re-checks).
+/// The condition a CPU spins on may have come true: re-arm its spin (in a handler, once it ends).
 pub fn kick_spinner(s: &mut Sim, cpu: CpuId) {
     if let Mode::Spin(on) = s.cpus[cpu].mode {
-        if !s.cpus[cpu].in_irq && spin(s, cpu, on) {
+        let c = &s.cpus[cpu];
+        if c.in_irq(s.q.now()) {
+            if !c.exit_queued {
+                // The handler exits on its own: look again when it ends.
+                let end = c.irq_end;
+                spin_resume_at(s, cpu, end);
+            }
+        } else if spin(s, cpu, on) {
             close_period(s, cpu);
             s.cpus[cpu].mode = Mode::Busy { until: s.q.now() };
             run(s, cpu);
@@ -510,18 +534,46 @@ pub fn kick_spinner(s: &mut Sim, cpu: CpuId) {
     }
 }
 
-pub fn ipi_arrive(s: &mut Sim, cpu: CpuId) {
+/// Make sure a spinning CPU looks at its condition again at `at` (unless a Resume of this spin
+/// is due then already).
+fn spin_resume_at(s: &mut Sim, cpu: CpuId, at: Time) {
     let c = &mut s.cpus[cpu];
-    let masked = c.in_irq || (c.irqs_off && matches!(c.mode, Mode::Busy { .. }));
+    if c.spin_gen == c.gen && c.spin_at == at {
+        return;
+    }
+    c.spin_at = at;
+    c.spin_gen = c.gen;
+    let gen = c.gen;
+    s.q.schedule(
+        at,
+        Event::Resume {
+            cpu: cpu as u32,
+            gen,
+        },
+    );
+}
+
+pub fn ipi_arrive(s: &mut Sim, cpu: CpuId) {
+    let now = s.q.now();
+    let c = &mut s.cpus[cpu];
+    let in_irq = c.in_irq(now);
+    let masked = in_irq || (c.irqs_off && matches!(c.mode, Mode::Busy { .. }));
     if masked {
         c.irq_pending = true;
+        if in_irq && !c.exit_queued {
+            // The handler's exit must take this interrupt: it becomes an IrqExit event (the
+            // interrupted work's Resume, due later, is ignored meanwhile).
+            c.exit_queued = true;
+            let end = c.irq_end;
+            s.q.schedule(end, Event::IrqExit { cpu: cpu as u32 });
+        }
     } else {
         irq_enter(s, cpu, false);
     }
 }
 
 pub fn poll_kick(s: &mut Sim, cpu: CpuId) {
-    if s.cpus[cpu].mode == Mode::Idle && !s.cpus[cpu].in_irq {
+    if s.cpus[cpu].mode == Mode::Idle && !s.cpus[cpu].in_irq(s.q.now()) {
         irq_enter(s, cpu, true);
     } else {
         // The CPU left the idle loop meanwhile: the queued work needs a real interrupt.
@@ -564,7 +616,7 @@ fn irq_enter(s: &mut Sim, cpu: CpuId, from_idle_poll: bool) {
         exit += s.m.cost[Cost::IrqEntryExit] - half;
     }
     let c = &mut s.cpus[cpu];
-    c.in_irq = true;
+    c.irq_end = NEVER;
     c.irq_pending = false;
     let task = if c.mode == Mode::Idle { None } else { c.task };
     if let Some(tr) = s.trace.as_mut() {
@@ -586,30 +638,13 @@ fn irq_enter(s: &mut Sim, cpu: CpuId, from_idle_poll: bool) {
         s.cpus[cpu].since = end;
     }
     let c = &mut s.cpus[cpu];
-    if let Mode::Busy { .. } = c.mode {
-        // The interrupted step ends the handler's length later, even if another interrupt is
-        // taken back to back (irq_exit re-enters from this `until`).
-        c.mode = Mode::Busy {
-            until: end + c.busy_left,
-        };
-    }
-    s.q.schedule(end, Event::IrqExit { cpu: cpu as u32 });
-}
-
-pub fn irq_exit(s: &mut Sim, cpu: CpuId) {
-    s.cpus[cpu].in_irq = false;
-    if s.cpus[cpu].irq_pending {
-        // The IRR bit was set while the handler ran: the interrupt is taken again after iret.
-        irq_enter(s, cpu, false);
-        return;
-    }
-    let now = s.now();
-    match s.cpus[cpu].mode {
+    c.irq_end = end;
+    c.exit_queued = false;
+    match c.mode {
         Mode::Busy { .. } => {
-            let c = &mut s.cpus[cpu];
-            let until = now + c.busy_left;
+            // iret returns to the interrupted step, which ends its handler's length later.
+            let until = end + c.busy_left;
             c.mode = Mode::Busy { until };
-            c.gen = c.gen.wrapping_add(1);
             let gen = c.gen;
             s.q.schedule(
                 until,
@@ -620,20 +655,36 @@ pub fn irq_exit(s: &mut Sim, cpu: CpuId) {
             );
         }
         Mode::Spin(on) => {
-            s.cpus[cpu].since = now;
-            if spin(s, cpu, on) {
-                s.cpus[cpu].mode = Mode::Busy { until: now };
-                run(s, cpu);
+            // iret returns to the spin: its Resume stays due if the condition comes true after
+            // the handler; one that came true before is looked at when the handler ends.
+            c.since = end;
+            if let Some(t) = spin_until(s, cpu, on) {
+                spin_resume_at(s, cpu, t.max(end));
             }
         }
         Mode::Idle => {
-            if !s.cpus[cpu].runq.is_empty() {
-                switch_in(s, cpu);
-            } else {
-                // Back to the top of the idle loop: poll again before halting.
-                go_idle(s, cpu);
-            }
+            c.exit_queued = true;
+            s.q.schedule(end, Event::IrqExit { cpu: cpu as u32 });
         }
+    }
+}
+
+/// The end of a handler that exits with an event: an idle CPU's, or one that must take an IPI
+/// that arrived while it ran (a busy or spinning CPU's handler otherwise ends without one).
+pub fn irq_exit(s: &mut Sim, cpu: CpuId) {
+    s.cpus[cpu].exit_queued = false;
+    s.cpus[cpu].irq_end = 0;
+    if s.cpus[cpu].irq_pending {
+        // The IRR bit was set while the handler ran: the interrupt is taken again after iret.
+        irq_enter(s, cpu, false);
+        return;
+    }
+    debug_assert_eq!(s.cpus[cpu].mode, Mode::Idle);
+    if !s.cpus[cpu].runq.is_empty() {
+        switch_in(s, cpu);
+    } else {
+        // Back to the top of the idle loop: poll again before halting.
+        go_idle(s, cpu);
     }
 }
 
@@ -643,7 +694,7 @@ pub fn finish_accounting(s: &mut Sim, end: Time) {
         if let Some(tr) = s.trace.as_mut() {
             tr.step_end(cpu, end);
         }
-        if matches!(s.cpus[cpu].mode, Mode::Spin(_) | Mode::Idle) && !s.cpus[cpu].in_irq {
+        if matches!(s.cpus[cpu].mode, Mode::Spin(_) | Mode::Idle) && !s.cpus[cpu].in_irq(end) {
             let since = s.cpus[cpu].since.min(end);
             let dt = end - since;
             s.cpus[cpu].since = end;
