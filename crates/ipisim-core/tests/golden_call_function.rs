@@ -336,3 +336,24 @@ fn back_to_back_interrupts_each_delay_the_interrupted_step() {
         }
     );
 }
+
+/// A CPU spinning in user space takes two IPIs back to back: the spin is charged only for the
+/// time it spun, not again for the first handler (a bug until 2026-11-24: the re-entry charged
+/// the first handler's length as spin time).
+#[test]
+fn back_to_back_interrupts_are_not_charged_as_spinning() {
+    use ipisim_core::machine::Cost;
+    use ipisim_core::sched::{ipi_arrive, Mode, SpinOn};
+    let req = common::request("shootdown", "xeon-4n-48c-64g", "linux-4.3", &[]);
+    let mut s = ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap();
+    // The main thread on CPU 0, taken as spinning in user space from time 0.
+    s.cpus[0].mode = Mode::Spin(SpinOn::UserForever);
+    let t = s.cpus[0].task.unwrap();
+    let user = s.tasks[t].times.user;
+    let handler = s.m.cost[Cost::IrqEntryExit];
+    ipi_arrive(&mut s, 0);
+    ipi_arrive(&mut s, 0);
+    let spun = 1000;
+    s.run(2 * handler + spun, &mut |_, _| {});
+    assert_eq!(s.tasks[t].times.user - user, spun);
+}

@@ -20,6 +20,32 @@ impl std::fmt::Debug for CpuMask {
     }
 }
 
+/// The set CPUs of a mask, lowest first (a word at a time: this is on the IPI path).
+pub struct Iter<'a> {
+    w: &'a [u64; WORDS],
+    /// The word `cur` came from.
+    i: usize,
+    /// What is left of word `i`.
+    cur: u64,
+}
+
+impl Iterator for Iter<'_> {
+    type Item = usize;
+
+    fn next(&mut self) -> Option<usize> {
+        while self.cur == 0 {
+            if self.i + 1 == WORDS {
+                return None;
+            }
+            self.i += 1;
+            self.cur = self.w[self.i];
+        }
+        let b = self.cur.trailing_zeros() as usize;
+        self.cur &= self.cur - 1;
+        Some(self.i * 64 + b)
+    }
+}
+
 impl CpuMask {
     pub const fn new() -> Self {
         CpuMask { w: [0; WORDS] }
@@ -76,18 +102,12 @@ impl CpuMask {
     }
 
     /// Set CPUs in ascending order, the order `for_each_cpu` visits them.
-    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
-        self.w.iter().enumerate().flat_map(|(i, &w)| {
-            let mut w = w;
-            std::iter::from_fn(move || {
-                if w == 0 {
-                    return None;
-                }
-                let b = w.trailing_zeros() as usize;
-                w &= w - 1;
-                Some(i * 64 + b)
-            })
-        })
+    pub fn iter(&self) -> Iter<'_> {
+        Iter {
+            w: &self.w,
+            i: 0,
+            cur: self.w[0],
+        }
     }
 
     /// The kernel's `%*pbl` rendering, e.g. "0-3,8".
