@@ -357,3 +357,21 @@ fn back_to_back_interrupts_are_not_charged_as_spinning() {
     s.run(2 * handler + spun, &mut |_, _| {});
     assert_eq!(s.tasks[t].times.user - user, spun);
 }
+
+/// A halted idle CPU wakes up for the first of two IPIs that arrive together; the second is
+/// taken right after the first handler's iret, with no second wakeup (a bug until 2026-11-24).
+#[test]
+fn an_idle_cpu_wakes_once_for_back_to_back_interrupts() {
+    use ipisim_core::machine::Cost;
+    use ipisim_core::observe::Irq;
+    use ipisim_core::sched::{ipi_arrive, Mode};
+    let req = common::request("shootdown", "xeon-4n-48c-64g", "linux-4.3", &[]);
+    let mut s = ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap();
+    assert_eq!(s.cpus[5].mode, Mode::Idle);
+    let (handler, wakeup) = (s.m.cost[Cost::IrqEntryExit], s.m.cost[Cost::IdleWakeup]);
+    ipi_arrive(&mut s, 5);
+    ipi_arrive(&mut s, 5);
+    s.run(wakeup + 2 * handler + 1, &mut |_, _| {});
+    assert!(!s.cpus[5].in_irq(s.now()), "both handlers are over");
+    assert_eq!(s.stats.irqs[Irq::Cal as usize][5], 2, "two interrupts");
+}

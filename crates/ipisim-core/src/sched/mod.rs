@@ -317,7 +317,7 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
     for _ in 0..1_000_000 {
         // IRQs are on between steps: a pending IPI is taken first.
         if s.cpus[cpu].irq_pending {
-            irq_enter(s, cpu, false);
+            irq_enter(s, cpu, Entry::Ipi);
             return;
         }
         let t = s.cpus[cpu].task.expect("run() on a CPU without a task");
@@ -568,21 +568,33 @@ pub fn ipi_arrive(s: &mut Sim, cpu: CpuId) {
             s.q.schedule(end, Event::IrqExit { cpu: cpu as u32 });
         }
     } else {
-        irq_enter(s, cpu, false);
+        irq_enter(s, cpu, Entry::Ipi);
     }
 }
 
 pub fn poll_kick(s: &mut Sim, cpu: CpuId) {
     if s.cpus[cpu].mode == Mode::Idle && !s.cpus[cpu].in_irq(s.q.now()) {
-        irq_enter(s, cpu, true);
+        irq_enter(s, cpu, Entry::IdlePoll);
     } else {
         // The CPU left the idle loop meanwhile: the queued work needs a real interrupt.
         ipi_arrive(s, cpu);
     }
 }
 
-/// Take an interrupt (or, `from_idle_poll`, let the polling idle loop run the call queue).
-fn irq_enter(s: &mut Sim, cpu: CpuId, from_idle_poll: bool) {
+/// How a CPU comes to run its call queue.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Entry {
+    /// An IPI interrupts it (a halted idle CPU wakes up first).
+    Ipi,
+    /// The polling idle loop finds work queued without an interrupt (set_nr_if_polling).
+    IdlePoll,
+    /// The IPI that arrived during the last handler is taken right after its iret: the CPU is
+    /// awake, even if idle.
+    Pending,
+}
+
+/// Take an interrupt, or let the polling idle loop run the call queue.
+fn irq_enter(s: &mut Sim, cpu: CpuId, how: Entry) {
     let now = s.now();
     let mut entry = 0;
     let mut exit = 0;
@@ -600,14 +612,14 @@ fn irq_enter(s: &mut Sim, cpu: CpuId, from_idle_poll: bool) {
         }
         Mode::Spin(_) => close_period(s, cpu),
         Mode::Idle => {
-            if !from_idle_poll && now >= s.cpus[cpu].poll_until {
+            if how == Entry::Ipi && now >= s.cpus[cpu].poll_until {
                 // Leaving the halted state is idle time, not handler time (perf sees none of it).
                 wake = s.m.cost[Cost::IdleWakeup];
             }
             close_period(s, cpu);
         }
     }
-    if !from_idle_poll {
+    if how != Entry::IdlePoll {
         // sysvec_call_function(_single): inc_irq_stat(irq_call_count)
         s.stats.irq(Irq::Cal, cpu);
         s.stats.interrupt_at(now);
@@ -676,7 +688,7 @@ pub fn irq_exit(s: &mut Sim, cpu: CpuId) {
     s.cpus[cpu].irq_end = 0;
     if s.cpus[cpu].irq_pending {
         // The IRR bit was set while the handler ran: the interrupt is taken again after iret.
-        irq_enter(s, cpu, false);
+        irq_enter(s, cpu, Entry::Pending);
         return;
     }
     debug_assert_eq!(s.cpus[cpu].mode, Mode::Idle);
