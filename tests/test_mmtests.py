@@ -227,10 +227,13 @@ def test_compare_jobs_do_not_change_the_result(tmp_path: Path) -> None:
     assert labels == ["a", "b", "c"]
 
 
-def test_compare_jobs_below_one_is_a_usage_error() -> None:
-    argv = ["compare", "shootdown", "--kernel", "a=linux-6.18", "--jobs", "0"]
+@pytest.mark.parametrize(
+    "argv",
+    [["compare", "shootdown", "--kernel", "a=linux-6.18"], ["check", "shootdown", "--seeds", "1"]],
+)
+def test_jobs_below_one_is_a_usage_error(argv: list[str]) -> None:
     p = subprocess.run(
-        [sys.executable, "-m", "ipisim.cli", *argv],
+        [sys.executable, "-m", "ipisim.cli", *argv, "--jobs", "0"],
         capture_output=True,
         text=True,
         check=False,

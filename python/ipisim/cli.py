@@ -357,7 +357,7 @@ def cmd_check(args: argparse.Namespace) -> int:
         kernel=args.kernel,
         sets=_parse_sets(args.set),
         jitter=args.jitter,
-        jobs=args.jobs,
+        jobs=_jobs(args),
         progress=progress,
     )
     where = f"{args.scenario} on {args.machine or 'its default machine'} with {args.kernel or 'linux-6.18'}"
