@@ -305,6 +305,28 @@ fn the_sender_is_named_as_in_its_kernel() {
     }
 }
 
+/// The APIC send loop is named by machine.apic: x2APIC cluster mode on the 4-socket Xeon, xAPIC
+/// physical mode on the 2-socket one (seed 003's profile), KVM's PV IPI on the development guest.
+#[test]
+fn the_send_loop_is_named_by_the_apic_mode() {
+    let sends = [
+        "default_send_IPI_mask_sequence_phys",
+        "__x2apic_send_IPI_mask",
+        "__send_ipi_mask",
+    ];
+    for (machine, send) in [
+        ("xeon-2s-2013", sends[0]),
+        ("xeon-4n-48c-64g", sends[1]),
+        ("host-2cpu", sends[2]),
+    ] {
+        let j = run_json("shootdown", machine, "linux-6.18", &[("batch", "1")]);
+        for other in sends {
+            let share = profile_percent(&j, other);
+            assert_eq!(share > 0.0, other == send, "{machine}: {other} {share}");
+        }
+    }
+}
+
 /// An interrupted step ends as many handler lengths later as interrupts it took: a second IPI
 /// that arrives during the first handler is taken at its exit, and delays the step by its own
 /// handler, not by what is left of the first one (a bug until 2026-11-24: the step lost the

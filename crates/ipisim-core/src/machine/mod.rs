@@ -10,6 +10,7 @@ use crate::engine::Time;
 
 pub const ARCHS: &[&str] = &["x86", "powerpc_radix"];
 pub const IDLE: &[&str] = &["hlt", "poll", "haltpoll"];
+pub const APICS: &[&str] = &["phys", "x2apic_cluster", "kvm_pv"];
 
 /// Every `machine.*` parameter except the costs (declared in [`COSTS`]).
 pub const PARAMS: &[Param] = &[
@@ -22,6 +23,7 @@ pub const PARAMS: &[Param] = &[
     Param { key: "machine.smt", kind: Kind::Int { min: 1, max: 8 }, unit: "threads/core", default: "1", doc: "hardware threads per core" },
     Param { key: "machine.mem_per_node", kind: Kind::Size, unit: "bytes", default: "4GiB", doc: "memory per node" },
     Param { key: "machine.ghz", kind: Kind::Float, unit: "GHz", default: "2.5", doc: "clock rate that converts the cost table's cycles into time" },
+    Param { key: "machine.apic", kind: Kind::Choice(APICS), unit: "", default: "phys", doc: "x86: how IPIs are sent, which names the send loop in profiles: phys (xAPIC physical mode, an ICR write per CPU: default_send_IPI_mask_sequence_phys), x2apic_cluster (x2APIC cluster mode, a write per cluster of 16: __x2apic_send_IPI_mask), kvm_pv (a KVM guest's PV IPI hypercall, Linux 4.19+: __send_ipi_mask); its cost is ipi_send" },
     Param { key: "machine.idle", kind: Kind::Choice(IDLE), unit: "", default: "hlt", doc: "idle loop: hlt (halts at once), poll (never halts), haltpoll (polls for idle_poll, then halts)" },
     Param { key: "machine.idle_poll", kind: Kind::Duration, unit: "s", default: "200us", doc: "haltpoll: how long an idle CPU polls before it halts (guest_halt_poll_ns)" },
     Param { key: "machine.tlb_entries", kind: Kind::Int { min: 16, max: 65536 }, unit: "entries", default: "1536", doc: "4 KiB entries in each CPU's (second-level) TLB" },
@@ -37,6 +39,14 @@ pub enum Arch {
     PowerpcRadix,
 }
 
+/// How x86 sends IPIs (machine.apic): only the send loop's name in profiles depends on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Apic {
+    Phys,
+    X2apicCluster,
+    KvmPv,
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Idle {
     Hlt,
@@ -49,6 +59,7 @@ pub enum Idle {
 pub struct Machine {
     pub name: String,
     pub arch: Arch,
+    pub apic: Apic,
     /// Writes through a clean stale TLB entry fault (machine.clean_write_traps).
     pub clean_write_traps: bool,
     pub nodes: usize,
@@ -108,6 +119,11 @@ impl Machine {
             arch: match r.str("machine.arch") {
                 "x86" => Arch::X86,
                 _ => Arch::PowerpcRadix,
+            },
+            apic: match r.str("machine.apic") {
+                "phys" => Apic::Phys,
+                "x2apic_cluster" => Apic::X2apicCluster,
+                _ => Apic::KvmPv,
             },
             clean_write_traps: r.bool("machine.clean_write_traps"),
             nodes,

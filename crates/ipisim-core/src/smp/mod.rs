@@ -3,7 +3,7 @@
 //! several CPUs went through one global queue instead (`global_cfd`).
 
 use crate::engine::{CpuMask, SpinLock, Time};
-use crate::machine::{Arch, Cost};
+use crate::machine::{Apic, Arch, Cost};
 use crate::observe::{Func, Trace};
 use crate::sched::{self, Outcome, Step};
 use crate::sim::{CpuId, Event, Sim, TaskId};
@@ -165,10 +165,15 @@ fn cond_holds(s: &Sim, cond: Cond, cpu: CpuId, sender: CpuId) -> bool {
     }
 }
 
-/// Where perf shows the IPI writes: the x2APIC/xAPIC loop, or powerpc's XIVE trigger store.
+/// Where perf shows the IPI writes: the APIC send loop of machine.apic, or powerpc's XIVE trigger
+/// store.
 fn send_ipi_func(s: &Sim) -> Func {
     match s.m.arch {
-        Arch::X86 => Func::SendIpi,
+        Arch::X86 => match s.m.apic {
+            Apic::Phys => Func::SendIpiPhys,
+            Apic::X2apicCluster => Func::SendIpiX2apic,
+            Apic::KvmPv => Func::SendIpiKvmPv,
+        },
         Arch::PowerpcRadix => Func::XiveCauseIpi,
     }
 }
