@@ -397,3 +397,28 @@ fn an_idle_cpu_wakes_once_for_back_to_back_interrupts() {
     assert!(!s.cpus[5].in_irq(s.now()), "both handlers are over");
     assert_eq!(s.stats.irqs[Irq::Cal as usize][5], 2, "two interrupts");
 }
+
+/// A vCPU in guest mode leaves the guest once for two IPIs taken back to back, and enters it
+/// again once (a bug until 2026-11-24: each paid an exit and an entry).
+#[test]
+fn a_vcpu_leaves_the_guest_once_for_back_to_back_interrupts() {
+    use ipisim_core::machine::Cost;
+    use ipisim_core::sched::{ipi_arrive, Mode};
+    let req = common::request("shootdown", "xeon-4n-48c-64g", "linux-4.3", &[]);
+    let mut s = ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap();
+    // CPU 0's busy step, taken as guest code with IRQs on.
+    let Mode::Busy { until } = s.cpus[0].mode else {
+        panic!("CPU 0 is not busy: {:?}", s.cpus[0].mode)
+    };
+    (s.cpus[0].irqs_off, s.cpus[0].in_guest) = (false, true);
+    let (handler, guest) = (s.m.cost[Cost::IrqEntryExit], s.m.cost[Cost::GuestExit]);
+    ipi_arrive(&mut s, 0);
+    ipi_arrive(&mut s, 0);
+    s.run(guest + 2 * handler + 1, &mut |_, _| {});
+    assert_eq!(
+        s.cpus[0].mode,
+        Mode::Busy {
+            until: until + guest + 2 * handler
+        }
+    );
+}

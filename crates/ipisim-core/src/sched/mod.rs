@@ -605,8 +605,9 @@ fn irq_enter(s: &mut Sim, cpu: CpuId, how: Entry) {
             let c = &mut s.cpus[cpu];
             c.busy_left = until.saturating_sub(now);
             c.gen = c.gen.wrapping_add(1);
-            if c.in_guest {
-                // KVM: the host interrupt makes the vCPU leave the guest, and enter it again after.
+            if c.in_guest && how == Entry::Ipi {
+                // KVM: the host interrupt makes the vCPU leave the guest, and enter it again after
+                // (an IPI taken right after the last handler finds it still out of the guest).
                 guest_exit = s.m.cost[Cost::GuestExit];
             }
         }
