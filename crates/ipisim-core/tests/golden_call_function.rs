@@ -327,6 +327,21 @@ fn the_send_loop_is_named_by_the_apic_mode() {
     }
 }
 
+/// `shootdown` on the 4-socket Xeon before anything ran: CPU 0 is switching to the main thread,
+/// the other CPUs are idle.
+fn before_the_run() -> ipisim_core::sim::Sim {
+    let req = common::request("shootdown", "xeon-4n-48c-64g", "linux-4.3", &[]);
+    ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap()
+}
+
+/// When `cpu`'s busy step ends.
+fn busy_until(s: &ipisim_core::sim::Sim, cpu: usize) -> u64 {
+    match s.cpus[cpu].mode {
+        ipisim_core::sched::Mode::Busy { until } => until,
+        m => panic!("CPU {cpu} is not busy: {m:?}"),
+    }
+}
+
 /// An interrupted step ends as many handler lengths later as interrupts it took: a second IPI
 /// that arrives during the first handler is taken at its exit, and delays the step by its own
 /// handler, not by what is left of the first one (a bug until 2026-11-24: the step lost the
@@ -335,12 +350,9 @@ fn the_send_loop_is_named_by_the_apic_mode() {
 fn back_to_back_interrupts_each_delay_the_interrupted_step() {
     use ipisim_core::machine::Cost;
     use ipisim_core::sched::{ipi_arrive, Mode};
-    let req = common::request("shootdown", "xeon-4n-48c-64g", "linux-4.3", &[]);
-    let mut s = ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap();
+    let mut s = before_the_run();
     // CPU 0 is switching to the main thread: a busy step (taken here as one with IRQs on).
-    let Mode::Busy { until } = s.cpus[0].mode else {
-        panic!("CPU 0 is not busy: {:?}", s.cpus[0].mode)
-    };
+    let until = busy_until(&s, 0);
     s.cpus[0].irqs_off = false;
     let handler = s.m.cost[Cost::IrqEntryExit];
     ipi_arrive(&mut s, 0);
@@ -366,8 +378,7 @@ fn back_to_back_interrupts_each_delay_the_interrupted_step() {
 fn back_to_back_interrupts_are_not_charged_as_spinning() {
     use ipisim_core::machine::Cost;
     use ipisim_core::sched::{ipi_arrive, Mode, SpinOn};
-    let req = common::request("shootdown", "xeon-4n-48c-64g", "linux-4.3", &[]);
-    let mut s = ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap();
+    let mut s = before_the_run();
     // The main thread on CPU 0, taken as spinning in user space from time 0.
     s.cpus[0].mode = Mode::Spin(SpinOn::UserForever);
     let t = s.cpus[0].task.unwrap();
@@ -387,8 +398,7 @@ fn an_idle_cpu_wakes_once_for_back_to_back_interrupts() {
     use ipisim_core::machine::Cost;
     use ipisim_core::observe::Irq;
     use ipisim_core::sched::{ipi_arrive, Mode};
-    let req = common::request("shootdown", "xeon-4n-48c-64g", "linux-4.3", &[]);
-    let mut s = ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap();
+    let mut s = before_the_run();
     assert_eq!(s.cpus[5].mode, Mode::Idle);
     let (handler, wakeup) = (s.m.cost[Cost::IrqEntryExit], s.m.cost[Cost::IdleWakeup]);
     ipi_arrive(&mut s, 5);
@@ -404,12 +414,9 @@ fn an_idle_cpu_wakes_once_for_back_to_back_interrupts() {
 fn a_vcpu_leaves_the_guest_once_for_back_to_back_interrupts() {
     use ipisim_core::machine::Cost;
     use ipisim_core::sched::{ipi_arrive, Mode};
-    let req = common::request("shootdown", "xeon-4n-48c-64g", "linux-4.3", &[]);
-    let mut s = ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap();
+    let mut s = before_the_run();
     // CPU 0's busy step, taken as guest code with IRQs on.
-    let Mode::Busy { until } = s.cpus[0].mode else {
-        panic!("CPU 0 is not busy: {:?}", s.cpus[0].mode)
-    };
+    let until = busy_until(&s, 0);
     (s.cpus[0].irqs_off, s.cpus[0].in_guest) = (false, true);
     let (handler, guest) = (s.m.cost[Cost::IrqEntryExit], s.m.cost[Cost::GuestExit]);
     ipi_arrive(&mut s, 0);
