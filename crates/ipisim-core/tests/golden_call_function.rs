@@ -429,3 +429,25 @@ fn a_vcpu_leaves_the_guest_once_for_back_to_back_interrupts() {
         }
     );
 }
+
+/// A task woken while its CPU runs a handler over a thread spinning in user space runs when the
+/// handler returns to user space (NEED_RESCHED), not never (a gap until 2026-11-24: the spinner
+/// reaches no step boundary where it would notice).
+#[test]
+fn a_wakeup_during_a_handler_preempts_a_user_spin_at_its_return() {
+    use ipisim_core::machine::Cost;
+    use ipisim_core::sched::{ipi_arrive, spawn_at, wake, Mode, SpinOn};
+    let mut s = before_the_run();
+    // CPU 0's task, taken as spinning in user space; another task of its process sleeps there.
+    s.cpus[0].mode = Mode::Spin(SpinOn::UserForever);
+    let spinner = s.cpus[0].task.unwrap();
+    let mm = s.tasks[spinner].mm;
+    let sleeper = spawn_at(&mut s, mm, 0, u64::MAX);
+    let handler = s.m.cost[Cost::IrqEntryExit];
+    ipi_arrive(&mut s, 0);
+    wake(&mut s, sleeper);
+    assert_eq!(s.cpus[0].task, Some(spinner), "not during the handler");
+    s.run(handler + 1, &mut |_, _| {});
+    assert_eq!(s.cpus[0].task, Some(sleeper));
+    assert_eq!(s.cpus[0].runq, vec![spinner]);
+}

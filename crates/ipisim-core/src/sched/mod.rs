@@ -485,17 +485,28 @@ pub fn wake(s: &mut Sim, t: TaskId) {
     let in_irq = s.cpus[cpu].in_irq(s.now());
     if s.cpus[cpu].task.is_none() && s.cpus[cpu].mode == Mode::Idle && !in_irq {
         switch_in(s, cpu);
-    } else if let Some(cur) = s.cpus[cpu].task {
-        if s.cpus[cpu].mode == Mode::Spin(SpinOn::UserForever) && !in_irq {
-            // A task spinning in user space is preempted at once (the reschedule IPI).
-            close_period(s, cpu);
-            s.cpus[cpu].runq.push(cur);
-            s.cpus[cpu].task = None;
-            switch_in(s, cpu);
-        } else {
-            s.cpus[cpu].need_resched = true;
+    } else if s.cpus[cpu].task.is_some() {
+        s.cpus[cpu].need_resched = true;
+        if s.cpus[cpu].mode == Mode::Spin(SpinOn::UserForever) {
+            if !in_irq {
+                // A task spinning in user space is preempted at once (the reschedule IPI).
+                preempt_user_spin(s, cpu);
+            } else if !s.cpus[cpu].exit_queued {
+                // ... or, in a handler, when it returns to user space.
+                let end = s.cpus[cpu].irq_end;
+                spin_resume_at(s, cpu, end);
+            }
         }
     }
+}
+
+/// Switch a task spinning in user space out for the first runnable one (NEED_RESCHED is set).
+fn preempt_user_spin(s: &mut Sim, cpu: CpuId) {
+    s.cpus[cpu].need_resched = false;
+    close_period(s, cpu);
+    let cur = s.cpus[cpu].task.take().expect("a user spin runs a task");
+    s.cpus[cpu].runq.push(cur);
+    switch_in(s, cpu);
 }
 
 pub fn resume(s: &mut Sim, cpu: CpuId, gen: u32) {
@@ -505,6 +516,7 @@ pub fn resume(s: &mut Sim, cpu: CpuId, gen: u32) {
     }
     match c.mode {
         Mode::Busy { .. } => run(s, cpu),
+        Mode::Spin(SpinOn::UserForever) if c.need_resched => preempt_user_spin(s, cpu),
         Mode::Spin(on) => {
             if spin(s, cpu, on) {
                 close_period(s, cpu);
@@ -671,7 +683,10 @@ fn irq_enter(s: &mut Sim, cpu: CpuId, how: Entry) {
             // iret returns to the spin: its Resume stays due if the condition comes true after
             // the handler; one that came true before is looked at when the handler ends.
             c.since = end;
-            if let Some(t) = spin_until(s, cpu, on) {
+            if on == SpinOn::UserForever && c.need_resched {
+                // A wakeup came during the last handler: preempted on the way back to user space.
+                spin_resume_at(s, cpu, end);
+            } else if let Some(t) = spin_until(s, cpu, on) {
                 spin_resume_at(s, cpu, t.max(end));
             }
         }
