@@ -451,3 +451,29 @@ fn a_wakeup_during_a_handler_preempts_a_user_spin_at_its_return() {
     assert_eq!(s.cpus[0].task, Some(sleeper));
     assert_eq!(s.cpus[0].runq, vec![spinner]);
 }
+
+/// csd_lock_wait() waits for the csds of its own call: a request sent earlier without waiting
+/// finishing first does not end it (a latent bug until 2026-11-24: one count of outstanding csds
+/// per sender took any unlock as one of its own).
+#[test]
+fn a_waiting_call_waits_for_its_own_targets() {
+    use ipisim_core::engine::CpuMask;
+    use ipisim_core::smp::{flush_smp_call_function_queue, smp_call_function_many_cond};
+    use ipisim_core::smp::{CallFunc, Cond};
+    let sets = [("cpus", "3"), ("wait", "false")];
+    let req = common::request("ipistorm", "xeon-4n-48c-64g", "linux-6.18", &sets);
+    let mut s = ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap();
+    let call = |s: &mut ipisim_core::sim::Sim, target: usize, wait: bool| {
+        let mut m = CpuMask::new();
+        m.set(target);
+        let f = CallFunc::DoNothingIpi;
+        smp_call_function_many_cond(s, 0, 0, &m, f, Cond::Always, wait, false);
+    };
+    call(&mut s, 1, false);
+    call(&mut s, 2, true);
+    assert_eq!(s.smp.waiting[0], 1);
+    flush_smp_call_function_queue(&mut s, 1, None, 0);
+    assert_eq!(s.smp.waiting[0], 1, "CPU 1 ran the call nobody waits for");
+    flush_smp_call_function_queue(&mut s, 2, None, 0);
+    assert_eq!(s.smp.waiting[0], 0);
+}

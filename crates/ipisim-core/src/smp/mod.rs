@@ -54,6 +54,8 @@ impl CallSingleQueue {
 #[derive(Debug, Clone, Default)]
 pub struct Cfd {
     func: Option<CallFunc>,
+    /// Its sender waits until the last target drops refs.
+    wait: bool,
     cpumask: CpuMask,
     refs: u32,
     pub line: SpinLock,
@@ -102,6 +104,8 @@ pub enum Cond {
 pub struct Csd {
     pub sender: u32,
     pub func: CallFunc,
+    /// CSD_FLAG_SYNCHRONOUS: its sender waits for it in csd_lock_wait().
+    pub wait: bool,
 }
 
 pub struct Smp {
@@ -333,6 +337,7 @@ pub fn smp_call_function_many_cond(
         s.smp.queue[t].push(Csd {
             sender: cpu as u32,
             func,
+            wait,
         });
         let mut add = s.m.cost[Cost::CsdQueue];
         if s.k.call_single_queue == CallSingleQueue::Spinlock {
@@ -426,6 +431,7 @@ fn global_cfd_call(
     }
     let cfd = &mut g.cfd[cpu];
     (cfd.func, cfd.cpumask, cfd.refs) = (Some(func), *targets, targets.weight() as u32);
+    cfd.wait = wait;
     g.queue.insert(0, cpu as u32);
     if wait {
         wait_for_one_more(s, cpu);
@@ -510,7 +516,8 @@ fn generic_smp_call_function_interrupt(
         }
         g.queue.remove(i);
         g.cfd[sender].func = None;
-        csd_unlock(s, sender, cpu, GLOBAL_CFD, t);
+        let waited = g.cfd[sender].wait;
+        csd_unlock(s, sender, cpu, GLOBAL_CFD, waited, t);
     }
     sched::charge(s, task, Func::GenericSmpCallFunctionInterrupt, walk);
     sched::charge_lock(s, task, Func::GenericSmpCallFunctionInterrupt, spin);
@@ -567,7 +574,7 @@ pub fn flush_smp_call_function_queue(
         let read = s.m.line_transfer(csd.sender as usize, cpu);
         sched::charge(s, task, handler, read);
         t += read + run_func(s, cpu, task, csd.sender as usize, csd.func);
-        csd_unlock(s, csd.sender as usize, cpu, cpu as u32, t);
+        csd_unlock(s, csd.sender as usize, cpu, cpu as u32, csd.wait, t);
     }
     s.smp.batch = batch;
     if !s.smp.global.queue.is_empty() {
@@ -579,8 +586,8 @@ pub fn flush_smp_call_function_queue(
 /// csd_unlock() at time `at` (now or later in this handler pass): the csd is free again, and a
 /// waiting sender sees it once the cache line holding csd->node.u_flags comes back to it.
 /// Unlock times are known when the pass starts, so no event is needed per csd. `csd` names it:
-/// its target's number, or GLOBAL_CFD for 3.8's cfd_data.
-fn csd_unlock(s: &mut Sim, sender: CpuId, target: CpuId, csd: u32, at: Time) {
+/// its target's number, or GLOBAL_CFD for 3.8's cfd_data; `waited` if its sender waits for it.
+fn csd_unlock(s: &mut Sim, sender: CpuId, target: CpuId, csd: u32, waited: bool, at: Time) {
     s.smp.locked[sender].clear(target);
     let seen = at + s.m.line_transfer(target, sender);
     if s.smp.csd_lock_on[sender] == csd {
@@ -588,7 +595,7 @@ fn csd_unlock(s: &mut Sim, sender: CpuId, target: CpuId, csd: u32, at: Time) {
         s.smp.csd_free_at[sender] = seen;
         sched::kick_spinner(s, sender);
     }
-    if s.smp.waiting[sender] > 0 {
+    if waited {
         s.smp.waiting[sender] -= 1;
         s.smp.done_at[sender] = s.smp.done_at[sender].max(seen);
         if s.smp.waiting[sender] == 0 {
