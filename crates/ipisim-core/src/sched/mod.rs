@@ -491,10 +491,9 @@ pub fn wake(s: &mut Sim, t: TaskId) {
             if !in_irq {
                 // A task spinning in user space is preempted at once (the reschedule IPI).
                 preempt_user_spin(s, cpu);
-            } else if !s.cpus[cpu].exit_queued {
+            } else {
                 // ... or, in a handler, when it returns to user space.
-                let end = s.cpus[cpu].irq_end;
-                spin_resume_at(s, cpu, end);
+                look_again_after_handler(s, cpu);
             }
         }
     }
@@ -531,18 +530,22 @@ pub fn resume(s: &mut Sim, cpu: CpuId, gen: u32) {
 /// The condition a CPU spins on may have come true: re-arm its spin (in a handler, once it ends).
 pub fn kick_spinner(s: &mut Sim, cpu: CpuId) {
     if let Mode::Spin(on) = s.cpus[cpu].mode {
-        let c = &s.cpus[cpu];
-        if c.in_irq(s.q.now()) {
-            if !c.exit_queued {
-                // The handler exits on its own: look again when it ends.
-                let end = c.irq_end;
-                spin_resume_at(s, cpu, end);
-            }
+        if s.cpus[cpu].in_irq(s.q.now()) {
+            look_again_after_handler(s, cpu);
         } else if spin(s, cpu, on) {
             close_period(s, cpu);
             s.cpus[cpu].mode = Mode::Busy { until: s.q.now() };
             run(s, cpu);
         }
+    }
+}
+
+/// A spinning CPU in a handler looks at its spin again when the handler ends: at its end if it
+/// exits on its own, or at the IrqExit re-entry's (irq_enter's Spin case) if one is queued.
+fn look_again_after_handler(s: &mut Sim, cpu: CpuId) {
+    if !s.cpus[cpu].exit_queued {
+        let end = s.cpus[cpu].irq_end;
+        spin_resume_at(s, cpu, end);
     }
 }
 
