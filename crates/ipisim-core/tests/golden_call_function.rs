@@ -12,6 +12,12 @@ fn result(scenario: &str, kernel: &str, sets: &[(&str, &str)]) -> Value {
     run_json(scenario, "xeon-4n-48c-64g", kernel, sets)
 }
 
+/// The same run on the 4-socket Xeon before it starts, to drive by hand.
+fn sim(scenario: &str, kernel: &str, sets: &[(&str, &str)]) -> ipisim_core::sim::Sim {
+    let req = common::request(scenario, "xeon-4n-48c-64g", kernel, sets);
+    ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap()
+}
+
 /// A built-in machine profile, resolved.
 fn machine(name: &str) -> Machine {
     let req = RunRequest {
@@ -126,8 +132,7 @@ fn the_next_request_spins_in_csd_lock_while_the_previous_one_is_pending() {
     use ipisim_core::sched::{Outcome, SpinOn, Step};
     use ipisim_core::smp::{smp_call_function_many_cond, CallFunc, Cond, NO_CPU};
     let sets = [("cpus", "3"), ("wait", "false")];
-    let req = common::request("ipistorm", "xeon-4n-48c-64g", "linux-6.18", &sets);
-    let mut s = ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap();
+    let mut s = sim("ipistorm", "linux-6.18", &sets);
     let to = |cpu: usize| {
         let mut m = CpuMask::new();
         m.set(cpu);
@@ -200,8 +205,7 @@ fn list_add_tail_writes_the_queued_csd() {
     use ipisim_core::machine::Cost;
     use ipisim_core::sched::Outcome;
     use ipisim_core::smp::{smp_call_function_many_cond, CallFunc, Cond};
-    let req = common::request("ipistorm", "xeon-4n-48c-64g", "linux-3.9", &[("cpus", "3")]);
-    let mut s = ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap();
+    let mut s = sim("ipistorm", "linux-3.9", &[("cpus", "3")]);
     let mut to = CpuMask::new();
     to.set(2);
     let f = CallFunc::DoNothingIpi;
@@ -230,8 +234,7 @@ fn the_global_list_writes_its_neighbours_lines() {
     use ipisim_core::smp::{flush_smp_call_function_queue, smp_call_function_many_cond};
     use ipisim_core::smp::{CallFunc, Cond};
     let sets = [("cpus", "5"), ("single", "false")];
-    let req = common::request("ipistorm", "xeon-4n-48c-64g", "linux-3.8", &sets);
-    let mut s = ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap();
+    let mut s = sim("ipistorm", "linux-3.8", &sets);
     let mut to = CpuMask::new();
     to.set(2);
     to.set(3);
@@ -265,9 +268,7 @@ fn no_ipi_to_a_target_whose_queue_is_not_empty() {
             ("single", "false"),
             ("kernel.skip_ipi_if_queued", skip),
         ];
-        let req = common::request("ipistorm", "xeon-4n-48c-64g", "linux-4.3", &sets);
-        let mut s =
-            ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap();
+        let mut s = sim("ipistorm", "linux-4.3", &sets);
         let mask = |cpus: &[usize]| {
             let mut m = CpuMask::new();
             cpus.iter().for_each(|&c| m.set(c));
@@ -330,8 +331,7 @@ fn the_send_loop_is_named_by_the_apic_mode() {
 /// `shootdown` on the 4-socket Xeon before anything ran: CPU 0 is switching to the main thread,
 /// the other CPUs are idle.
 fn before_the_run() -> ipisim_core::sim::Sim {
-    let req = common::request("shootdown", "xeon-4n-48c-64g", "linux-4.3", &[]);
-    ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap()
+    sim("shootdown", "linux-4.3", &[])
 }
 
 /// When `cpu`'s busy step ends.
@@ -461,8 +461,7 @@ fn a_waiting_call_waits_for_its_own_targets() {
     use ipisim_core::smp::{flush_smp_call_function_queue, smp_call_function_many_cond};
     use ipisim_core::smp::{CallFunc, Cond};
     let sets = [("cpus", "3"), ("wait", "false")];
-    let req = common::request("ipistorm", "xeon-4n-48c-64g", "linux-6.18", &sets);
-    let mut s = ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap();
+    let mut s = sim("ipistorm", "linux-6.18", &sets);
     let call = |s: &mut ipisim_core::sim::Sim, target: usize, wait: bool| {
         let mut m = CpuMask::new();
         m.set(target);
