@@ -28,6 +28,8 @@ pub enum Event {
     IpiArrive { cpu: u32, flow: u32 },
     /// A polling idle CPU notices work queued for it without an IPI (set_nr_if_polling).
     PollKick { cpu: u32 },
+    /// A CPU's interrupt handler, entered earlier, starts its pass over the call queue.
+    HandlerStart { cpu: u32 },
     /// A CPU returns from its interrupt handler.
     IrqExit { cpu: u32 },
     /// A sleeping task's timer fires.
@@ -132,6 +134,7 @@ impl Sim {
                 sched::ipi_arrive(self, cpu as usize)
             }
             Event::PollKick { cpu } => sched::poll_kick(self, cpu as usize),
+            Event::HandlerStart { cpu } => sched::handler_start(self, cpu as usize),
             Event::IrqExit { cpu } => sched::irq_exit(self, cpu as usize),
             Event::Wake { task } => sched::timer_wake(self, task as usize),
             Event::Stop => self.end = Some(self.now()),

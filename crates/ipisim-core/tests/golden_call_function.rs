@@ -162,8 +162,9 @@ fn the_next_request_spins_in_csd_lock_while_the_previous_one_is_pending() {
 /// ipistorm without waiting: a CPU can have one request per csd outstanding, so csd_lock() paces
 /// it like waiting does. One target each (6.18): exactly the interrupts of the waiting run, one
 /// per call, with at most one call per CPU unhandled at the end. Broadcasts on 3.8 (one
-/// cfd_data per CPU; IPIs to a CPU already in its handler merge): calls within 5 %, as the
-/// senders that do not wait keep the global queue fuller and every handler walks all of it.
+/// cfd_data per CPU; IPIs to a CPU already in its handler merge): not fewer calls than waiting,
+/// and less than a quarter more (296 and 344): a sender that does not wait still spins in
+/// csd_lock() on its one cfd_data, so its calls cannot outrun its targets' handlers.
 #[test]
 fn asynchronous_ipistorm_is_paced_by_csd_lock() {
     let run = |kernel: &str, single: &str, wait: &str| {
@@ -191,7 +192,7 @@ fn asynchronous_ipistorm_is_paced_by_csd_lock() {
     );
     let (a, b) = (n(&sync, "calls"), n(&not, "calls"));
     assert!(
-        a > 100 && a.abs_diff(b) <= a / 20,
+        a > 100 && b >= a && b < a + a / 4,
         "3.8: {a} calls waiting, {b} not"
     );
 }
@@ -475,4 +476,36 @@ fn a_waiting_call_waits_for_its_own_targets() {
     assert_eq!(s.smp.waiting[0], 1, "CPU 1 ran the call nobody waits for");
     flush_smp_call_function_queue(&mut s, 2, None, 0);
     assert_eq!(s.smp.waiting[0], 0);
+}
+
+/// The handler reads the call queue when its pass starts, after the idle wakeup and the entry,
+/// not when the IPI arrives: a csd queued in between is run by the same pass, and its sender,
+/// finding the queue not empty, sends no IPI (llist_add; a bug until 2026-11-24: the queue was
+/// emptied at the arrival, so the second call sent an IPI and cost a second interrupt).
+#[test]
+fn a_csd_queued_before_the_handler_starts_is_run_by_it() {
+    use ipisim_core::engine::CpuMask;
+    use ipisim_core::observe::Irq;
+    use ipisim_core::smp::{smp_call_function_many_cond, CallFunc, Cond};
+    // Three storm threads (CPUs 0-2, calling each other); CPU 10 is idle and halted.
+    let mut s = sim("ipistorm", "linux-6.18", &[("cpus", "3")]);
+    let mut ten = CpuMask::new();
+    ten.set(10);
+    let call = |s: &mut ipisim_core::sim::Sim, from: usize| {
+        let f = CallFunc::DoNothingIpi;
+        smp_call_function_many_cond(s, from, from, &ten, f, Cond::Always, false, false);
+    };
+    call(&mut s, 0);
+    use ipisim_core::machine::Cost;
+    let arrival = s.m.cost[Cost::CsdQueue] + s.m.cost[Cost::IpiSend] + s.m.ipi_wire(0, 10);
+    s.run(arrival + 1, &mut |_, _| {});
+    assert!(s.cpus[10].in_irq(s.now()), "CPU 10 is waking up for it");
+    assert_eq!(s.smp.queue[10].len(), 1, "not read yet");
+    s.end = None;
+    call(&mut s, 1);
+    assert_eq!(s.stats.ipis_sent, 1, "the queue was not empty");
+    s.run(arrival + 10_000_000, &mut |_, _| {});
+    assert!(s.smp.queue[10].is_empty());
+    assert!(!s.smp.locked[0].test(10) && !s.smp.locked[1].test(10));
+    assert_eq!(s.stats.irqs[Irq::Cal as usize][10], 1, "one interrupt");
 }

@@ -96,6 +96,10 @@ pub struct Cpu {
     pub in_guest: bool,
     /// What was left of the busy step when an interrupt arrived.
     busy_left: Time,
+    /// When the current interrupt arrived, and what follows its handler's pass (the exit, and
+    /// the guest re-entry of a vCPU).
+    irq_from: Time,
+    irq_tail: Time,
     /// Start of the current spin or idle period (for accounting).
     since: Time,
     /// The idle loop polls (TIF_POLLING_NRFLAG set) until this time, then halts.
@@ -543,7 +547,8 @@ pub fn kick_spinner(s: &mut Sim, cpu: CpuId) {
 /// A spinning CPU in a handler looks at its spin again when the handler ends: at its end if it
 /// exits on its own, or at the IrqExit re-entry's (irq_enter's Spin case) if one is queued.
 fn look_again_after_handler(s: &mut Sim, cpu: CpuId) {
-    if !s.cpus[cpu].exit_queued {
+    // (A handler that has not started its pass looks at the spin when it has: handler_start.)
+    if !s.cpus[cpu].exit_queued && s.cpus[cpu].irq_end != NEVER {
         let end = s.cpus[cpu].irq_end;
         spin_resume_at(s, cpu, end);
     }
@@ -575,7 +580,7 @@ pub fn ipi_arrive(s: &mut Sim, cpu: CpuId) {
     let masked = in_irq || (c.irqs_off && matches!(c.mode, Mode::Busy { .. }));
     if masked {
         c.irq_pending = true;
-        if in_irq && !c.exit_queued {
+        if in_irq && !c.exit_queued && c.irq_end != NEVER {
             // The handler's exit must take this interrupt: it becomes an IrqExit event (the
             // interrupted work's Resume, due later, is ignored meanwhile).
             c.exit_queued = true;
@@ -644,22 +649,40 @@ fn irq_enter(s: &mut Sim, cpu: CpuId, how: Entry) {
         exit += s.m.cost[Cost::IrqEntryExit] - half;
     }
     let c = &mut s.cpus[cpu];
+    // In the handler from now: its end is known once its pass has run (irq_end = NEVER till then).
     c.irq_end = NEVER;
     c.irq_pending = false;
     let task = if c.mode == Mode::Idle { None } else { c.task };
-    if let Some(tr) = s.trace.as_mut() {
-        tr.handler_start(cpu, now);
-    }
-    // The guest exit comes before the handler, the re-entry after it.
-    let leave_guest = guest_exit / 2;
-    let handler =
-        crate::smp::flush_smp_call_function_queue(s, cpu, task, now + wake + leave_guest + entry);
     charge(s, task, Func::CallFunctionInterrupt, entry + exit);
     charge(s, task, Func::GuestExit, guest_exit);
     s.stats.idle[cpu] += wake;
-    let end = now + wake + guest_exit + entry + handler + exit;
+    // The guest exit comes before the handler, the re-entry after it.
+    let leave_guest = guest_exit / 2;
+    let c = &mut s.cpus[cpu];
+    c.irq_from = now;
+    c.irq_tail = guest_exit - leave_guest + exit;
+    // The handler reads the call queue when it starts, not when the IPI arrives: senders that
+    // queue meanwhile are in its batch (llist_del_all / list_replace_init at that time).
+    s.q.schedule(
+        now + wake + leave_guest + entry,
+        Event::HandlerStart { cpu: cpu as u32 },
+    );
+}
+
+/// The handler of an IPI taken earlier starts its pass over the call queue
+/// (generic_smp_call_function_single_interrupt / __flush_smp_call_function_queue).
+pub fn handler_start(s: &mut Sim, cpu: CpuId) {
+    let now = s.now();
+    let c = &s.cpus[cpu];
+    let task = if c.mode == Mode::Idle { None } else { c.task };
+    let (from, tail) = (c.irq_from, c.irq_tail);
     if let Some(tr) = s.trace.as_mut() {
-        tr.slice(cpu, now, end, Func::CallFunctionInterrupt.name());
+        tr.handler_start(cpu, now);
+    }
+    let handler = crate::smp::flush_smp_call_function_queue(s, cpu, task, now);
+    let end = now + handler + tail;
+    if let Some(tr) = s.trace.as_mut() {
+        tr.slice(cpu, from, end, Func::CallFunctionInterrupt.name());
     }
     if task.is_none() {
         // Interrupt time on an idle CPU belongs to no task; keep the idle clock honest.
@@ -697,6 +720,12 @@ fn irq_enter(s: &mut Sim, cpu: CpuId, how: Entry) {
             c.exit_queued = true;
             s.q.schedule(end, Event::IrqExit { cpu: cpu as u32 });
         }
+    }
+    let c = &mut s.cpus[cpu];
+    if c.irq_pending && !c.exit_queued {
+        // An IPI arrived before the pass started: taken again after iret.
+        c.exit_queued = true;
+        s.q.schedule(end, Event::IrqExit { cpu: cpu as u32 });
     }
 }
 
