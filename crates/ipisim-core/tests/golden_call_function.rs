@@ -162,9 +162,8 @@ fn the_next_request_spins_in_csd_lock_while_the_previous_one_is_pending() {
 /// ipistorm without waiting: a CPU can have one request per csd outstanding, so csd_lock() paces
 /// it like waiting does. One target each (6.18): exactly the interrupts of the waiting run, one
 /// per call, with at most one call per CPU unhandled at the end. Broadcasts on 3.8 (one
-/// cfd_data per CPU; IPIs to a CPU already in its handler merge): not fewer calls than waiting,
-/// and less than a quarter more (296 and 344): a sender that does not wait still spins in
-/// csd_lock() on its one cfd_data, so its calls cannot outrun its targets' handlers.
+/// cfd_data per CPU; IPIs to a CPU already in its handler merge): calls within 5 %, as the
+/// senders that do not wait keep the global queue fuller and every handler walks all of it.
 #[test]
 fn asynchronous_ipistorm_is_paced_by_csd_lock() {
     let run = |kernel: &str, single: &str, wait: &str| {
@@ -192,7 +191,7 @@ fn asynchronous_ipistorm_is_paced_by_csd_lock() {
     );
     let (a, b) = (n(&sync, "calls"), n(&not, "calls"));
     assert!(
-        a > 100 && b >= a && b < a + a / 4,
+        a > 100 && a.abs_diff(b) <= a / 20,
         "3.8: {a} calls waiting, {b} not"
     );
 }
