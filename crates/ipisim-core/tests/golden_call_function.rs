@@ -508,3 +508,38 @@ fn a_csd_queued_before_the_handler_starts_is_run_by_it() {
     assert!(!s.smp.locked[0].test(10) && !s.smp.locked[1].test(10));
     assert_eq!(s.stats.irqs[Irq::Cal as usize][10], 1, "one interrupt");
 }
+
+/// smp_call_function_many() queues on each target at that target's turn in its loop: with an
+/// event due before the second target's turn (its handler could take that queue's lock first),
+/// the loop stops after the first target and goes on as a step of its own, and no IPI is sent
+/// yet; with nothing due, both are queued and both IPIs sent at once (a bug until 2026-11-24:
+/// the whole loop was worked out at the call, taking each lock ahead of events not yet run).
+#[test]
+fn the_send_loop_queues_each_target_at_its_own_time() {
+    use ipisim_core::engine::CpuMask;
+    use ipisim_core::sched::{Outcome, Step};
+    use ipisim_core::sim::Event;
+    use ipisim_core::smp::{smp_call_function_many_cond, CallFunc, Cond};
+    for event_due in [false, true] {
+        let mut s = sim("shootdown", "linux-3.9", &[]);
+        if event_due {
+            s.q.schedule(1, Event::IpiArrive { cpu: 30, flow: 0 });
+        }
+        let mut m = CpuMask::new();
+        m.set(1);
+        m.set(2);
+        let f = CallFunc::DoNothingIpi;
+        let out = smp_call_function_many_cond(&mut s, 0, 0, &m, f, Cond::Always, true, false);
+        assert!(matches!(out, Outcome::Busy { .. }));
+        let queued = (s.smp.queue[1].len(), s.smp.queue[2].len());
+        if event_due {
+            assert_eq!(queued, (1, 0));
+            assert_eq!(s.tasks[0].steps.last(), Some(&Step::QueueCsds));
+            assert_eq!(s.stats.ipis_sent, 0);
+        } else {
+            assert_eq!(queued, (1, 1));
+            assert_eq!(s.tasks[0].steps.last(), Some(&Step::CsdLockWait));
+            assert_eq!(s.stats.ipis_sent, 2);
+        }
+    }
+}

@@ -333,7 +333,8 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
         // end of csd_lock_wait(). A request sent without waiting does not hold it off.
         let preemptible = s.tasks[t].locks_held == 0
             && s.smp.waiting[cpu] == 0
-            && s.tasks[t].csd_lock_call.is_none();
+            && s.tasks[t].csd_lock_call.is_none()
+            && s.smp.sending[cpu].is_none();
         if s.cpus[cpu].need_resched && preemptible {
             // Wakeup preemption at a step boundary: the current task waits its turn.
             s.cpus[cpu].need_resched = false;

@@ -75,6 +75,8 @@ pub enum Step {
     CsdLockWait,
     /// smp_call_function_many_cond() once csd_lock() got the csd it spun on (`csd_lock_call`).
     SmpCallFunctionMany,
+    /// The rest of smp_call_function_many_cond()'s loop over its targets (`Smp::sending`).
+    QueueCsds,
     /// User reads (or writes) of `n` whole pages of a file mapping from `vpn`.
     FileRead { vpn: u64, n: u32, write: bool },
     /// migration_entry_wait(): the PTE is a migration entry for `pfn`; sleep until it is gone.
@@ -152,7 +154,7 @@ impl Step {
             Step::FlushTlbOthers => "smp_call_function_many_cond",
             Step::LocalCall(_) => "flush_tlb_func",
             Step::CsdLockWait => "csd_lock_wait",
-            Step::SmpCallFunctionMany => "smp_call_function_many",
+            Step::SmpCallFunctionMany | Step::QueueCsds => "smp_call_function_many",
             Step::FileFault { .. } => "filemap_map_pages",
             Step::FileWriteFault { .. } => "do_shared_fault",
             Step::Readahead { .. } => "__do_page_cache_readahead",
@@ -234,6 +236,7 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::LocalCall(f) => smp::run_local(s, cpu, t, f),
         Step::CsdLockWait => Outcome::Spin(SpinOn::CsdLockWait),
         Step::SmpCallFunctionMany => smp::deferred_call(s, cpu, t),
+        Step::QueueCsds => smp::queue_csds(s, cpu, t),
         Step::FileRead { vpn, n, write } => mm::filemap::file_read(s, cpu, t, vpn, n, write),
         Step::MigrationEntryWait { pfn } => mm::migrate::migration_entry_wait(s, t, pfn),
         Step::MigratePages { mm, from, to } => {

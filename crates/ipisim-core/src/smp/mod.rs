@@ -127,6 +127,22 @@ pub struct Smp {
     /// and when it sees that csd unlocked.
     pub csd_lock_on: Vec<u32>,
     pub csd_free_at: Vec<Time>,
+    /// Per sender: the call whose csds it is queueing (the loop of smp_call_function_many_cond).
+    pub sending: Vec<Option<Sending>>,
+}
+
+/// A call of smp_call_function_many_cond() part-way through its loop over the targets.
+#[derive(Debug, Clone, Copy)]
+pub struct Sending {
+    /// Targets not queued on yet, queued on, and whose queue was empty then.
+    left: CpuMask,
+    queued: CpuMask,
+    was_empty: CpuMask,
+    func: CallFunc,
+    wait: bool,
+    callsite: &'static str,
+    /// SCF_RUN_LOCAL and the condition holds here: run `func` on this CPU after the sends.
+    run_local: bool,
 }
 
 pub const NO_CPU: u32 = u32::MAX;
@@ -158,6 +174,7 @@ impl Smp {
             },
             csd_lock_on: vec![NO_CPU; n],
             csd_free_at: vec![0; n],
+            sending: vec![None; n],
         }
     }
 }
@@ -275,7 +292,7 @@ pub fn smp_call_function_many_cond(
     wait: bool,
     run_local: bool,
 ) -> Outcome {
-    let now = s.now();
+    debug_assert!(s.smp.sending[cpu].is_none(), "one call at a time per CPU");
     let mut targets = CpuMask::new();
     for t in mask.iter().filter(|&t| t != cpu) {
         if cond_holds(s, cond, t, cpu) {
@@ -319,25 +336,52 @@ pub fn smp_call_function_many_cond(
             run_local && mask.test(cpu),
         );
     }
+    s.smp.sending[cpu] = Some(Sending {
+        left: targets,
+        queued: CpuMask::new(),
+        was_empty: CpuMask::new(),
+        func,
+        wait,
+        callsite: callsite(cond, run_local),
+        run_local: run_local && mask.test(cpu) && cond_holds(s, cond, cpu, cpu),
+    });
+    queue_csds(s, cpu, task)
+}
+
+/// smp_call_function_many_cond()'s loop: queue a csd on each target (csd_lock, then llist_add or
+/// list_add_tail under the target's lock), then send the IPIs. Each target is queued at its own
+/// time: when another event comes first, the loop stops there and goes on as a step of its own.
+pub fn queue_csds(s: &mut Sim, cpu: CpuId, task: TaskId) -> Outcome {
+    let now = s.now();
+    let mut st = s.smp.sending[cpu].take().expect("a call is being queued");
     let mut setup: Time = 0;
     let mut queue_lock_wait: Time = 0;
-    let mut queued = CpuMask::new();
-    let mut was_empty = CpuMask::new();
-    for t in targets.iter() {
+    while let Some(t) = st.left.iter().next() {
+        if setup > 0 && s.q.peek_time().is_some_and(|p| p <= now + setup) {
+            // Something happens before this target's turn (its handler may take the lock).
+            s.smp.sending[cpu] = Some(st);
+            s.tasks[task].steps.push(Step::QueueCsds);
+            sched::charge(s, Some(task), scf_func(s), setup - queue_lock_wait);
+            return Outcome::Busy {
+                ps: setup,
+                irqs_off: false,
+            };
+        }
+        st.left.clear(t);
         s.smp.locked[cpu].set(t);
-        if wait {
+        if st.wait {
             wait_for_one_more(s, cpu);
         }
         s.stats.trace(Trace::CsdQueueCpu);
         // llist_add() (or list_empty() under the lock) tells whether the queue was empty.
         let tail = s.smp.queue[t].last().map(|c| c.sender as usize);
         if tail.is_none() {
-            was_empty.set(t);
+            st.was_empty.set(t);
         }
         s.smp.queue[t].push(Csd {
             sender: cpu as u32,
-            func,
-            wait,
+            func: st.func,
+            wait: st.wait,
         });
         let mut add = s.m.cost[Cost::CsdQueue];
         if s.k.call_single_queue == CallSingleQueue::Spinlock {
@@ -355,15 +399,15 @@ pub fn smp_call_function_many_cond(
             queue_lock_wait += wait;
         }
         setup += add;
-        queued.set(t);
+        st.queued.set(t);
     }
-    let nr_queued = queued.weight();
+    let nr_queued = st.queued.weight();
     // A lone target (smp_call_function_single before 4.13) and, since 4.13, every target gets an
     // IPI only if its queue was empty: a non-empty queue is already going to be run.
     let ipi_mask = if nr_queued == 1 || s.k.skip_ipi_if_queued {
-        was_empty
+        st.was_empty
     } else {
-        queued
+        st.queued
     };
     let nr_ipi = ipi_mask.weight();
     let last = ipi_mask.iter().last().unwrap_or(0);
@@ -375,18 +419,18 @@ pub fn smp_call_function_many_cond(
             let at = now + setup + s.m.line_transfer(cpu, last);
             s.q.schedule(at, Event::PollKick { cpu: last as u32 });
         } else {
-            crate::observe::tracelog::ipi_send_cpu(s, cpu, last, callsite(cond, run_local));
+            crate::observe::tracelog::ipi_send_cpu(s, cpu, last, st.callsite);
             send += s.m.cost[Cost::IpiSend];
             send_ipi(s, cpu, last, now + setup + send);
         }
     } else if nr_ipi > 1 {
-        send = send_ipi_mask(s, cpu, &ipi_mask, now + setup, callsite(cond, run_local));
+        send = send_ipi_mask(s, cpu, &ipi_mask, now + setup, st.callsite);
     }
-    if wait && nr_queued > 0 {
+    if st.wait && nr_queued > 0 {
         s.tasks[task].steps.push(Step::CsdLockWait);
     }
-    if run_local && mask.test(cpu) && cond_holds(s, cond, cpu, cpu) {
-        s.tasks[task].steps.push(Step::LocalCall(func));
+    if st.run_local {
+        s.tasks[task].steps.push(Step::LocalCall(st.func));
     }
     // The ICR writes follow the queueing with nothing in between: one busy period for both.
     sched::charge(s, Some(task), scf_func(s), setup - queue_lock_wait);
