@@ -30,6 +30,8 @@ pub enum Event {
     PollKick { cpu: u32 },
     /// A CPU's interrupt handler, entered earlier, starts its pass over the call queue.
     HandlerStart { cpu: u32 },
+    /// A CPU's handler pass, stopped for an event due first, goes on.
+    HandlerContinue { cpu: u32 },
     /// A CPU returns from its interrupt handler.
     IrqExit { cpu: u32 },
     /// A sleeping task's timer fires.
@@ -135,6 +137,7 @@ impl Sim {
             }
             Event::PollKick { cpu } => sched::poll_kick(self, cpu as usize),
             Event::HandlerStart { cpu } => sched::handler_start(self, cpu as usize),
+            Event::HandlerContinue { cpu } => sched::handler_continue(self, cpu as usize),
             Event::IrqExit { cpu } => sched::irq_exit(self, cpu as usize),
             Event::Wake { task } => sched::timer_wake(self, task as usize),
             Event::Stop => self.end = Some(self.now()),

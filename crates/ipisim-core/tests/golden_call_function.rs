@@ -543,3 +543,30 @@ fn the_send_loop_queues_each_target_at_its_own_time() {
         }
     }
 }
+
+/// A handler's pass runs its csds at their own times: with an event due before the second csd's
+/// turn, it stops after the first (whose sender sees it done) and goes on later; without one it
+/// runs both at once (a bug until 2026-11-24: the whole pass was worked out when it started).
+#[test]
+fn a_handler_pass_stops_where_another_event_is_due() {
+    use ipisim_core::engine::CpuMask;
+    use ipisim_core::sim::Event;
+    use ipisim_core::smp::{begin_pass, smp_call_function_many_cond, CallFunc, Cond};
+    for event_due in [false, true] {
+        let mut s = sim("shootdown", "linux-6.18", &[]);
+        let mut one = CpuMask::new();
+        one.set(1);
+        for sender in [2, 3] {
+            let f = CallFunc::DoNothingIpi;
+            smp_call_function_many_cond(&mut s, sender, 0, &one, f, Cond::Always, false, false);
+        }
+        if event_due {
+            s.q.schedule(1, Event::IpiArrive { cpu: 30, flow: 0 });
+        }
+        let end = begin_pass(&mut s, 1, None, 0, true);
+        assert!(s.smp.queue[1].is_empty(), "both detached");
+        assert!(!s.smp.locked[2].test(1), "the first csd ran");
+        assert_eq!(end.is_none(), event_due);
+        assert_eq!(s.smp.locked[3].test(1), event_due, "the second csd");
+    }
+}

@@ -653,7 +653,7 @@ fn irq_enter(s: &mut Sim, cpu: CpuId, how: Entry) {
     // In the handler from now: its end is known once its pass has run (irq_end = NEVER till then).
     c.irq_end = NEVER;
     c.irq_pending = false;
-    let task = if c.mode == Mode::Idle { None } else { c.task };
+    let task = handler_task(s, cpu);
     charge(s, task, Func::CallFunctionInterrupt, entry + exit);
     charge(s, task, Func::GuestExit, guest_exit);
     s.stats.idle[cpu] += wake;
@@ -674,14 +674,42 @@ fn irq_enter(s: &mut Sim, cpu: CpuId, how: Entry) {
 /// (generic_smp_call_function_single_interrupt / __flush_smp_call_function_queue).
 pub fn handler_start(s: &mut Sim, cpu: CpuId) {
     let now = s.now();
-    let c = &s.cpus[cpu];
-    let task = if c.mode == Mode::Idle { None } else { c.task };
-    let (from, tail) = (c.irq_from, c.irq_tail);
     if let Some(tr) = s.trace.as_mut() {
         tr.handler_start(cpu, now);
     }
-    let handler = crate::smp::flush_smp_call_function_queue(s, cpu, task, now);
-    let end = now + handler + tail;
+    let task = handler_task(s, cpu);
+    let pass = crate::smp::begin_pass(s, cpu, task, now, true);
+    handler_went_on(s, cpu, pass);
+}
+
+/// A handler's pass that stopped for something due first goes on.
+pub fn handler_continue(s: &mut Sim, cpu: CpuId) {
+    let task = handler_task(s, cpu);
+    let pass = crate::smp::continue_pass(s, cpu, task, true);
+    handler_went_on(s, cpu, pass);
+}
+
+/// The task a handler on `cpu` interrupts (none on an idle CPU).
+fn handler_task(s: &Sim, cpu: CpuId) -> Option<TaskId> {
+    let c = &s.cpus[cpu];
+    if c.mode == Mode::Idle {
+        None
+    } else {
+        c.task
+    }
+}
+
+/// After a stretch of a handler's pass: go on with it later, or, if it ended at `pass`, leave
+/// the handler.
+fn handler_went_on(s: &mut Sim, cpu: CpuId, pass: Option<Time>) {
+    let Some(pass_end) = pass else {
+        let at = s.smp.pass[cpu].at;
+        s.q.schedule(at, Event::HandlerContinue { cpu: cpu as u32 });
+        return;
+    };
+    let task = handler_task(s, cpu);
+    let (from, tail) = (s.cpus[cpu].irq_from, s.cpus[cpu].irq_tail);
+    let end = pass_end + tail;
     if let Some(tr) = s.trace.as_mut() {
         tr.slice(cpu, from, end, Func::CallFunctionInterrupt.name());
     }

@@ -113,8 +113,8 @@ pub struct Smp {
     pub queue: Vec<Vec<Csd>>,
     /// call_single_queue.lock of each CPU (`call_single_queue = spinlock`, to 3.13).
     pub queue_lock: Vec<SpinLock>,
-    /// Scratch for the batch a handler pass detaches (llist_del_all).
-    batch: Vec<Csd>,
+    /// Each CPU's handler pass in progress.
+    pub pass: Vec<Pass>,
     /// Per sender: targets whose csd is locked (queued and not yet run).
     pub locked: Vec<CpuMask>,
     /// Per sender: locked csds it waits for (csd_lock_wait).
@@ -129,6 +129,21 @@ pub struct Smp {
     pub csd_free_at: Vec<Time>,
     /// Per sender: the call whose csds it is queueing (the loop of smp_call_function_many_cond).
     pub sending: Vec<Option<Sending>>,
+}
+
+/// A handler's pass over the call queues, part-way through (generic_smp_call_function_interrupt
+/// of 3.8 walks the global queue after the CPU's own).
+#[derive(Debug, Default)]
+pub struct Pass {
+    /// The csds it detached (llist_del_all / list_replace_init), and how many it has run.
+    batch: Vec<Csd>,
+    ran: usize,
+    /// 3.8: the walk of the global queue has begun; the cfds on it then not visited yet (one
+    /// unlinked meanwhile is dropped, one added later is not seen: list_add_rcu at the head).
+    walk_begun: bool,
+    walk: CpuMask,
+    /// Where it has got to.
+    pub at: Time,
 }
 
 /// A call of smp_call_function_many_cond() part-way through its loop over the targets.
@@ -164,7 +179,12 @@ impl Smp {
         Smp {
             queue: (0..n).map(|_| Vec::with_capacity(n)).collect(),
             queue_lock: vec![SpinLock::default(); n],
-            batch: Vec::with_capacity(n),
+            pass: (0..n)
+                .map(|_| Pass {
+                    batch: Vec::with_capacity(n),
+                    ..Default::default()
+                })
+                .collect(),
             locked: vec![CpuMask::new(); n],
             waiting: vec![0; n],
             done_at: vec![0; n],
@@ -495,77 +515,68 @@ fn global_cfd_call(
     }
 }
 
-/// generic_smp_call_function_interrupt() of 3.8, from `start`: walk the whole global queue,
-/// reading each cfd's line; for each one holding this CPU, run it, clear the bit and drop refs
+/// One step of generic_smp_call_function_interrupt() of 3.8 at `t`: the entry at `i` of the
+/// global queue. Read its cfd's line; if it holds this CPU, run it, clear the bit and drop refs
 /// (read-modify-writes of the line, one CPU at a time); the last CPU unlinks it under
-/// call_function.lock and unlocks the sender's csd. Returns the time spent.
-fn generic_smp_call_function_interrupt(
-    s: &mut Sim,
-    cpu: CpuId,
-    task: Option<TaskId>,
-    start: Time,
-) -> Time {
-    // list_for_each_entry_rcu starts at call_function.queue, whose line is the lock's: the last
-    // sender to add or the last target to unlink wrote it.
-    let read = s.m.line_transfer(s.smp.global.lock.holder(), cpu);
-    let (mut t, mut walk, mut spin) = (start + read, read, 0);
-    let mut i = 0;
-    while i < s.smp.global.queue.len() {
-        let sender = s.smp.global.queue[i] as usize;
-        let cfd = &s.smp.global.cfd[sender];
-        // list_for_each_entry_rcu + cpumask_test_cpu: a shared read of the entry's line.
-        let holder = cfd.line.holder();
-        let read = if holder == cpu {
-            0
-        } else {
-            s.m.line_transfer(holder, cpu)
-        };
-        t += read;
-        walk += read;
-        if !cfd.cpumask.test(cpu) {
-            i += 1;
-            continue;
-        }
-        let func = cfd.func.expect("queued cfd has a function");
-        t += run_func(s, cpu, task, sender, func);
-        let m = &s.m;
-        let g = &mut s.smp.global;
-        // cpumask_test_and_clear_cpu + atomic_dec_return on the shared line.
-        let rmw = g.cfd[sender]
-            .line
-            .acquire(t, cpu, 0, |a, b| m.line_transfer(a, b));
-        t += rmw;
-        walk += rmw;
-        let cfd = &mut g.cfd[sender];
-        cfd.cpumask.clear(cpu);
-        cfd.refs -= 1;
-        if cfd.refs > 0 {
-            i += 1;
-            continue;
-        }
-        // The last one: list_del_rcu under call_function.lock, then csd_unlock.
-        let op = m.cost[Cost::CsdQueue];
-        let wait = g.lock.acquire(t, cpu, op, |a, b| m.line_transfer(a, b));
-        (t, spin, walk) = (t + wait + op, spin + wait, walk + op);
-        // list_del_rcu() relinks the neighbours: next->prev and prev->next, each a write to
-        // that entry's cfd line (the head's is the lock's, held now).
-        let neighbours = [i.checked_sub(1), Some(i + 1)];
-        for n in neighbours.into_iter().flatten() {
-            if let Some(&other) = g.queue.get(n) {
-                let w = g.cfd[other as usize]
-                    .line
-                    .acquire(t, cpu, 0, |a, b| m.line_transfer(a, b));
-                (t, walk) = (t + w, walk + w);
-            }
-        }
-        g.queue.remove(i);
-        g.cfd[sender].func = None;
-        let waited = g.cfd[sender].wait;
-        csd_unlock(s, sender, cpu, GLOBAL_CFD, waited, t);
+/// call_function.lock and unlocks the sender's csd. Returns when the step ends.
+fn walk_one(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, mut t: Time, i: usize) -> Time {
+    let sender = s.smp.global.queue[i] as usize;
+    let cfd = &s.smp.global.cfd[sender];
+    // list_for_each_entry_rcu + cpumask_test_cpu: a shared read of the entry's line.
+    let holder = cfd.line.holder();
+    let read = if holder == cpu {
+        0
+    } else {
+        s.m.line_transfer(holder, cpu)
+    };
+    let (mine, func) = (cfd.cpumask.test(cpu), cfd.func);
+    sched::charge(s, task, Func::GenericSmpCallFunctionInterrupt, read);
+    t += read;
+    if !mine {
+        return t;
     }
+    let func = func.expect("queued cfd has a function");
+    t += run_func(s, cpu, task, sender, func);
+    let m = &s.m;
+    let g = &mut s.smp.global;
+    // cpumask_test_and_clear_cpu + atomic_dec_return on the shared line.
+    let mut walk = g.cfd[sender]
+        .line
+        .acquire(t, cpu, 0, |a, b| m.line_transfer(a, b));
+    t += walk;
+    let cfd = &mut g.cfd[sender];
+    cfd.cpumask.clear(cpu);
+    cfd.refs -= 1;
+    if cfd.refs > 0 {
+        sched::charge(s, task, Func::GenericSmpCallFunctionInterrupt, walk);
+        return t;
+    }
+    // The last one: list_del_rcu under call_function.lock, then csd_unlock.
+    let op = m.cost[Cost::CsdQueue];
+    let spin = g.lock.acquire(t, cpu, op, |a, b| m.line_transfer(a, b));
+    (t, walk) = (t + spin + op, walk + op);
+    // list_del_rcu() relinks the neighbours: next->prev and prev->next, each a write to
+    // that entry's cfd line (the head's is the lock's, held now).
+    let neighbours = [i.checked_sub(1), Some(i + 1)];
+    for n in neighbours.into_iter().flatten() {
+        if let Some(&other) = g.queue.get(n) {
+            let w = g.cfd[other as usize]
+                .line
+                .acquire(t, cpu, 0, |a, b| m.line_transfer(a, b));
+            (t, walk) = (t + w, walk + w);
+        }
+    }
+    g.queue.remove(i);
+    g.cfd[sender].func = None;
+    let waited = g.cfd[sender].wait;
+    // A walker that has not reached it yet will not find it: it is off the list.
+    for p in s.smp.pass.iter_mut() {
+        p.walk.clear(sender);
+    }
+    csd_unlock(s, sender, cpu, GLOBAL_CFD, waited, t);
     sched::charge(s, task, Func::GenericSmpCallFunctionInterrupt, walk);
     sched::charge_lock(s, task, Func::GenericSmpCallFunctionInterrupt, spin);
-    t - start
+    t
 }
 
 /// Run a call function on the calling CPU, IRQs off (SCF_RUN_LOCAL).
@@ -587,13 +598,25 @@ fn run_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId, func: 
 }
 
 /// __flush_smp_call_function_queue(): detach this CPU's queue and run each csd in order, from
-/// `start`. Each csd unlocks when its function returns. Returns the time spent.
+/// `start`, in one go (no other event runs meanwhile). Returns the time spent.
 pub fn flush_smp_call_function_queue(
     s: &mut Sim,
     cpu: CpuId,
     task: Option<TaskId>,
     start: Time,
 ) -> Time {
+    begin_pass(s, cpu, task, start, false).expect("a pass that does not stop ends") - start
+}
+
+/// A handler's pass starts at `start`: take the queue lock (3.9-3.13) and detach the queue, then
+/// go on as `continue_pass`. Returns when the pass ends, or None if it stopped (`stop`).
+pub fn begin_pass(
+    s: &mut Sim,
+    cpu: CpuId,
+    task: Option<TaskId>,
+    start: Time,
+    stop: bool,
+) -> Option<Time> {
     let mut t = start;
     if s.k.call_single_queue == CallSingleQueue::Spinlock
         && (s.k.call_function == CallFunction::PercpuCsd || !s.smp.queue[cpu].is_empty())
@@ -605,26 +628,78 @@ pub fn flush_smp_call_function_queue(
         sched::charge_lock(s, task, Func::GenericSmpCallFunctionSingleInterrupt, wait);
         t += wait;
     }
-    let mut batch = std::mem::take(&mut s.smp.batch);
-    batch.clear();
-    std::mem::swap(&mut batch, &mut s.smp.queue[cpu]);
+    let p = &mut s.smp.pass[cpu];
+    p.batch.clear();
+    std::mem::swap(&mut p.batch, &mut s.smp.queue[cpu]);
+    (p.ran, p.walk_begun, p.at) = (0, false, t);
+    continue_pass(s, cpu, task, stop)
+}
+
+/// Go on with this CPU's handler pass from where it is (`Pass::at`): run the detached csds in
+/// order, then (3.8) walk the global queue. With `stop`, it stops before a step that something
+/// else due first could change (a sender, another handler) and returns None; the caller goes
+/// on at `Pass::at`. Returns when the pass ends.
+pub fn continue_pass(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, stop: bool) -> Option<Time> {
+    let now = s.now();
+    let due_first = |s: &Sim, t: Time| stop && t > now && s.q.peek_time().is_some_and(|p| p <= t);
     // The handler as perf names it: generic_smp_call_function_single_interrupt until the llist.
     let handler = match s.k.call_single_queue {
         CallSingleQueue::Spinlock => Func::GenericSmpCallFunctionSingleInterrupt,
         CallSingleQueue::Llist => Func::FlushSmpCallFunctionQueue,
     };
-    for csd in &batch {
+    let mut t = s.smp.pass[cpu].at;
+    while s.smp.pass[cpu].ran < s.smp.pass[cpu].batch.len() {
+        if due_first(s, t) {
+            s.smp.pass[cpu].at = t;
+            return None;
+        }
+        let p = &mut s.smp.pass[cpu];
+        let csd = p.batch[p.ran];
+        p.ran += 1;
         // Reading the csd's func and info, which its sender just wrote, brings their line over.
         let read = s.m.line_transfer(csd.sender as usize, cpu);
         sched::charge(s, task, handler, read);
         t += read + run_func(s, cpu, task, csd.sender as usize, csd.func);
         csd_unlock(s, csd.sender as usize, cpu, cpu as u32, csd.wait, t);
     }
-    s.smp.batch = batch;
-    if !s.smp.global.queue.is_empty() {
-        t += generic_smp_call_function_interrupt(s, cpu, task, t);
+    if !s.smp.pass[cpu].walk_begun {
+        s.smp.pass[cpu].walk_begun = true;
+        if !s.smp.global.queue.is_empty() {
+            // generic_smp_call_function_interrupt(): list_for_each_entry_rcu starts at
+            // call_function.queue, whose line is the lock's: the last sender to add or the last
+            // target to unlink wrote it. It sees the entries there now (new ones go at the head).
+            let read = s.m.line_transfer(s.smp.global.lock.holder(), cpu);
+            sched::charge(s, task, Func::GenericSmpCallFunctionInterrupt, read);
+            t += read;
+            let mut walk = CpuMask::new();
+            s.smp
+                .global
+                .queue
+                .iter()
+                .for_each(|&c| walk.set(c as usize));
+            s.smp.pass[cpu].walk = walk;
+        }
     }
-    t - start
+    loop {
+        let walk = &s.smp.pass[cpu].walk;
+        let Some(i) = s
+            .smp
+            .global
+            .queue
+            .iter()
+            .position(|&c| walk.test(c as usize))
+        else {
+            break;
+        };
+        if due_first(s, t) {
+            s.smp.pass[cpu].at = t;
+            return None;
+        }
+        let sender = s.smp.global.queue[i] as usize;
+        s.smp.pass[cpu].walk.clear(sender);
+        t = walk_one(s, cpu, task, t, i);
+    }
+    Some(t)
 }
 
 /// csd_unlock() at time `at` (now or later in this handler pass): the csd is free again, and a
