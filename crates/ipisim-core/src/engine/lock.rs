@@ -1,8 +1,9 @@
 //! A spinlock as a queue in time: whoever takes it waits until the previous holder is done.
 //! Acquisitions are served in the order the simulation reaches them (ties by event sequence),
 //! except that one made for a time before the latest holder's is served first if it fits in
-//! the gap before it: work computed ahead (a send loop, a handler's pass) takes a lock at a time
-//! later than events the simulation has not reached yet, and a ticket lock serves by time.
+//! the gap before it: a step that takes a lock part-way through (3.8's sender takes its cfd line
+//! and then call_function.lock) takes it at a time later than events the simulation has not
+//! reached yet, and a ticket lock serves by time.
 
 use super::Time;
 

@@ -702,9 +702,9 @@ pub fn continue_pass(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, stop: bool) 
     Some(t)
 }
 
-/// csd_unlock() at time `at` (now or later in this handler pass): the csd is free again, and a
-/// waiting sender sees it once the cache line holding csd->node.u_flags comes back to it.
-/// Unlock times are known when the pass starts, so no event is needed per csd. `csd` names it:
+/// csd_unlock() at time `at` (now or later in this stretch of a handler pass, with nothing else
+/// due before it): the csd is free again, and a waiting sender sees it once the cache line
+/// holding csd->node.u_flags comes back to it. `csd` names it:
 /// its target's number, or GLOBAL_CFD for 3.8's cfd_data; `waited` if its sender waits for it.
 fn csd_unlock(s: &mut Sim, sender: CpuId, target: CpuId, csd: u32, waited: bool, at: Time) {
     s.smp.locked[sender].clear(target);
