@@ -631,7 +631,7 @@ pub fn begin_pass(
     let p = &mut s.smp.pass[cpu];
     p.batch.clear();
     std::mem::swap(&mut p.batch, &mut s.smp.queue[cpu]);
-    (p.ran, p.walk_begun, p.at) = (0, false, t);
+    (p.ran, p.walk_begun, p.walk, p.at) = (0, false, CpuMask::new(), t);
     continue_pass(s, cpu, task, stop)
 }
 
