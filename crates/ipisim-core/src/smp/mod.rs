@@ -356,7 +356,7 @@ pub fn smp_call_function_many_cond(
             run_local && mask.test(cpu),
         );
     }
-    s.smp.sending[cpu] = Some(Sending {
+    let st = Sending {
         left: targets,
         queued: CpuMask::new(),
         was_empty: CpuMask::new(),
@@ -364,16 +364,21 @@ pub fn smp_call_function_many_cond(
         wait,
         callsite: callsite(cond, run_local),
         run_local: run_local && mask.test(cpu) && cond_holds(s, cond, cpu, cpu),
-    });
-    queue_csds(s, cpu, task)
+    };
+    queue_loop(s, cpu, task, st)
+}
+
+/// The rest of a call's loop over its targets, where it stopped (Step::QueueCsds).
+pub fn queue_csds(s: &mut Sim, cpu: CpuId, task: TaskId) -> Outcome {
+    let st = s.smp.sending[cpu].take().expect("a call is being queued");
+    queue_loop(s, cpu, task, st)
 }
 
 /// smp_call_function_many_cond()'s loop: queue a csd on each target (csd_lock, then llist_add or
 /// list_add_tail under the target's lock), then send the IPIs. Each target is queued at its own
 /// time: when another event comes first, the loop stops there and goes on as a step of its own.
-pub fn queue_csds(s: &mut Sim, cpu: CpuId, task: TaskId) -> Outcome {
+fn queue_loop(s: &mut Sim, cpu: CpuId, task: TaskId, mut st: Sending) -> Outcome {
     let now = s.now();
-    let mut st = s.smp.sending[cpu].take().expect("a call is being queued");
     let mut setup: Time = 0;
     let mut queue_lock_wait: Time = 0;
     while let Some(t) = st.left.iter().next() {
