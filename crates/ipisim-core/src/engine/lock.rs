@@ -17,9 +17,11 @@ pub struct SpinLock {
     pub contended: u64,
     /// Total time spent spinning for it.
     pub wait: Time,
-    /// When the latest holder takes it, and before that, when it was free again after the holder
-    /// before (whose CPU then held its line): a request that comes in simulation order after the
-    /// latest one but is earlier in time is served in that gap if it fits there.
+    /// When the latest holder asked for it and when it takes it, and before that, when it was
+    /// free again after the holder before (whose CPU then held its line): a request that comes
+    /// in simulation order after the latest one but was made before it in time is served in that
+    /// gap if it fits there (it has the earlier ticket).
+    asked_at: Time,
     taken_at: Time,
     gap_from: Time,
     gap_cpu: usize,
@@ -40,7 +42,7 @@ impl SpinLock {
         hold: Time,
         line: impl Fn(usize, usize) -> Time,
     ) -> Time {
-        if now < self.taken_at {
+        if now < self.asked_at {
             let moved = if cpu != self.gap_cpu {
                 line(self.gap_cpu, cpu)
             } else {
@@ -68,7 +70,7 @@ impl SpinLock {
         }
         let start = now.max(self.free_at) + moved;
         (self.gap_from, self.gap_cpu) = (self.free_at, self.last_cpu);
-        self.taken_at = start;
+        (self.asked_at, self.taken_at) = (now, start);
         self.free_at = start + hold;
         self.last_cpu = cpu;
         self.acquisitions += 1;
@@ -184,6 +186,18 @@ mod tests {
         // CPU 3 asks at 92: 97 + 10 overlaps CPU 1's hold, so it waits behind it (115 + 5).
         assert_eq!(l.acquire(92, 3, 10, line), 28);
         assert_eq!((l.acquisitions, l.contended, l.wait), (4, 1, 38));
+    }
+
+    #[test]
+    fn a_later_request_keeps_its_ticket_order_even_where_it_would_fit() {
+        let line = |a: usize, b: usize| if a == b { 0 } else { 5 };
+        let mut l = SpinLock::default();
+        assert_eq!(l.acquire(0, 0, 10, line), 0);
+        // CPU 1 asks at 5 and takes it at 15, after the holder and its line's transfer.
+        assert_eq!(l.acquire(5, 1, 10, line), 10);
+        // CPU 0 asks again at 8, after CPU 1 did: behind it (25, then the line back), although
+        // it holds the line and a zero-length hold would fit before 15.
+        assert_eq!(l.acquire(8, 0, 0, line), 22);
     }
 
     #[test]
