@@ -668,6 +668,11 @@ pub fn continue_pass(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, stop: bool) 
         csd_unlock(s, csd.sender as usize, cpu, cpu as u32, csd.wait, t);
     }
     if !s.smp.pass[cpu].walk_begun {
+        // 3.8: a sender due before the walk begins could still put its cfd where the walk sees it.
+        if s.k.call_function == CallFunction::GlobalCfd && due_first(s, t) {
+            s.smp.pass[cpu].at = t;
+            return None;
+        }
         s.smp.pass[cpu].walk_begun = true;
         if !s.smp.global.queue.is_empty() {
             // generic_smp_call_function_interrupt(): list_for_each_entry_rcu starts at
