@@ -6,6 +6,7 @@ them (no TLB row, one CPU, no C compiler).
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -175,3 +176,21 @@ def test_one_usable_cpu_says_what_it_skips() -> None:
     assert "skipped: one CPU" in proc.stdout
     assert "membarrier 1 busy thread" in proc.stdout and "skipped" in proc.stdout
     assert "measured: getppid()" in proc.stdout
+
+
+def test_apic_mode_from_the_kernel_log() -> None:
+    kvm = "x2apic enabled\nAPIC: Switched APIC routing to: physical x2apic\n"
+    kvm += "kvm-guest: APIC: send_IPI_mask() replaced with kvm_send_ipi_mask()\n"
+    assert probe.apic_mode(kvm) == "kvm_pv"
+    assert probe.apic_mode("kvm-guest: setup PV IPIs\n") == "kvm_pv"
+    assert probe.apic_mode("Switched APIC routing to cluster x2apic.\n") == "x2apic_cluster"
+    assert probe.apic_mode("APIC: Switched APIC routing to: physical flat\n") == "phys"
+    assert probe.apic_mode("nothing about it\n") is None
+
+
+def test_written_profile_names_the_apic_mode(tmp_path: Path) -> None:
+    p = probe.Probe(dataclasses.replace(TOPO, apic="kvm_pv"), fake_probe().runs)
+    path = tmp_path / "host.toml"
+    path.write_text(probe.profile_toml(p, probe.fit(p), name="host"))
+    d = ipisim.describe(str(path))
+    assert {c["key"]: c["value"] for c in d["params"]}["machine.apic"] == "kvm_pv"

@@ -32,6 +32,7 @@ class Topology:
     ghz: float
     idle: str
     idle_poll_ns: int
+    apic: str = "phys"
     notes: tuple[str, ...] = ()
 
 
@@ -75,6 +76,29 @@ def _cpulist(text: str) -> list[int]:
     return cpus
 
 
+def apic_mode(kernel_log: str) -> str | None:
+    """machine.apic from the boot log's APIC lines, or None if it does not say."""
+    # kvm_setup_pv_ipi(): "kvm-guest: setup PV IPIs" (4.19+), or the static-call message of 6.x.
+    if "setup PV IPIs" in kernel_log or "replaced with kvm_send_ipi_mask" in kernel_log:
+        return "kvm_pv"
+    # "Switched APIC routing to[:] cluster x2apic / physical x2apic / physical flat / flat".
+    routing = re.findall(r"Switched APIC routing to:? ([\w ]+)", kernel_log)
+    if not routing:
+        return None
+    if "x2apic" in routing[-1]:
+        # x2apic_cluster.c and x2apic_phys.c both send through __x2apic_send_IPI_mask().
+        return "x2apic_cluster"
+    return "phys"
+
+
+def _kernel_log() -> str:
+    try:
+        out = subprocess.run(["dmesg"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout if out.returncode == 0 else ""
+
+
 def topology() -> Topology:
     """CPUs, nodes, SMT, memory per node, clock and idle driver from /sys and /proc."""
     notes = []
@@ -100,6 +124,9 @@ def topology() -> Topology:
     driver = _read("/sys/devices/system/cpu/cpuidle/current_driver")
     poll = _read("/sys/module/haltpoll/parameters/guest_halt_poll_ns")
     idle = "haltpoll" if driver == "haltpoll" else "hlt"
+    apic = apic_mode(_kernel_log())
+    if apic is None:
+        notes.append("the kernel log names no APIC routing (dmesg unreadable?): machine.apic = phys assumed")
     return Topology(
         cpus=len(cpus),
         nodes=len(per_node),
@@ -109,6 +136,7 @@ def topology() -> Topology:
         ghz=ghz,
         idle=idle,
         idle_poll_ns=int(poll) if poll.isdigit() else 200_000,
+        apic=apic or "phys",
         notes=tuple(notes),
     )
 
@@ -353,6 +381,7 @@ def profile_toml(p: Probe, fitted: list[Fitted], name: str = "host") -> str:
         f"name = {_toml_str(name)}",
         f"description = {_toml_str(desc)}",
         'arch = "x86"',
+        f'apic = "{t.apic}"',
         f"nodes = {t.nodes}",
         f"cpus_per_node = {t.cpus_per_node}",
         f"smt = {t.smt}",
