@@ -3,10 +3,20 @@
 pub const MAX_CPUS: usize = 1024;
 const WORDS: usize = MAX_CPUS / 64;
 
-#[derive(Clone, Copy, PartialEq, Eq)]
+#[derive(Clone, Copy)]
 pub struct CpuMask {
     w: [u64; WORDS],
+    /// Words below this may be non-zero (one past the highest word ever set): scans stop here,
+    /// so a 48-CPU machine looks at one word, not sixteen.
+    len: u8,
 }
+
+impl PartialEq for CpuMask {
+    fn eq(&self, o: &Self) -> bool {
+        self.w == o.w
+    }
+}
+impl Eq for CpuMask {}
 
 impl Default for CpuMask {
     fn default() -> Self {
@@ -22,7 +32,7 @@ impl std::fmt::Debug for CpuMask {
 
 /// The set CPUs of a mask, lowest first (a word at a time: this is on the IPI path).
 pub struct Iter<'a> {
-    w: &'a [u64; WORDS],
+    w: &'a [u64],
     /// The word `cur` came from.
     i: usize,
     /// What is left of word `i`.
@@ -34,7 +44,7 @@ impl Iterator for Iter<'_> {
 
     fn next(&mut self) -> Option<usize> {
         while self.cur == 0 {
-            if self.i + 1 == WORDS {
+            if self.i + 1 >= self.w.len() {
                 return None;
             }
             self.i += 1;
@@ -48,7 +58,15 @@ impl Iterator for Iter<'_> {
 
 impl CpuMask {
     pub const fn new() -> Self {
-        CpuMask { w: [0; WORDS] }
+        CpuMask {
+            w: [0; WORDS],
+            len: 0,
+        }
+    }
+
+    /// The words that may hold set CPUs.
+    fn words(&self) -> &[u64] {
+        &self.w[..self.len as usize]
     }
 
     pub fn first_n(n: usize) -> Self {
@@ -61,6 +79,7 @@ impl CpuMask {
 
     pub fn set(&mut self, cpu: usize) {
         self.w[cpu / 64] |= 1 << (cpu % 64);
+        self.len = self.len.max((cpu / 64 + 1) as u8);
     }
 
     pub fn clear(&mut self, cpu: usize) {
@@ -72,26 +91,27 @@ impl CpuMask {
     }
 
     pub fn is_empty(&self) -> bool {
-        self.w.iter().all(|&w| w == 0)
+        self.words().iter().all(|&w| w == 0)
     }
 
     pub fn weight(&self) -> usize {
-        self.w.iter().map(|w| w.count_ones() as usize).sum()
+        self.words().iter().map(|w| w.count_ones() as usize).sum()
     }
 
     pub fn or(&mut self, o: &CpuMask) {
-        for (a, b) in self.w.iter_mut().zip(o.w.iter()) {
+        for (a, b) in self.w.iter_mut().zip(o.words()) {
             *a |= *b;
         }
+        self.len = self.len.max(o.len);
     }
 
     pub fn clear_all(&mut self) {
-        self.w = [0; WORDS];
+        *self = Self::new();
     }
 
     /// `cpumask_any_but(mask, cpu) < nr_cpu_ids`: is any CPU other than `cpu` set?
     pub fn any_but(&self, cpu: usize) -> bool {
-        self.w.iter().enumerate().any(|(i, &w)| {
+        self.words().iter().enumerate().any(|(i, &w)| {
             let w = if i == cpu / 64 {
                 w & !(1 << (cpu % 64))
             } else {
@@ -103,10 +123,11 @@ impl CpuMask {
 
     /// Set CPUs in ascending order, the order `for_each_cpu` visits them.
     pub fn iter(&self) -> Iter<'_> {
+        let w = self.words();
         Iter {
-            w: &self.w,
+            w,
             i: 0,
-            cur: self.w[0],
+            cur: w.first().copied().unwrap_or(0),
         }
     }
 
@@ -160,5 +181,11 @@ mod tests {
         one.set(5);
         assert!(!one.any_but(5));
         assert!(one.any_but(4));
+        // Equal sets are equal masks, whichever words were ever used.
+        m.clear(64);
+        let mut low = CpuMask::new();
+        [0, 1, 2, 3, 8].into_iter().for_each(|c| low.set(c));
+        assert_eq!(m, low);
+        assert_eq!(CpuMask::new().iter().next(), None);
     }
 }
