@@ -570,3 +570,31 @@ fn a_handler_pass_stops_where_another_event_is_due() {
         assert_eq!(s.smp.locked[3].test(1), event_due, "the second csd");
     }
 }
+
+/// 3.8's walk of the global queue sees the cfds queued when it began (list_add_rcu puts a new one
+/// at the head, behind the walker): CPU 1's walk stops before its first entry; CPU 3 then queues
+/// a second call to CPUs 1 and 4; the walk goes on and runs only CPU 2's. Once CPU 4 has run
+/// both, CPU 2's is unlinked and CPU 3's still waits for CPU 1.
+#[test]
+fn the_global_walk_does_not_see_a_cfd_queued_after_it_began() {
+    use ipisim_core::engine::CpuMask;
+    use ipisim_core::sim::Event;
+    use ipisim_core::smp::{begin_pass, continue_pass, flush_smp_call_function_queue};
+    use ipisim_core::smp::{smp_call_function_many_cond, CallFunc, Cond};
+    let mut s = sim("shootdown", "linux-3.8", &[]);
+    let mut both = CpuMask::new();
+    both.set(1);
+    both.set(4);
+    let call = |s: &mut ipisim_core::sim::Sim, from: usize| {
+        let f = CallFunc::DoNothingIpi;
+        smp_call_function_many_cond(s, from, 0, &both, f, Cond::Always, false, false);
+    };
+    call(&mut s, 2);
+    s.q.schedule(1, Event::IpiArrive { cpu: 30, flow: 0 });
+    assert_eq!(begin_pass(&mut s, 1, None, 0, true), None);
+    call(&mut s, 3);
+    assert_eq!(s.smp.global.queue, vec![3, 2]);
+    assert!(continue_pass(&mut s, 1, None, false).is_some());
+    flush_smp_call_function_queue(&mut s, 4, None, 0);
+    assert_eq!(s.smp.global.queue, vec![3]);
+}
