@@ -42,40 +42,39 @@ impl SpinLock {
         hold: Time,
         line: impl Fn(usize, usize) -> Time,
     ) -> Time {
-        if now < self.asked_at {
-            let moved = if cpu != self.gap_cpu {
-                line(self.gap_cpu, cpu)
-            } else {
-                0
-            };
-            let start = now.max(self.gap_from) + moved;
-            if start + hold <= self.taken_at {
-                if self.gap_from > now {
-                    self.contended += 1;
-                }
-                self.gap_from = start + hold;
-                self.gap_cpu = cpu;
-                self.acquisitions += 1;
-                self.wait += start - now;
-                return start - now;
+        // In the gap before the latest holder, if this request has the earlier ticket and fits.
+        let gap = (now < self.asked_at)
+            .then(|| now.max(self.gap_from) + transfer(self.gap_cpu, cpu, &line))
+            .filter(|&start| start + hold <= self.taken_at);
+        let start = if let Some(start) = gap {
+            if self.gap_from > now {
+                self.contended += 1;
             }
-        }
-        let moved = if cpu != self.last_cpu {
-            line(self.last_cpu, cpu)
+            (self.gap_from, self.gap_cpu) = (start + hold, cpu);
+            start
         } else {
-            0
+            if self.free_at > now {
+                self.contended += 1;
+            }
+            let start = now.max(self.free_at) + transfer(self.last_cpu, cpu, &line);
+            (self.gap_from, self.gap_cpu) = (self.free_at, self.last_cpu);
+            (self.asked_at, self.taken_at) = (now, start);
+            self.free_at = start + hold;
+            self.last_cpu = cpu;
+            start
         };
-        if self.free_at > now {
-            self.contended += 1;
-        }
-        let start = now.max(self.free_at) + moved;
-        (self.gap_from, self.gap_cpu) = (self.free_at, self.last_cpu);
-        (self.asked_at, self.taken_at) = (now, start);
-        self.free_at = start + hold;
-        self.last_cpu = cpu;
         self.acquisitions += 1;
         self.wait += start - now;
         start - now
+    }
+}
+
+/// The cost of moving a lock's cache line from `from`'s cache to `to`'s (none if it is there).
+fn transfer(from: usize, to: usize, line: impl Fn(usize, usize) -> Time) -> Time {
+    if from == to {
+        0
+    } else {
+        line(from, to)
     }
 }
 
@@ -149,11 +148,7 @@ impl HeldLock {
     }
 
     fn take(&mut self, cpu: usize, line: impl Fn(usize, usize) -> Time) -> Time {
-        let moved = if cpu == self.last_cpu as usize {
-            0
-        } else {
-            line(self.last_cpu as usize, cpu)
-        };
+        let moved = transfer(self.last_cpu as usize, cpu, line);
         self.holder = cpu as u16;
         self.last_cpu = cpu as u16;
         moved
