@@ -95,10 +95,15 @@ impl<E: Copy> EventQueue<E> {
     }
 
     /// Move the clock to `t` without an event: only when nothing is queued before or at `t`,
-    /// so no event's order can change (the caller checked with `peek_time`).
+    /// so no event's order can change (the caller checked with `due_by`).
     pub fn advance_to(&mut self, t: Time) {
-        debug_assert!(t >= self.now && self.peek_time().is_none_or(|p| p > t));
+        debug_assert!(t >= self.now && !self.due_by(t));
         self.now = t;
+    }
+
+    /// An event is queued for `t` or earlier: it would run before anything scheduled at `t` now.
+    pub fn due_by(&self, t: Time) -> bool {
+        self.peek_time().is_some_and(|p| p <= t)
     }
 
     pub fn peek_time(&self) -> Option<Time> {

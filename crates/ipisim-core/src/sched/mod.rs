@@ -111,6 +111,11 @@ impl Cpu {
     pub fn in_irq(&self, now: Time) -> bool {
         self.exit_queued || now < self.irq_end
     }
+
+    /// In a handler whose pass has not ended yet, so its end is not known (irq_end = NEVER).
+    fn in_pass(&self) -> bool {
+        self.irq_end == NEVER
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -354,7 +359,7 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
                 if let Some(tr) = s.trace.as_mut() {
                     tr.step_begin(cpu, step.name(), s.q.now());
                 }
-                if s.q.peek_time().is_none_or(|next| next > until) {
+                if !s.q.due_by(until) {
                     // Nothing happens anywhere before this step ends: run on without an event
                     // (the Resume would be the very next event popped).
                     s.q.advance_to(until);
@@ -549,7 +554,7 @@ pub fn kick_spinner(s: &mut Sim, cpu: CpuId) {
 /// exits on its own, or at the IrqExit re-entry's (irq_enter's Spin case) if one is queued.
 fn look_again_after_handler(s: &mut Sim, cpu: CpuId) {
     // (A handler that has not started its pass looks at the spin when it has: handler_start.)
-    if !s.cpus[cpu].exit_queued && s.cpus[cpu].irq_end != NEVER {
+    if !s.cpus[cpu].exit_queued && !s.cpus[cpu].in_pass() {
         let end = s.cpus[cpu].irq_end;
         spin_resume_at(s, cpu, end);
     }
@@ -581,7 +586,7 @@ pub fn ipi_arrive(s: &mut Sim, cpu: CpuId) {
     let masked = in_irq || (c.irqs_off && matches!(c.mode, Mode::Busy { .. }));
     if masked {
         c.irq_pending = true;
-        if in_irq && !c.exit_queued && c.irq_end != NEVER {
+        if in_irq && !c.exit_queued && !c.in_pass() {
             // The handler's exit must take this interrupt: it becomes an IrqExit event (the
             // interrupted work's Resume, due later, is ignored meanwhile).
             c.exit_queued = true;

@@ -382,7 +382,7 @@ fn queue_loop(s: &mut Sim, cpu: CpuId, task: TaskId, mut st: Sending) -> Outcome
     let mut setup: Time = 0;
     let mut queue_lock_wait: Time = 0;
     while let Some(t) = st.left.iter().next() {
-        if setup > 0 && s.q.peek_time().is_some_and(|p| p <= now + setup) {
+        if setup > 0 && s.q.due_by(now + setup) {
             // Something happens before this target's turn (its handler may take the lock).
             s.smp.sending[cpu] = Some(st);
             s.tasks[task].steps.push(Step::QueueCsds);
@@ -528,12 +528,7 @@ fn walk_one(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, mut t: Time, i: usize
     let sender = s.smp.global.queue[i] as usize;
     let cfd = &s.smp.global.cfd[sender];
     // list_for_each_entry_rcu + cpumask_test_cpu: a shared read of the entry's line.
-    let holder = cfd.line.holder();
-    let read = if holder == cpu {
-        0
-    } else {
-        s.m.line_transfer(holder, cpu)
-    };
+    let read = s.m.line_transfer(cfd.line.holder(), cpu);
     let (mine, func) = (cfd.cpumask.test(cpu), cfd.func);
     sched::charge(s, task, Func::GenericSmpCallFunctionInterrupt, read);
     t += read;
@@ -646,7 +641,7 @@ pub fn begin_pass(
 /// on at `Pass::at`. Returns when the pass ends.
 pub fn continue_pass(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, stop: bool) -> Option<Time> {
     let now = s.now();
-    let due_first = |s: &Sim, t: Time| stop && t > now && s.q.peek_time().is_some_and(|p| p <= t);
+    let due_first = |s: &Sim, t: Time| stop && t > now && s.q.due_by(t);
     // The handler as perf names it: generic_smp_call_function_single_interrupt until the llist.
     let handler = match s.k.call_single_queue {
         CallSingleQueue::Spinlock => Func::GenericSmpCallFunctionSingleInterrupt,
