@@ -148,4 +148,30 @@ mod tests {
         assert_eq!(order, vec!['b', 'x', 'y', 'c', 'z']);
         assert_eq!(q.peek_time(), None);
     }
+
+    #[test]
+    fn interleaved_schedules_and_pops_come_out_in_key_order() {
+        // Against a sorted reference: every pop is the least (time, insertion) pair left.
+        let mut q = EventQueue::new();
+        let mut reference: Vec<(Time, u32)> = Vec::new();
+        let mut x: u64 = 12345;
+        let mut next = 0u32;
+        for round in 0..20_000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            if round % 3 != 2 || reference.is_empty() {
+                let t = q.now() + (x >> 59);
+                q.schedule(t, next);
+                reference.push((t, next));
+                next += 1;
+            } else {
+                let i = (0..reference.len()).min_by_key(|&i| reference[i]).unwrap();
+                assert_eq!(q.pop(), Some(reference.remove(i)));
+            }
+        }
+        reference.sort();
+        let rest: Vec<(Time, u32)> = std::iter::from_fn(|| q.pop()).collect();
+        assert_eq!(rest, reference);
+    }
 }
