@@ -43,6 +43,7 @@ SAMPLE = {
     "mprotect_sweep_256": 24420.0,
     "munmap_sweep_1": 4670.0,
     "munmap_sweep_256": 75030.0,
+    "thp_munmap": 3860.0,
     "context_switch": 2080.0,
     "thread_create": 19500.0,
     "idle_wakeup": 50000.0,
@@ -81,6 +82,7 @@ def test_fit_arithmetic() -> None:
     assert f["syscall"].cycles == round(166 * g)
     assert f["context_switch"].cycles == round((2080 - 2 * 166) * g)
     assert f["pte_zap"].cycles == round((69935 - 1850) / 255 * g)
+    assert f["pmd_zap"].cycles == round(3860 * g)
     assert f["line_node"].cycles == round(30 * g)
     assert f["membarrier"].cycles == round((360 - 166) * g)
     assert f["membarrier_mask"].cycles == round(140 * g)
@@ -108,10 +110,20 @@ def test_every_entry_has_a_source_and_unmeasured_ones_say_so() -> None:
     assert "not measured here" in {f.key: f for f in fs}["invlpg"].source
 
 
+def test_pmd_zap_is_measured_only_where_thp_gave_huge_pages() -> None:
+    """costs.c prints thp_munmap only if every PMD got a huge page; else the template's stays."""
+    p = fake_probe()
+    del p.runs["thp_munmap"]
+    f = fitted(p)["pmd_zap"]
+    template = {c["key"]: c["value"] for c in ipisim.describe("host-2cpu")["costs"]}
+    assert f.cycles == template["machine.cost.pmd_zap"]
+    assert "not measured here" in f.source
+
+
 def test_fit_scales_with_the_measurements() -> None:
     """Slower measurements give proportionally larger measured costs: the fit reads them."""
     a, b = fitted(fake_probe()), fitted(fake_probe(2.0))
-    for key in ("syscall", "pte_zap", "fault_anon", "irq_entry_exit", "ipi_wire_node"):
+    for key in ("syscall", "pte_zap", "pmd_zap", "fault_anon", "irq_entry_exit", "ipi_wire_node"):
         assert b[key].cycles == pytest.approx(2 * a[key].cycles, rel=0.02), key
 
 

@@ -281,6 +281,10 @@ def fit(p: Probe, template: str = "host-2cpu") -> list[Fitted]:
         f"measured: mean per-call intercept of the madvise ({icpt['madvise']:.0f} ns) and mprotect"
         f" ({icpt['mprotect']:.0f} ns) sweeps minus syscall, invlpg, flush_tlb_func",
     )
+    if has("thp_munmap"):
+        # zap_huge_pmd plus freeing the 2 MiB folio, most of it the loop over its struct pages.
+        thp = m("thp_munmap")
+        put("pmd_zap", thp, f"measured: munmap of 1 GiB of THP-backed anonymous memory, {thp:.0f} ns / 2 MiB")
     # The page-cache composites keep the template's split between their parts.
     if has("sparse_first_touch"):
         comp = m("sparse_first_touch") - m("file_fault") - clear

@@ -461,6 +461,42 @@ static double pageout(void)
 	return ns;
 }
 
+/* AnonHugePages of this process, in KiB (smaps_rollup), or -1 if it cannot be read. */
+static long anon_huge_kib(void)
+{
+	FILE *f = fopen("/proc/self/smaps_rollup", "r");
+	char line[256];
+	long kib = -1;
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "AnonHugePages: %ld kB", &kib) == 1)
+			break;
+	fclose(f);
+	return kib;
+}
+
+/* munmap of THP-backed anonymous memory (zap_huge_pmd and freeing each 2 MiB folio), per 2 MiB;
+ * -1 when the kernel gave fewer than all of the PMDs a huge page (THP off, or no free 2 MiB). */
+#define THP (2UL << 20)
+#define THP_N 512UL /* 1 GiB: its struct pages (8 MiB) do not stay in cache, as in a big unmap */
+static double thp_munmap(void)
+{
+	char *raw = mmap(NULL, (THP_N + 1) * THP, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if (raw == MAP_FAILED)
+		die("mmap");
+	char *p = (char *)(((uintptr_t)raw + THP - 1) & ~(THP - 1));
+	madvise(p, THP_N * THP, 14 /* MADV_HUGEPAGE */);
+	long before = anon_huge_kib();
+	for (size_t i = 0; i < THP_N * THP; i += PAGE)
+		p[i] = 1;
+	long huge = anon_huge_kib() - before;
+	double t = now_ns();
+	munmap(raw, (THP_N + 1) * THP);
+	double ns = (now_ns() - t) / THP_N;
+	return before >= 0 && huge >= (long)(THP_N * THP / 1024) ? ns : -1;
+}
+
 /* Two threads on CPU 0 hand a futex back and forth: each hand-off is one context switch. */
 static atomic_int turn;
 
@@ -575,6 +611,8 @@ int main(int argc, char **argv)
 	printf("mprotect_sweep_32 %.1f\n", sweep_op(1, 32));
 	printf("munmap_1 %.1f\n", best_of(5, munmap_1));
 	printf("munmap_32 %.1f\n", best_of(5, munmap_32));
+	if (thp_munmap() > 0) /* only where THP gives every PMD a huge page */
+		printf("thp_munmap %.1f\n", best_of(5, thp_munmap));
 	printf("context_switch %.1f\n", best_of(5, context_switch));
 	printf("thread_create %.1f\n", best_of(5, thread_create));
 	if (ncpus >= 2) /* needs CPU 1 */
