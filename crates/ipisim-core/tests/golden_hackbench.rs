@@ -136,10 +136,12 @@ fn hackbench_small_run_is_deterministic() {
     assert!(a["ops"]["hackbench_s"].as_f64().unwrap() > 0.0);
 }
 
-// 2 processes killed while messages flow: 200 messages are never read. Every drain
-// finds most CPUs holding pages (each took a refill batch when the last drain lifted the zone
-// over its watermark), so nothing is "saved".
-const PINNED_34: (u64, u64, u64, u64, u64, u64) = (2, 10, 0, 31, 3800, 20);
+// 3 processes killed while messages flow: 241 messages are never read. Every drain finds
+// most CPUs holding pages (this small run's text is read back page by page, each CPU refilling
+// its list with a batch when the last drain lifted the zone over its watermark), so nothing is
+// "saved". (Before skbs came from order-1 and order-2 slabs and text stayed active while
+// referenced: 2, 10, 0, 31, 3800, 20.)
+const PINNED_34: (u64, u64, u64, u64, u64, u64) = (3, 5, 0, 25, 3759, 31);
 
 /// Without memory pressure nothing reclaims, drains or is killed, and every message arrives.
 #[test]
@@ -165,8 +167,8 @@ fn drain_eras_under_oom() {
     let after = counts(&run(&req("linux-3.4", &[])).unwrap().json);
     assert!(before.drains > 0 && after.drains > 0);
     assert!(after.cal <= before.cal, "{} vs {}", after.cal, before.cal);
-    assert_eq!((before.drains, before.saved), (10, 0));
-    assert_eq!((after.drains, after.saved), (10, 0));
+    assert_eq!((before.drains, before.saved), (5, 0));
+    assert_eq!((after.drains, after.saved), (5, 0));
     assert!(before.kills > 0 && after.kills > 0);
     println!(
         "3.3: {} drains, {} saved, {} CAL; 3.4: {} drains, {} saved, {} CAL",
@@ -207,8 +209,8 @@ fn reclaimable_zones_drain_before_oom() {
     let off = [("kernel.zone_reclaimable_progress", "false")];
     let old = counts(&run(&req("linux-3.4", &[])).unwrap().json);
     let new = counts(&run(&req("linux-3.4", &off)).unwrap().json);
-    assert_eq!((old.drains, old.kills), (10, 2));
-    assert_eq!((new.drains, new.kills), (2, 2));
+    assert_eq!((old.drains, old.kills), (5, 3));
+    assert_eq!((new.drains, new.kills), (0, 4));
 }
 
 /// too_many_isolated(): with more pages isolated than left on the inactive list, a direct
@@ -279,4 +281,75 @@ fn reclaim_throttle_wakes_sleepers_when_the_node_is_below_the_limit() {
     s.tasks[3].timer_at = ipisim_core::engine::NEVER;
     ipisim_core::sched::timer_wake(&mut s, 3);
     assert_eq!(s.tasks[3].state, TaskState::Sleeping);
+}
+
+/// Blocks above order 0 (SLUB's slabs of two or more pages) come from the buddy lists and go
+/// back to them, never through a CPU's pcp list (buffered_rmqueue, __free_pages_ok), and need
+/// 2^order - 1 pages above the watermark; an order-0 page refills the CPU's list with a batch.
+#[test]
+fn blocks_above_order_zero_bypass_the_pcp_lists() {
+    use ipisim_core::mm::page_alloc::{alloc_block, alloc_page, free_block, WMARK_MIN};
+    let mut s = one_group();
+    let free = |s: &Sim| s.mem.frames.zones[0].nr_free();
+    let before = free(&s);
+    let mut pages = Vec::new();
+    assert!(alloc_block(&mut s, 2, 3, 2, &mut pages).is_ok());
+    assert_eq!((pages.len(), free(&s)), (4, before - 4));
+    assert!(s.mem.frames.pcp[2][0].is_empty());
+    free_block(&mut s, 2, &pages);
+    assert_eq!(free(&s), before);
+    assert!(s.mem.frames.pcp[2][0].is_empty());
+    assert!(alloc_page(&mut s, 2, 3).is_ok());
+    assert_eq!(s.mem.frames.pcp[2][0].len(), 30);
+    // Three pages above min: an order-1 block fits (one left over), an order-2 block does not.
+    let min = s.mem.frames.zones[0].wmark[WMARK_MIN];
+    while free(&s) > min + 3 {
+        s.mem.frames.alloc();
+    }
+    pages.clear();
+    assert!(alloc_block(&mut s, 2, 3, 2, &mut pages).is_err());
+    assert!(alloc_block(&mut s, 2, 3, 1, &mut pages).is_ok());
+    assert_eq!(pages.len(), 2);
+}
+
+/// VM_EXEC text (2.6.31): shrink_active_list() gives a referenced executable file page another
+/// trip round the active list and deactivates an unreferenced one; page_check_references()
+/// activates a referenced one it finds on the inactive list, and the unreferenced one is
+/// reclaimed.
+#[test]
+fn referenced_program_text_stays_active() {
+    use ipisim_core::mm::filemap::{PageInfo, PG_ACTIVE, PG_EXEC, PG_LRU, PG_REFERENCED};
+    use ipisim_core::mm::vmscan::{shrink_finish, shrink_node, shrink_page_list};
+    use ipisim_core::mm::NONE;
+    let mut s = one_group();
+    let text = |s: &mut Sim, index: u32, flags: u16| {
+        let pfn = s.mem.frames.alloc();
+        s.mem.files[0].pages[index as usize] = pfn;
+        let flags = flags | PG_LRU | PG_EXEC;
+        s.mem.page[pfn as usize] = PageInfo {
+            file: 0,
+            index,
+            flags,
+            cpu: 0,
+        };
+        pfn
+    };
+    let hot = text(&mut s, 0, PG_ACTIVE | PG_REFERENCED);
+    let cold = text(&mut s, 1, PG_ACTIVE);
+    let back = text(&mut s, 2, PG_REFERENCED);
+    s.mem.lru[0].file.active.extend([hot, cold]);
+    s.mem.lru[0].file.inactive.push_back(back);
+    // kswapd (task 41): the active list is the longer, so shrink_active_list runs first.
+    shrink_node(&mut s, 0, 41, 0, 32);
+    assert_eq!(s.mem.lru[0].file.active, [hot]);
+    assert_eq!(s.mem.page[hot as usize].flags & PG_REFERENCED, 0);
+    assert!(s.mem.lru[0].file.inactive.is_empty(), "both isolated");
+    shrink_page_list(&mut s, 0, 41);
+    shrink_finish(&mut s, 0, 41);
+    assert_eq!(s.mem.lru[0].file.active.len(), 2);
+    assert!(s.mem.lru[0].file.active.contains(&back));
+    assert_eq!(
+        s.mem.files[0].pages[1], NONE,
+        "the unreferenced page was reclaimed"
+    );
 }

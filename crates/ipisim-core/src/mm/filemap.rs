@@ -33,6 +33,9 @@ pub const PTE_MIGRATION: u16 = 256;
 pub const PG_SWAPCACHE: u16 = 512;
 /// PG_writeback: its write to the swap device has not completed yet.
 pub const PG_WRITEBACK: u16 = 1024;
+/// Program text mapped VM_EXEC by many processes (hackbench's): its PTEs are not kept, so
+/// PG_REFERENCED, set by every access, stands in for the accessed bits page_referenced() finds.
+pub const PG_EXEC: u16 = 2048;
 
 /// What the kernel's `struct page` says about a page-cache page: its file and index, flags, and
 /// the CPU that last wrote it (whose cache holds its line).

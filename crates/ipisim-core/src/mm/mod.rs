@@ -15,6 +15,7 @@ pub mod page_io;
 mod pagetable;
 pub mod ptl;
 pub mod rmap;
+pub mod slub;
 mod syscall;
 pub mod vmscan;
 

@@ -62,7 +62,14 @@ impl Zone {
 
     /// zone_watermark_ok() for one order-0 page.
     pub fn watermark_ok(&self, mark: usize) -> bool {
-        self.nr_free() > self.wmark[mark]
+        self.watermark_ok_order(mark, 0)
+    }
+
+    /// __zone_watermark_ok() for a block of 2^order pages: the zone keeps more than the mark
+    /// after it. The buddy lists are taken as unfragmented, so the loop over the lower orders
+    /// (each halving the mark for the pages above it) subtracts nothing.
+    pub fn watermark_ok_order(&self, mark: usize, order: u32) -> bool {
+        self.nr_free() > self.wmark[mark] + (1 << order) - 1
     }
 }
 
@@ -186,29 +193,78 @@ fn take_pcp(s: &mut Sim, cpu: CpuId, zone: usize) -> (u32, Time) {
 /// low watermark over the zonelist, then wake kswapd and try against min; else the caller
 /// reclaims. Returns the page and the time taken.
 pub fn alloc_page(s: &mut Sim, cpu: CpuId, t: TaskId) -> Result<(u32, Time), NeedReclaim> {
+    let zone = pick_zone(s, cpu, 0)?;
+    let (pfn, cost) = take_pcp(s, cpu, zone);
+    crate::sched::charge(s, Some(t), Func::PageAlloc, cost);
+    Ok((pfn, cost))
+}
+
+/// The zone an allocation of 2^order pages on `cpu` comes from: the fast path against the low
+/// watermark over the zonelist, then wake kswapd and try against min.
+fn pick_zone(s: &mut Sim, cpu: CpuId, order: u32) -> Result<usize, NeedReclaim> {
     let nodes = s.m.nodes;
     let home = s.m.node_of(cpu);
     // zone_watermark_ok() counts NR_FREE_PAGES only: pages on pcp lists (this CPU's included)
     // do not count, which is why a failed retry after reclaim drains them (drain_all_pages).
     let pick = |s: &Sim, mark: usize| {
-        zonelist(nodes, home).find(|&z| s.mem.frames.zones[z].watermark_ok(mark))
+        zonelist(nodes, home).find(|&z| s.mem.frames.zones[z].watermark_ok_order(mark, order))
     };
-    let zone = match pick(s, WMARK_LOW) {
-        Some(z) => Some(z),
-        None => {
-            // __alloc_pages_slowpath(): wake_all_kswapds(), then ALLOC_WMARK_MIN.
-            for z in zonelist(nodes, home) {
-                super::vmscan::wakeup_kswapd(s, z);
-            }
-            pick(s, WMARK_MIN)
-        }
-    };
-    let Some(zone) = zone else {
-        return Err(NeedReclaim);
-    };
-    let (pfn, cost) = take_pcp(s, cpu, zone);
+    if let Some(z) = pick(s, WMARK_LOW) {
+        return Ok(z);
+    }
+    // __alloc_pages_slowpath(): wake_all_kswapds(), then ALLOC_WMARK_MIN.
+    for z in zonelist(nodes, home) {
+        super::vmscan::wakeup_kswapd(s, z);
+    }
+    pick(s, WMARK_MIN).ok_or(NeedReclaim)
+}
+
+/// buffered_rmqueue() of an order > 0 block (a SLUB slab of several pages): no pcp list, the
+/// 2^order pages straight from the buddy lists under zone->lock (__rmqueue). Appends them to
+/// `out` and returns the time taken.
+pub fn alloc_block(
+    s: &mut Sim,
+    cpu: CpuId,
+    t: TaskId,
+    order: u32,
+    out: &mut Vec<u32>,
+) -> Result<Time, NeedReclaim> {
+    let zone = pick_zone(s, cpu, order)?;
+    let mut hold = 0;
+    for _ in 0..1u32 << order {
+        let p = s.mem.frames.zones[zone]
+            .take()
+            .expect("zone passed its watermark check for the block");
+        hold += s.m.cost[Cost::BuddyPage] + super::filemap::touch_page(s, cpu, p);
+        out.push(p);
+    }
+    s.mem.frames.used += 1 << order;
+    let now = s.q.now();
+    let m = &s.m;
+    let cost = s.mem.frames.zones[zone]
+        .lock
+        .acquire(now, cpu, hold, |a, b| m.line_transfer(a, b))
+        + hold;
     crate::sched::charge(s, Some(t), Func::PageAlloc, cost);
-    Ok((pfn, cost))
+    Ok(cost)
+}
+
+/// __free_pages_ok() of an order > 0 block: straight back to the buddy lists under zone->lock
+/// (free_one_page), never onto a pcp list. Returns the time taken.
+pub fn free_block(s: &mut Sim, cpu: CpuId, pfns: &[u32]) -> Time {
+    let zone = s.mem.frames.node_of(pfns[0]);
+    let mut hold = 0;
+    for &p in pfns {
+        hold += s.m.cost[Cost::BuddyPage] + super::filemap::touch_page(s, cpu, p);
+        s.mem.frames.zones[zone].give(p);
+    }
+    s.mem.frames.used -= pfns.len() as u64;
+    let now = s.q.now();
+    let m = &s.m;
+    s.mem.frames.zones[zone]
+        .lock
+        .acquire(now, cpu, hold, |a, b| m.line_transfer(a, b))
+        + hold
 }
 
 /// alloc_pages_node(node, __GFP_THISNODE) for a migration target: a page from `node` only, if

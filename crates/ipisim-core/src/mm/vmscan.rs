@@ -2,8 +2,8 @@
 //! inactive file list SWAP_CLUSTER_MAX pages at a time through shrink_page_list().
 
 use super::filemap::{
-    PG_ACTIVE, PG_DIRTY, PG_LRU, PG_REFERENCED, PG_SWAPBACKED, PG_SWAPCACHE, PTE_DIRTY, PTE_MAPPED,
-    PTE_YOUNG,
+    PG_ACTIVE, PG_DIRTY, PG_EXEC, PG_LRU, PG_REFERENCED, PG_SWAPBACKED, PG_SWAPCACHE, PTE_DIRTY,
+    PTE_MAPPED, PTE_YOUNG,
 };
 use super::lru::lock_lru;
 use super::page_alloc::{free_page, zonelist, WMARK_HIGH};
@@ -231,8 +231,16 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
         for slot in moved.iter_mut().take(n) {
             let lists = s.mem.lru[node].lists(anon);
             let p = lists.active.pop_back().expect("counted");
-            lists.inactive.push_front(p);
+            *slot = p;
             let page = &mut s.mem.page[p as usize];
+            if page.flags & (PG_EXEC | PG_REFERENCED) == PG_EXEC | PG_REFERENCED {
+                // "give them one more trip around the active list" (VM_EXEC, 2.6.31).
+                page.flags &= !PG_REFERENCED;
+                lists.active.push_front(p);
+                ps += s.m.cost[Cost::RmapWalk];
+                continue;
+            }
+            lists.inactive.push_front(p);
             page.flags &= !PG_ACTIVE;
             if page.flags & PTE_MAPPED != 0 {
                 if page.flags & PTE_YOUNG != 0 {
@@ -242,7 +250,6 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
                 page.flags &= !PTE_YOUNG;
                 ps += s.m.cost[Cost::RmapWalk];
             }
-            *slot = p;
         }
         ps += lock_lru(s, cpu, node, &moved[..n]);
     }
@@ -404,6 +411,14 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         // page_check_dirty_writeback(): PG_dirty before the unmap (writeback is synchronous here).
         if flags & PG_DIRTY != 0 {
             s.tasks[t].reclaim.unqueued_dirty += 1;
+        }
+        if flags & (PG_EXEC | PG_REFERENCED) == PG_EXEC | PG_REFERENCED {
+            // page_check_references(): "Activate file-backed executable pages after first usage".
+            s.mem.page[pfn as usize].flags &= !PG_REFERENCED;
+            ps += walk;
+            sched::charge(s, Some(t), Func::PageReferenced, walk);
+            s.tasks[t].reclaim.activate.push(pfn);
+            continue;
         }
         // page_referenced(): an rmap walk if mapped; clearing the accessed bit needs no flush
         // on x86 (ptep_clear_flush_young).

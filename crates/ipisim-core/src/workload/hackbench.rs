@@ -4,13 +4,16 @@
 //! copy_process allocates the child's `footprint` pages (kernel stack, page tables, its first
 //! user pages, socket buffers), freed when the child exits; the children wait until all are
 //! ready, then the clock starts. As they run, the processes read pages of the program text from
-//! the page cache (`text` pages shared by all, unmapped here), which reclaim can evict and the
-//! next reader brings back. The machine has no swap: only the text is reclaimable. With many
+//! the page cache (`text` pages shared by all, mapped executable), which reclaim can evict once
+//! they go unreferenced and the next reader brings back. The machine has no swap: only the text is reclaimable. With many
 //! groups the footprints exceed memory: direct reclaim evicts the text, fails, drains the
 //! per-CPU lists and, when it reports no progress, the OOM killer kills the largest process.
 //!
-//! A socket message is an skb from slab: the writer's CPU takes it from its current slab page
-//! (a new page once that one is full) and the page is freed when its last skb is read. A pipe
+//! A socket message is an skb from SLUB: its sk_buff from skbuff_head_cache and its data from
+//! kmalloc-512, each taken from the writer's CPU's current slab of that cache (mm/slub.rs: on 8
+//! CPUs, slabs of order 1 and 2, which come from the buddy lists, never from a pcp list). A
+//! slab is freed when its last object is. The program text is mapped executable by every process
+//! (PG_EXEC): reclaim keeps it active while it is referenced, as the kernel does. A pipe
 //! keeps appending 100-byte messages to its last page while it has room (pipe_write merging into
 //! the last buffer) and frees a page once every message in it was read. Message memory is kernel
 //! memory, not the writer's rss. A writer sleeps while the receiver's queue is full: 277 skbs for
@@ -23,8 +26,11 @@ use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::engine::{secs, Time, NEVER};
 use crate::machine::{Cost, Machine};
-use crate::mm::filemap::{PageInfo, PG_REFERENCED};
-use crate::mm::page_alloc::{alloc_page, alloc_slowpath, alloc_succeeded, free_page, NeedReclaim};
+use crate::mm::filemap::{PageInfo, PG_EXEC, PG_REFERENCED};
+use crate::mm::page_alloc::{
+    alloc_block, alloc_page, alloc_slowpath, alloc_succeeded, free_block, free_page, NeedReclaim,
+};
+use crate::mm::slub::SlabCache;
 use crate::mm::NONE;
 use crate::observe::{latency_json, Func, Irq, Vm};
 use crate::sched::{self, Outcome, KTHREAD};
@@ -37,14 +43,12 @@ const FDS: usize = 20;
 /// hackbench's default datasize, and how many such messages one pipe page holds.
 const MSG_BYTES: usize = 100;
 const PIPE_MSGS_PER_PAGE: u16 = (4096 / MSG_BYTES) as u16;
-/// Slab memory of one socket message: its sk_buff (skbuff_head_cache, 256-byte objects) and its
-/// data, 100 bytes plus skb_shared_info (kmalloc-512); whole skbs per 4 KiB slab page.
-const SKB_BYTES: usize = 256 + 512;
-const SKBS_PER_PAGE: u16 = (4096 / SKB_BYTES) as u16;
+/// Slab objects of one socket message: its sk_buff (skbuff_head_cache, 256-byte objects) and
+/// its data, 100 bytes plus skb_shared_info (kmalloc-512).
+const SKB_HEAD_BYTES: usize = 256;
+const SKB_DATA_BYTES: usize = 512;
 /// sk_sndbuf (sysctl_wmem_default, 212992 bytes) in skbs of that truesize.
-const SOCKET_QUEUE_MSGS: usize = 212992 / SKB_BYTES;
-/// Added to a slab page's object count while it is some CPU's current slab (never freed then).
-const CPU_SLAB: u16 = 0x8000;
+const SOCKET_QUEUE_MSGS: usize = 212992 / (SKB_HEAD_BYTES + SKB_DATA_BYTES);
 /// PIPE_DEF_BUFFERS.
 const PIPE_QUEUE_PAGES: usize = 16;
 
@@ -71,7 +75,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
             kind: Kind::Choice(IPC),
             unit: "",
             default: "sockets",
-            doc: "unix socket pairs (an skb of 768 bytes of slab per message, 5 per slab page) or pipes (-pipe: 40 messages per page)",
+            doc: "unix socket pairs (an skb per message: a 256-byte sk_buff and a kmalloc-512 for its data, from SLUB slabs of the order calculate_order() gives for the CPU count) or pipes (-pipe: 40 messages per page)",
         },
         Param {
             key: "footprint",
@@ -107,10 +111,11 @@ enum Phase {
 }
 
 /// One entry of a receiver's queue: a pipe page and the messages written to and read from it,
-/// or one socket message (an skb in slab page `pfn`).
+/// or one socket message (its sk_buff in slab `pfn`, its data in slab `data`).
 #[derive(Debug, Clone, Copy)]
 struct Buf {
     pfn: u32,
+    data: u32,
     written: u16,
     read: u16,
 }
@@ -124,10 +129,11 @@ pub struct Hackbench {
     text_file: u32,
     ntasks: usize,
     phase: Vec<Phase>,
-    /// Per frame: skbs allocated from it as a slab page (plus CPU_SLAB while a CPU allocates
-    /// from it); per CPU: that page.
-    slab_objs: Vec<u16>,
-    cpu_slab: Vec<u32>,
+    /// skbuff_head_cache and kmalloc-512 (made in start(), when the frames are known).
+    skb_head: Option<SlabCache>,
+    skb_data: Option<SlabCache>,
+    /// The pages of a slab being allocated or freed (kept to spare an allocation each time).
+    slab_pages: Vec<u32>,
     /// Footprint pages: task t's are own[t * footprint .. + owned[t]].
     own: Vec<u32>,
     owned: Vec<u32>,
@@ -196,8 +202,9 @@ impl Hackbench {
             go: None,
             messages: 0,
             peak_used: 0,
-            slab_objs: Vec::new(),
-            cpu_slab: Vec::new(),
+            skb_head: None,
+            skb_data: None,
+            slab_pages: Vec::new(),
             drains_at_go: (0, 0),
             kills_at_go: 0,
         })
@@ -269,8 +276,8 @@ pub fn start(s: &mut Sim) {
     s.mem.page = vec![PageInfo::default(); s.mem.frames.total() as usize];
     let (frames, ncpus) = (s.mem.frames.total() as usize, s.m.ncpus());
     let w = state(s);
-    w.slab_objs = vec![0; frames];
-    w.cpu_slab = vec![NONE; ncpus];
+    w.skb_head = Some(SlabCache::new(SKB_HEAD_BYTES, ncpus, frames));
+    w.skb_data = Some(SlabCache::new(SKB_DATA_BYTES, ncpus, frames));
     let text = state(s).text_pages as u64;
     let file = s.mem.new_file(text, false);
     state(s).text_file = file;
@@ -461,7 +468,7 @@ fn read_text(s: &mut Sim, cpu: CpuId, t: TaskId) -> Option<Outcome> {
     s.mem.page[pfn as usize] = PageInfo {
         file,
         index: index as u32,
-        flags: PG_REFERENCED,
+        flags: PG_EXEC | PG_REFERENCED,
         cpu: cpu as u16,
     };
     let read = s.m.cost[Cost::FaultFile] + s.m.cost[Cost::PageClear];
@@ -513,16 +520,17 @@ fn sender(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     } else {
         // A new pipe page, or an skb.
         let got = if w.pipes {
-            get_page(s, cpu, t)
+            get_page(s, cpu, t).map(|(pfn, alloc)| (pfn, NONE, alloc))
         } else {
             alloc_skb(s, cpu, t)
         };
-        let Some((pfn, alloc)) = got else {
+        let Some((pfn, data, alloc)) = got else {
             return Outcome::Next;
         };
         ps += alloc;
         state(s).queue[rid].push_back(Buf {
             pfn,
+            data,
             written: 1,
             read: 0,
         });
@@ -560,7 +568,7 @@ fn receiver(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     }
     sched::charge(s, Some(t), Func::Syscall, syscall);
     if b.read == b.written {
-        let free = free_buf(s, cpu, b.pfn);
+        let free = free_buf(s, cpu, b);
         sched::charge(s, Some(t), Func::FreePage, free);
         ps += free;
     }
@@ -571,51 +579,102 @@ fn receiver(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     }
 }
 
-/// alloc_skb(): an object from this CPU's slab page, or from a new page once that one is full
-/// (new_slab), as get_page() says.
-fn alloc_skb(s: &mut Sim, cpu: CpuId, t: TaskId) -> Option<(u32, Time)> {
-    let w = state(s);
-    let cur = w.cpu_slab[cpu];
-    let (pfn, ps) = if cur != NONE && w.slab_objs[cur as usize] < CPU_SLAB + SKBS_PER_PAGE {
-        (cur, 0)
-    } else {
-        let (pfn, alloc) = get_page(s, cpu, t)?;
-        let ps = alloc + deactivate_slab(s, cpu);
-        let w = state(s);
-        w.cpu_slab[cpu] = pfn;
-        w.slab_objs[pfn as usize] = CPU_SLAB;
-        (pfn, ps)
-    };
-    state(s).slab_objs[pfn as usize] += 1;
-    Some((pfn, ps))
+/// Which of the two skb caches.
+#[derive(Clone, Copy)]
+enum SkbCache {
+    Head,
+    Data,
 }
 
-/// A pipe page whose messages were all read is freed; an skb goes back to its slab page, which
-/// is freed once its last object is (SLUB's discard_slab; empty pages kept on the partial list
-/// are not modelled).
-fn free_buf(s: &mut Sim, cpu: CpuId, pfn: u32) -> Time {
-    let w = state(s);
-    if !w.pipes {
-        w.slab_objs[pfn as usize] -= 1;
-        if w.slab_objs[pfn as usize] != 0 {
-            return 0;
+fn cache(w: &mut Hackbench, c: SkbCache) -> &mut SlabCache {
+    match c {
+        SkbCache::Head => w.skb_head.as_mut(),
+        SkbCache::Data => w.skb_data.as_mut(),
+    }
+    .expect("made in start()")
+}
+
+/// alloc_skb(): an sk_buff and its data, each from this CPU's current slab of its cache, after
+/// a new slab (new_slab -> alloc_pages of the cache's order) where that one is full. Returns the
+/// two slabs and the time taken, or None if an allocation entered the slowpath (a slab already
+/// got stays the CPU's, for the retry).
+fn alloc_skb(s: &mut Sim, cpu: CpuId, t: TaskId) -> Option<(u32, u32, Time)> {
+    let mut ps = 0;
+    for c in [SkbCache::Head, SkbCache::Data] {
+        if !cache(state(s), c).needs_slab(cpu) {
+            continue;
+        }
+        let order = cache(state(s), c).order;
+        let mut pages = std::mem::take(&mut state(s).slab_pages);
+        pages.clear();
+        let got = if order == 0 {
+            // An order-0 slab is an ordinary page: through the pcp list.
+            get_page(s, cpu, t).map(|(pfn, alloc)| {
+                pages.push(pfn);
+                alloc
+            })
+        } else {
+            get_block(s, cpu, t, order, &mut pages)
+        };
+        let old = got.map(|alloc| {
+            ps += alloc;
+            cache(state(s), c).install(cpu, &pages)
+        });
+        state(s).slab_pages = pages;
+        match old {
+            None => return None,
+            Some(Some(empty)) => ps += discard_slab(s, cpu, c, empty),
+            Some(None) => {}
         }
     }
-    free_page(s, cpu, pfn)
+    let w = state(s);
+    let head = cache(w, SkbCache::Head).alloc(cpu);
+    let data = cache(w, SkbCache::Data).alloc(cpu);
+    Some((head, data, ps))
 }
 
-/// deactivate_slab(): this CPU stops allocating from its slab page; freed at once if empty.
-fn deactivate_slab(s: &mut Sim, cpu: CpuId) -> Time {
-    let w = state(s);
-    let old = w.cpu_slab[cpu];
-    if old == NONE {
-        return 0;
+/// An order > 0 block for task `t`, or the slowpath was entered (as get_page).
+fn get_block(s: &mut Sim, cpu: CpuId, t: TaskId, order: u32, out: &mut Vec<u32>) -> Option<Time> {
+    match alloc_block(s, cpu, t, order, out) {
+        Ok(ps) => {
+            alloc_succeeded(s, t);
+            Some(ps)
+        }
+        Err(NeedReclaim) => {
+            alloc_slowpath(s, t);
+            None
+        }
     }
-    w.slab_objs[old as usize] -= CPU_SLAB;
-    if w.slab_objs[old as usize] != 0 {
-        return 0;
+}
+
+/// discard_slab(): an empty slab's pages back to the page allocator.
+fn discard_slab(s: &mut Sim, cpu: CpuId, c: SkbCache, slab: u32) -> Time {
+    let mut pages = std::mem::take(&mut state(s).slab_pages);
+    pages.clear();
+    cache(state(s), c).pages(slab, &mut pages);
+    let ps = if pages.len() == 1 {
+        free_page(s, cpu, pages[0])
+    } else {
+        free_block(s, cpu, &pages)
+    };
+    state(s).slab_pages = pages;
+    ps
+}
+
+/// A pipe page whose messages were all read is freed; an skb's two objects go back to their
+/// slabs, and a slab is freed once its last object is (SLUB's discard_slab; empty slabs kept on
+/// the partial list are not modelled).
+fn free_buf(s: &mut Sim, cpu: CpuId, b: Buf) -> Time {
+    if state(s).pipes {
+        return free_page(s, cpu, b.pfn);
     }
-    free_page(s, cpu, old)
+    let mut ps = 0;
+    for (c, slab) in [(SkbCache::Head, b.pfn), (SkbCache::Data, b.data)] {
+        if cache(state(s), c).free(slab) {
+            ps += discard_slab(s, cpu, c, slab);
+        }
+    }
+    ps
 }
 
 fn wake_writers(s: &mut Sim, rid: usize) {
@@ -671,7 +730,7 @@ fn do_exit(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         w.closed[rid] = true;
         w.expected[rid] = 0;
         while let Some(b) = state(s).queue[rid].pop_front() {
-            ps += free_buf(s, cpu, b.pfn);
+            ps += free_buf(s, cpu, b);
         }
         // Writers waiting on it get EPIPE.
         let writers = std::mem::take(&mut state(s).blocked[rid]);
