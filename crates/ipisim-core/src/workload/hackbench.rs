@@ -4,16 +4,16 @@
 //! copy_process allocates the child's `footprint` pages (kernel stack, page tables, its first
 //! user pages, socket buffers), freed when the child exits; the children wait until all are
 //! ready, then the clock starts. As they run, the processes read pages of the program text from
-//! the page cache (`text` pages shared by all, mapped executable), which reclaim can evict once
-//! they go unreferenced and the next reader brings back. The machine has no swap: only the text is reclaimable. With many
-//! groups the footprints exceed memory: direct reclaim evicts the text, fails, drains the
-//! per-CPU lists and, when it reports no progress, the OOM killer kills the largest process.
+//! the page cache (`text` pages shared by all, mapped executable: PG_EXEC), which reclaim keeps
+//! active while they are referenced and otherwise evicts, and the next reader brings back. The
+//! machine has no swap: only the text is reclaimable. With many groups the footprints exceed
+//! memory: direct reclaim evicts the text, fails, drains the per-CPU lists and, when it reports
+//! no progress, the OOM killer kills the largest process.
 //!
 //! A socket message is an skb from SLUB: its sk_buff from skbuff_head_cache and its data from
 //! kmalloc-512, each taken from the writer's CPU's current slab of that cache (mm/slub.rs: on 8
 //! CPUs, slabs of order 1 and 2, which come from the buddy lists, never from a pcp list). A
-//! slab is freed when its last object is. The program text is mapped executable by every process
-//! (PG_EXEC): reclaim keeps it active while it is referenced, as the kernel does. A pipe
+//! slab is freed when its last object is. A pipe
 //! keeps appending 100-byte messages to its last page while it has room (pipe_write merging into
 //! the last buffer) and frees a page once every message in it was read. Message memory is kernel
 //! memory, not the writer's rss. A writer sleeps while the receiver's queue is full: 277 skbs for
