@@ -82,6 +82,16 @@ fn oom_kill_picks_the_largest_task() {
     assert_eq!(s.stats.oom_kills, 1);
     // The victim itself retries at once (it exits at its next user step).
     assert_eq!(out_of_memory(&mut s, 7), Outcome::Next);
+    // Once it has exited, the next call kills the next largest.
+    s.tasks[7].state = ipisim_core::sched::TaskState::Exited;
+    assert_eq!(select_bad_process(&s), Selected::Victim(5));
+    out_of_memory(&mut s, 3);
+    assert!(s.tasks[5].oom_killed);
+    assert_eq!(s.stats.oom_kills, 2);
+    // A task marked killed some other way stops the walk too.
+    s.tasks[5].state = ipisim_core::sched::TaskState::Exited;
+    s.tasks[20].oom_killed = true;
+    assert_eq!(select_bad_process(&s), Selected::Exiting);
 }
 
 /// No killable task: the kernel would panic; the run ends and says so.

@@ -129,6 +129,8 @@ pub struct Memory {
     pub lru: Vec<lru::NodeLru>,
     /// Per CPU: the LRU-add pagevec.
     pub pagevec: Vec<Vec<u32>>,
+    /// Tasks the OOM killer chose that may not have exited yet (TIF_MEMDIE).
+    pub oom_victims: Vec<usize>,
     /// Per node: its kswapd task, if the workload reclaims.
     pub kswapd: Vec<Option<usize>>,
     /// When kswapd was first woken (the start of the steady phase).
@@ -156,6 +158,7 @@ impl Memory {
             page: Vec::new(),
             lru: (0..nodes).map(|_| lru::NodeLru::default()).collect(),
             pagevec: vec![Vec::new(); ncpus],
+            oom_victims: Vec::new(),
             kswapd: vec![None; nodes],
             reclaim_started: None,
             drain: drain::DrainState::new(ncpus),
