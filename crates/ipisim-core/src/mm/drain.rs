@@ -54,12 +54,9 @@ pub fn drain_pages(s: &mut Sim, by: CpuId, cpu: CpuId) -> Time {
             continue;
         }
         let hold = pages.len() as Time * s.m.cost[Cost::BuddyPage];
-        let now = s.q.now();
-        let m = &s.m;
-        let z = &mut s.mem.frames.zones[zone];
-        ps += z.lock.acquire(now, by, hold, |a, b| m.line_transfer(a, b)) + hold;
+        ps += super::page_alloc::zone_lock_wait(s, zone, by, hold) + hold;
         for &p in &pages {
-            z.give(p);
+            s.mem.frames.zones[zone].give(p);
         }
         s.mem.frames.pcp[cpu][zone] = pages;
         s.mem.frames.pcp[cpu][zone].clear();

@@ -159,6 +159,15 @@ pub fn zonelist(nodes: usize, node: usize) -> impl Iterator<Item = usize> {
     (0..nodes).map(move |i| (node + i) % nodes)
 }
 
+/// spin_lock(&zone->lock) by `cpu` now, held for `hold`: the wait for it (its line included).
+pub fn zone_lock_wait(s: &mut Sim, zone: usize, cpu: CpuId, hold: Time) -> Time {
+    let now = s.q.now();
+    let m = &s.m;
+    s.mem.frames.zones[zone]
+        .lock
+        .acquire(now, cpu, hold, |a, b| m.line_transfer(a, b))
+}
+
 /// One page from `zone` through this CPU's pcp list, refilling a batch under zone->lock.
 fn take_pcp(s: &mut Sim, cpu: CpuId, zone: usize) -> (u32, Time) {
     let mut cost = 0;
@@ -175,12 +184,7 @@ fn take_pcp(s: &mut Sim, cpu: CpuId, zone: usize) -> (u32, Time) {
                 None => break,
             }
         }
-        let now = s.q.now();
-        let m = &s.m;
-        cost += s.mem.frames.zones[zone]
-            .lock
-            .acquire(now, cpu, hold, |a, b| m.line_transfer(a, b))
-            + hold;
+        cost += zone_lock_wait(s, zone, cpu, hold) + hold;
     }
     let pfn = s.mem.frames.pcp[cpu][zone]
         .pop()
@@ -239,12 +243,7 @@ pub fn alloc_block(
         out.push(p);
     }
     s.mem.frames.used += 1 << order;
-    let now = s.q.now();
-    let m = &s.m;
-    let cost = s.mem.frames.zones[zone]
-        .lock
-        .acquire(now, cpu, hold, |a, b| m.line_transfer(a, b))
-        + hold;
+    let cost = zone_lock_wait(s, zone, cpu, hold) + hold;
     crate::sched::charge(s, Some(t), Func::PageAlloc, cost);
     Ok(cost)
 }
@@ -259,12 +258,7 @@ pub fn free_block(s: &mut Sim, cpu: CpuId, pfns: &[u32]) -> Time {
         s.mem.frames.zones[zone].give(p);
     }
     s.mem.frames.used -= pfns.len() as u64;
-    let now = s.q.now();
-    let m = &s.m;
-    s.mem.frames.zones[zone]
-        .lock
-        .acquire(now, cpu, hold, |a, b| m.line_transfer(a, b))
-        + hold
+    zone_lock_wait(s, zone, cpu, hold) + hold
 }
 
 /// alloc_pages_node(node, __GFP_THISNODE) for a migration target: a page from `node` only, if
@@ -332,12 +326,8 @@ pub fn free_page(s: &mut Sim, cpu: CpuId, pfn: u32) -> Time {
     }
     let batch = s.k.pcp_batch;
     let hold = batch as u64 * s.m.cost[Cost::BuddyPage];
-    let now = s.q.now();
-    let m = &s.m;
+    let wait = zone_lock_wait(s, zone, cpu, hold);
     let f = &mut s.mem.frames;
-    let wait = f.zones[zone]
-        .lock
-        .acquire(now, cpu, hold, |a, b| m.line_transfer(a, b));
     // The coldest pages (the list's far end) go back first.
     for i in 0..batch {
         let p = f.pcp[cpu][zone][i];

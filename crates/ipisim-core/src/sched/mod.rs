@@ -750,14 +750,12 @@ fn handler_went_on(s: &mut Sim, cpu: CpuId, pass: Option<Time>) {
                 spin_resume_at(s, cpu, t.max(end));
             }
         }
-        Mode::Idle => {
-            c.exit_queued = true;
-            s.q.schedule(end, Event::IrqExit { cpu: cpu as u32 });
-        }
+        Mode::Idle => {}
     }
+    // An idle CPU leaves its handler with an event, and so does one where an IPI arrived before
+    // the pass started (taken again after iret).
     let c = &mut s.cpus[cpu];
-    if c.irq_pending && !c.exit_queued {
-        // An IPI arrived before the pass started: taken again after iret.
+    if c.mode == Mode::Idle || c.irq_pending {
         c.exit_queued = true;
         s.q.schedule(end, Event::IrqExit { cpu: cpu as u32 });
     }
