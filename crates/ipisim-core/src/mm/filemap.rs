@@ -37,6 +37,11 @@ pub const PG_WRITEBACK: u16 = 1024;
 /// PG_REFERENCED, set by every access, stands in for the accessed bits page_referenced() finds.
 pub const PG_EXEC: u16 = 2048;
 
+/// A PG_EXEC page referenced since reclaim last looked (VM_EXEC text in use).
+pub fn exec_referenced(flags: u16) -> bool {
+    flags & (PG_EXEC | PG_REFERENCED) == PG_EXEC | PG_REFERENCED
+}
+
 /// What the kernel's `struct page` says about a page-cache page: its file and index, flags, and
 /// the CPU that last wrote it (whose cache holds its line).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -30,8 +30,11 @@ pub fn oom_badness(s: &Sim, t: TaskId) -> Option<u64> {
 pub fn select_bad_process(s: &Sim) -> Selected {
     // The walk stops at any victim that has not exited, wherever it is in the list: look at the
     // ones oom_kill_process() chose first (16,000 hackbench tasks call this every jiffy).
-    let exiting = |v: TaskId| s.tasks[v].oom_killed && oom_badness(s, v).is_some();
-    if s.mem.oom_victims.iter().any(|&v| exiting(v)) {
+    if s.mem
+        .oom_victims
+        .iter()
+        .any(|&v| oom_badness(s, v).is_some())
+    {
         return Selected::Exiting;
     }
     let mut chosen: Option<(TaskId, u64)> = None;

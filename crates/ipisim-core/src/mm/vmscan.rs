@@ -2,8 +2,8 @@
 //! inactive file list SWAP_CLUSTER_MAX pages at a time through shrink_page_list().
 
 use super::filemap::{
-    PG_ACTIVE, PG_DIRTY, PG_EXEC, PG_LRU, PG_REFERENCED, PG_SWAPBACKED, PG_SWAPCACHE, PTE_DIRTY,
-    PTE_MAPPED, PTE_YOUNG,
+    PG_ACTIVE, PG_DIRTY, PG_LRU, PG_REFERENCED, PG_SWAPBACKED, PG_SWAPCACHE, PTE_DIRTY, PTE_MAPPED,
+    PTE_YOUNG,
 };
 use super::lru::lock_lru;
 use super::page_alloc::{free_page, zonelist, WMARK_HIGH};
@@ -233,7 +233,7 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
             let p = lists.active.pop_back().expect("counted");
             *slot = p;
             let page = &mut s.mem.page[p as usize];
-            if page.flags & (PG_EXEC | PG_REFERENCED) == PG_EXEC | PG_REFERENCED {
+            if super::filemap::exec_referenced(page.flags) {
                 // "give them one more trip around the active list" (VM_EXEC, 2.6.31).
                 page.flags &= !PG_REFERENCED;
                 lists.active.push_front(p);
@@ -412,7 +412,7 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         if flags & PG_DIRTY != 0 {
             s.tasks[t].reclaim.unqueued_dirty += 1;
         }
-        if flags & (PG_EXEC | PG_REFERENCED) == PG_EXEC | PG_REFERENCED {
+        if super::filemap::exec_referenced(flags) {
             // page_check_references(): "Activate file-backed executable pages after first usage".
             s.mem.page[pfn as usize].flags &= !PG_REFERENCED;
             ps += walk;
