@@ -223,9 +223,9 @@ fn pick_zone(s: &mut Sim, cpu: CpuId, order: u32) -> Result<usize, NeedReclaim> 
     pick(s, WMARK_MIN).ok_or(NeedReclaim)
 }
 
-/// buffered_rmqueue() of an order > 0 block (a SLUB slab of several pages): no pcp list, the
-/// 2^order pages straight from the buddy lists under zone->lock (__rmqueue). Appends them to
-/// `out` and returns the time taken.
+/// buffered_rmqueue() of a block of 2^order pages (a SLUB slab): order 0 through this CPU's pcp
+/// list, as alloc_page; above it no pcp list, the pages straight from the buddy lists under
+/// zone->lock (__rmqueue). Appends them to `out` and returns the time taken.
 pub fn alloc_block(
     s: &mut Sim,
     cpu: CpuId,
@@ -233,6 +233,11 @@ pub fn alloc_block(
     order: u32,
     out: &mut Vec<u32>,
 ) -> Result<Time, NeedReclaim> {
+    if order == 0 {
+        let (pfn, cost) = alloc_page(s, cpu, t)?;
+        out.push(pfn);
+        return Ok(cost);
+    }
     let zone = pick_zone(s, cpu, order)?;
     let mut hold = 0;
     for _ in 0..1u32 << order {
@@ -248,9 +253,12 @@ pub fn alloc_block(
     Ok(cost)
 }
 
-/// __free_pages_ok() of an order > 0 block: straight back to the buddy lists under zone->lock
-/// (free_one_page), never onto a pcp list. Returns the time taken.
+/// __free_pages() of a block: one page onto this CPU's pcp list (free_page); more straight back
+/// to the buddy lists under zone->lock (__free_pages_ok, free_one_page). Returns the time taken.
 pub fn free_block(s: &mut Sim, cpu: CpuId, pfns: &[u32]) -> Time {
+    if let [pfn] = pfns {
+        return free_page(s, cpu, *pfn);
+    }
     let zone = s.mem.frames.node_of(pfns[0]);
     let mut hold = 0;
     for &p in pfns {

@@ -327,7 +327,13 @@ pub fn signal_kill(s: &mut Sim, t: TaskId) {
 /// A page for task `t` (its footprint, a message, a text page), or the slowpath was entered and
 /// the caller must return `Outcome::Next` to run it and then retry this operation.
 fn get_page(s: &mut Sim, cpu: CpuId, t: TaskId) -> Option<(u32, Time)> {
-    match alloc_page(s, cpu, t) {
+    let got = alloc_page(s, cpu, t);
+    after_alloc(s, t, got)
+}
+
+/// What an allocation attempt of task `t` got, or None once its slowpath was entered.
+fn after_alloc<T>(s: &mut Sim, t: TaskId, got: Result<T, NeedReclaim>) -> Option<T> {
+    match got {
         Ok(got) => {
             alloc_succeeded(s, t);
             Some(got)
@@ -607,16 +613,8 @@ fn alloc_skb(s: &mut Sim, cpu: CpuId, t: TaskId) -> Option<(u32, u32, Time)> {
         let order = cache(state(s), c).order;
         let mut pages = std::mem::take(&mut state(s).slab_pages);
         pages.clear();
-        let got = if order == 0 {
-            // An order-0 slab is an ordinary page: through the pcp list.
-            get_page(s, cpu, t).map(|(pfn, alloc)| {
-                pages.push(pfn);
-                alloc
-            })
-        } else {
-            get_block(s, cpu, t, order, &mut pages)
-        };
-        let old = got.map(|alloc| {
+        let got = alloc_block(s, cpu, t, order, &mut pages);
+        let old = after_alloc(s, t, got).map(|alloc| {
             ps += alloc;
             cache(state(s), c).install(cpu, &pages)
         });
@@ -633,30 +631,12 @@ fn alloc_skb(s: &mut Sim, cpu: CpuId, t: TaskId) -> Option<(u32, u32, Time)> {
     Some((head, data, ps))
 }
 
-/// An order > 0 block for task `t`, or the slowpath was entered (as get_page).
-fn get_block(s: &mut Sim, cpu: CpuId, t: TaskId, order: u32, out: &mut Vec<u32>) -> Option<Time> {
-    match alloc_block(s, cpu, t, order, out) {
-        Ok(ps) => {
-            alloc_succeeded(s, t);
-            Some(ps)
-        }
-        Err(NeedReclaim) => {
-            alloc_slowpath(s, t);
-            None
-        }
-    }
-}
-
 /// discard_slab(): an empty slab's pages back to the page allocator.
 fn discard_slab(s: &mut Sim, cpu: CpuId, c: SkbCache, slab: u32) -> Time {
     let mut pages = std::mem::take(&mut state(s).slab_pages);
     pages.clear();
     cache(state(s), c).pages(slab, &mut pages);
-    let ps = if pages.len() == 1 {
-        free_page(s, cpu, pages[0])
-    } else {
-        free_block(s, cpu, &pages)
-    };
+    let ps = free_block(s, cpu, &pages);
     state(s).slab_pages = pages;
     ps
 }
