@@ -497,6 +497,18 @@ static double thp_munmap(void)
 	return before >= 0 && huge >= (long)(THP_N * THP / 1024) ? ns : -1;
 }
 
+/* The best of 5 thp_munmap runs that got their huge pages; -1 if none did. */
+static double thp_munmap_best(void)
+{
+	double best = -1;
+	for (int i = 0; i < 5; i++) {
+		double v = thp_munmap();
+		if (v > 0 && (best < 0 || v < best))
+			best = v;
+	}
+	return best;
+}
+
 /* Two threads on CPU 0 hand a futex back and forth: each hand-off is one context switch. */
 static atomic_int turn;
 
@@ -611,8 +623,9 @@ int main(int argc, char **argv)
 	printf("mprotect_sweep_32 %.1f\n", sweep_op(1, 32));
 	printf("munmap_1 %.1f\n", best_of(5, munmap_1));
 	printf("munmap_32 %.1f\n", best_of(5, munmap_32));
-	if (thp_munmap() > 0) /* only where THP gives every PMD a huge page */
-		printf("thp_munmap %.1f\n", best_of(5, thp_munmap));
+	double thp = thp_munmap_best();
+	if (thp > 0) /* only where THP gives every PMD a huge page */
+		printf("thp_munmap %.1f\n", thp);
 	printf("context_switch %.1f\n", best_of(5, context_switch));
 	printf("thread_create %.1f\n", best_of(5, thread_create));
 	if (ncpus >= 2) /* needs CPU 1 */
