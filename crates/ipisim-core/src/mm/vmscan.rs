@@ -217,7 +217,9 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
     if let Some(out) = too_many_isolated_wait(s, t, node, anon, nr) {
         return out;
     }
-    let mut ps: Time = 0;
+    // shrink_inactive_list() and shrink_active_list() begin with lru_add_drain(): this CPU's
+    // pagevec goes onto the LRU before anything is isolated.
+    let mut ps: Time = super::lru::lru_add_drain(s, cpu, t);
     let lists = s.mem.lru[node].lists(anon);
     let mut young = [0u32; SWAP_CLUSTER_MAX];
     let mut nr_young = 0;
