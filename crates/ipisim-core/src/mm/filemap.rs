@@ -316,6 +316,8 @@ fn do_anonymous_page(
 
 /// __do_page_cache_readahead() of a sparse file: allocate, clear and insert the missing pages of
 /// [index, index + n), adding each to the LRU. If the allocator needs reclaim, reclaim and resume.
+/// A step ends before the page that fills the pagevec, so each __pagevec_lru_add() reaches the
+/// LRU after the pages before it were read, as in mpage_readpages(), between other CPUs' adds.
 pub fn readahead(s: &mut Sim, cpu: CpuId, t: TaskId, file: u32, index: u64, n: u32) -> Outcome {
     let f = file as usize;
     let end = (index + n as u64).min(s.mem.files[f].pages.len() as u64);
@@ -324,6 +326,14 @@ pub fn readahead(s: &mut Sim, cpu: CpuId, t: TaskId, file: u32, index: u64, n: u
     for i in index..end {
         if s.mem.files[f].pages[i as usize] != NONE {
             continue;
+        }
+        if ps > 0 && s.mem.pagevec[cpu].len() + 1 >= s.k.pagevec_size {
+            s.tasks[t].steps.push(Step::Readahead {
+                file,
+                index: i,
+                n: (end - i) as u32,
+            });
+            break;
         }
         let pfn = match alloc_page(s, cpu, t) {
             Ok((pfn, cost)) => {
@@ -407,5 +417,33 @@ mod tests {
         let (mut s, mm, vpn, _) = unmapped_clean_page(false);
         assert_eq!(access_page(&mut s, 1, (mm, vpn), (0, 0), false), Ok(0));
         assert_eq!(s.check.total(), 0);
+    }
+
+    /// A 32-page readahead reaches the LRU a pagevec at a time: each step ends before the page
+    /// that fills the pagevec (14), whose add then drains it at the start of the next step.
+    #[test]
+    fn readahead_adds_to_the_lru_a_pagevec_at_a_time() {
+        let (mut s, ..) = unmapped_clean_page(true);
+        s.k.pagevec_size = 14; // PAGEVEC_SIZE before 5.x's folio batches of 31
+        let t = 0;
+        s.tasks[t].steps.clear();
+        let on_lru = |s: &Sim| s.mem.lru[0].file.inactive.len();
+        let mut seen = vec![];
+        let (mut index, mut n) = (1, 32);
+        loop {
+            assert!(matches!(
+                readahead(&mut s, 0, t, 0, index, n),
+                Outcome::Busy { .. }
+            ));
+            seen.push((on_lru(&s), s.mem.pagevec[0].len()));
+            match s.tasks[t].steps.pop() {
+                Some(Step::Readahead { index: i, n: m, .. }) => (index, n) = (i, m),
+                None => break,
+                Some(other) => panic!("unexpected step {other:?}"),
+            }
+        }
+        // Pages 1-13 wait; the 14th drains them (LRU 14) and 15-27 wait; the 28th drains
+        // (LRU 28) and 29-32 wait.
+        assert_eq!(seen, [(0, 13), (14, 13), (28, 4)]);
     }
 }
