@@ -218,8 +218,9 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
         return out;
     }
     // shrink_inactive_list() and shrink_active_list() begin with lru_add_drain(): this CPU's
-    // pagevec goes onto the LRU before anything is isolated.
-    let mut ps: Time = super::lru::lru_add_drain(s, cpu, t);
+    // pagevec goes onto the LRU before anything is isolated (charged there, as __pagevec_lru_add).
+    let drain = super::lru::lru_add_drain(s, cpu, t);
+    let mut ps: Time = 0;
     let lists = s.mem.lru[node].lists(anon);
     let mut young = [0u32; SWAP_CLUSTER_MAX];
     let mut nr_young = 0;
@@ -298,7 +299,10 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
     }
     sched::charge(s, Some(t), Func::IsolateLruPages, ps);
     // spin_lock_irq(&zone->lru_lock): interrupts wait while we spin for it and hold it.
-    Outcome::Busy { ps, irqs_off: true }
+    Outcome::Busy {
+        ps: drain + ps,
+        irqs_off: true,
+    }
 }
 
 /// too_many_isolated(): a direct reclaimer (never kswapd) finds more of this type isolated than
