@@ -327,7 +327,7 @@ pub fn readahead(s: &mut Sim, cpu: CpuId, t: TaskId, file: u32, index: u64, n: u
         if s.mem.files[f].pages[i as usize] != NONE {
             continue;
         }
-        if ps > 0 && s.mem.pagevec[cpu].len() + 1 >= s.k.pagevec_size {
+        if ps > 0 && super::lru::add_drains(s, cpu) {
             s.tasks[t].steps.push(Step::Readahead {
                 file,
                 index: i,

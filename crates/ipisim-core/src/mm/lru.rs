@@ -73,11 +73,17 @@ pub fn lock_lru(s: &mut Sim, cpu: CpuId, node: usize, pages: &[u32]) -> Time {
         + hold
 }
 
+/// Whether the next lru_cache_add() on this CPU fills its pagevec and so drains it.
+pub fn add_drains(s: &Sim, cpu: CpuId) -> bool {
+    s.mem.pagevec[cpu].len() + 1 >= s.k.pagevec_size
+}
+
 /// lru_cache_add(): into this CPU's pagevec; a full pagevec drains to the LRU heads of its pages'
 /// nodes (__pagevec_lru_add). Returns the time taken.
 pub fn lru_cache_add(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32) -> Time {
+    let drains = add_drains(s, cpu);
     s.mem.pagevec[cpu].push(pfn);
-    if s.mem.pagevec[cpu].len() < s.k.pagevec_size {
+    if !drains {
         return 0;
     }
     lru_add_drain(s, cpu, t)
