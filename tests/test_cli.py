@@ -55,6 +55,11 @@ BAD_INPUTS = [
     (["run", "shootdown", "--kernel", "linux-9.9"], "unknown kernel"),
     (["run", "shootdown", "--machine", "nosuch.toml"], "nosuch.toml: cannot read"),
     (["run", "shootdown", "--set", "remote_threads=5"], "the machine has 2"),
+    (
+        # A bad last variant is refused before the first runs (no "variant 1/2 ... done" line).
+        ["compare", "shootdown", "--jobs", "1", "--kernel", "a=linux-6.18", "--kernel", "b=linux-6.18,x=1"],
+        "x: unknown key",
+    ),
     (["describe", "nothing"], "unknown thing"),
     (["frobnicate"], "invalid choice"),
 ]

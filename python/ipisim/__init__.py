@@ -266,6 +266,9 @@ def compare(
 
     common = _set_pairs(sets)
     parsed = [(label, *parse_variant(text)) for label, text in kernels.items()]
+    # Every variant is checked before any runs: a mistake in the last one costs no full run.
+    for _, preset, own in parsed:
+        _native.check(scenario, machine, preset, common + own, seed)
 
     def one(label: str, preset: str, own: list[tuple[str, str]]) -> Variant:
         both = common + own

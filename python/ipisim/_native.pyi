@@ -1,6 +1,6 @@
 """The compiled core (crates/ipisim-py). Results cross as JSON text."""
 
-__all__ = ["ConfigError", "__version__", "describe", "list_builtins", "run", "run_traced"]
+__all__ = ["ConfigError", "__version__", "check", "describe", "list_builtins", "run", "run_traced"]
 __version__: str
 
 class ConfigError(ValueError):
@@ -22,5 +22,12 @@ def run_traced(
     start_s: float,
     end_s: float,
 ) -> tuple[str, int, str, str, bool]: ...
+def check(
+    scenario: str,
+    machine: str | None = None,
+    kernel: str | None = None,
+    sets: list[tuple[str, str]] = ...,
+    seed: int = 1,
+) -> None: ...
 def list_builtins() -> str: ...
 def describe(thing: str) -> str: ...

@@ -22,6 +22,12 @@ pub fn run(req: &RunRequest) -> Result<RunOutput, ConfigError> {
     run_traced(req, None, &mut |_, _| {}).map(|(out, _)| out)
 }
 
+/// Check a request as [`run`] would, building the machine and starting the workload, without
+/// running it: a comparison can reject a bad variant before the good ones spend minutes.
+pub fn check(req: &RunRequest) -> Result<(), ConfigError> {
+    sim::Sim::new(&config::resolve(req)?).map(|_| ())
+}
+
 /// A trace of a run: Chrome trace-event JSON, ftrace text, and whether the record cap cut it.
 pub struct TraceOutput {
     pub chrome_json: String,

@@ -105,6 +105,21 @@ fn run_traced(
     ))
 }
 
+/// Check a run's scenario, machine, kernel and sets without running it.
+#[pyfunction]
+#[pyo3(signature = (scenario, machine=None, kernel=None, sets=Vec::new(), seed=1))]
+fn check(
+    py: Python<'_>,
+    scenario: String,
+    machine: Option<String>,
+    kernel: Option<String>,
+    sets: Vec<(String, String)>,
+    seed: u64,
+) -> PyResult<()> {
+    let req = request(scenario, machine, kernel, sets, seed);
+    py.detach(|| ipisim_core::check(&req)).map_err(to_py)
+}
+
 /// Built-in scenarios, machines and kernels, as JSON.
 #[pyfunction]
 fn list_builtins() -> String {
@@ -125,6 +140,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(run_traced, m)?)?;
+    m.add_function(wrap_pyfunction!(check, m)?)?;
     m.add_function(wrap_pyfunction!(list_builtins, m)?)?;
     m.add_function(wrap_pyfunction!(describe, m)?)?;
     Ok(())
