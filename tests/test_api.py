@@ -38,6 +38,13 @@ def test_config_error_is_a_value_error() -> None:
     assert issubclass(ipisim.ConfigError, ValueError)
 
 
+def test_check_config_refuses_what_run_refuses_and_runs_nothing() -> None:
+    assert ipisim.check_config("shootdown", machine="host-2cpu", sets={"batch": 33}) is None
+    with pytest.raises(ipisim.ConfigError, match="remote_threads"):
+        # Refused when the workload starts on the machine, not when the keys are parsed.
+        ipisim.check_config("shootdown", machine="host-2cpu", sets={"remote_threads": 5})
+
+
 def test_describe_lists_every_cost_with_a_source() -> None:
     d = ipisim.describe("xeon-4n-48c-64g")
     assert d["kind"] == "machine"

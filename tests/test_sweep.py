@@ -147,6 +147,8 @@ def test_dask_cluster_gives_the_same_table_as_local_processes(
         ("scenario = 'shootdown'\nkernels = ['linux-6.18']\n[axes]\nbatch = []", "axes"),
         ("scenario = 'nosuch'\nkernels = ['linux-6.18']", "unknown scenario"),
         ("scenario = [", "malformed TOML"),
+        # Checked when the grid is read, naming the file, not when the point runs.
+        ("scenario = 'shootdown'\nkernels = ['linux-6.18']\n[axes]\nbatch = ['x']", "bad.toml: --set: batch"),
     ],
 )
 def test_bad_grid_is_one_line_exit_2(text: str, message: str, tmp_path: Path) -> None:

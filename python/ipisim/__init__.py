@@ -34,6 +34,7 @@ __all__ = [
     "Trace",
     "Variant",
     "check",
+    "check_config",
     "compare",
     "describe",
     "list_builtins",
@@ -166,6 +167,18 @@ def run(
     return RunResult(json.loads(text), events, Trace(chrome, ftrace, cut))
 
 
+def check_config(
+    scenario: str,
+    *,
+    machine: str | None = None,
+    kernel: str | None = None,
+    sets: Sets = (),
+    seed: int = 1,
+) -> None:
+    """Raise ConfigError where `run` would, with the same arguments, without simulating anything."""
+    _native.check(scenario, machine, kernel, _set_pairs(sets), seed)
+
+
 def list_builtins() -> dict[str, list[dict[str, str]]]:
     """Built-in scenarios, machines and kernel presets, each with a one-line description."""
     result: dict[str, list[dict[str, str]]] = json.loads(_native.list_builtins())
@@ -268,7 +281,7 @@ def compare(
     parsed = [(label, *parse_variant(text)) for label, text in kernels.items()]
     # Every variant is checked before any runs: a mistake in the last one costs no full run.
     for _, preset, own in parsed:
-        _native.check(scenario, machine, preset, common + own, seed)
+        check_config(scenario, machine=machine, kernel=preset, sets=common + own, seed=seed)
 
     def one(label: str, preset: str, own: list[tuple[str, str]]) -> Variant:
         both = common + own

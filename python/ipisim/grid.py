@@ -105,6 +105,12 @@ def load_grid(path: Path) -> Grid:
         for values in itertools.product(*(axes[n] for n in names))
         for seed in seeds
     ]
+    # Each distinct configuration is checked now, not when its first point runs, maybe hours later.
+    for p in {(p.kernel, p.sets): p for p in points}.values():
+        try:
+            ipisim.check_config(p.scenario, machine=p.machine, kernel=p.kernel, sets=p.sets, seed=p.seed)
+        except ipisim.ConfigError as e:
+            raise GridError(f"{path}: {e}") from e
     plot = doc.get("plot", {})
     return Grid(points, names, plot.get("x"), plot.get("y"))
 
