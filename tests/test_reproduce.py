@@ -21,17 +21,60 @@ def test_published_figures_name_their_sources() -> None:
             assert m["variant"] in labels and m.get("base", m["variant"]) in labels
 
 
-def test_quick_reproduce_writes_json_and_a_self_contained_report(tmp_path: Path) -> None:
-    code = main(["reproduce", "--quick", "--out", str(tmp_path)])
+GOLDEN = Path(__file__).parent / "golden" / "reproduce-quick.json"
+
+
+def test_quick_reproduce_writes_json_and_a_self_contained_report(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # The run completed: exit 0 whatever the figures; --strict is the gate.
+    assert main(["reproduce", "--quick", "--out", str(tmp_path)]) == 0
+    printed = capsys.readouterr().out
+    assert "predictions: " in printed and " baseline figures, 5 free costs" in printed
     entries = json.loads((tmp_path / "reproduce.json").read_text())
-    assert code == (0 if all(e["pass"] for e in entries) else 1)
     ids = [m["id"] for e in reproduce.load_published() for m in e["metrics"]]
     assert [e["id"] for e in entries] == ids
-    for e in entries:
-        assert set(e) == {"id", "experiment", "metric", "unit", "published", "simulated", "tolerance", "pass"}
+    targets = {e["id"] for e in entries if e["target"]}
+    assert targets == {
+        "seed000-interrupts-vanilla",
+        "seed002-munmap-before",
+        "seed003-handler-share-before",
+        "seed003-spinlock-share-before",
+    }
     page = (tmp_path / "report.html").read_text()
     assert page.count("<svg") == len(reproduce.load_published())
     assert "http" not in page.replace('xmlns="http://www.w3.org/2000/svg"', "")
+    strict = main(["reproduce", "--quick", "--strict", "--out", str(tmp_path)])
+    assert all((e["calibrated_pass"] is None) == e["target"] for e in entries)
+    assert strict == (0 if all(e["calibrated_pass"] is not False for e in entries) else 1)
+
+
+def test_quick_figures_are_pinned_exactly(tmp_path: Path) -> None:
+    """Every --quick figure, physics-only and calibrated. The runs are deterministic, so any model
+    change that moves one fails here; it updates the file in the same commit, with the full-scale
+    effect in its message: ipisim reproduce --quick --json tests/golden/reproduce-quick.json"""
+    main(["reproduce", "--quick", "--out", str(tmp_path), "--json", str(tmp_path / "quick.json")])
+    now = {
+        e["id"]: (e["physics"], e["calibrated"]) for e in json.loads((tmp_path / "quick.json").read_text())
+    }
+    pinned = {e["id"]: (e["physics"], e["calibrated"]) for e in json.loads(GOLDEN.read_text())}
+    assert now == pinned
+    assert (tmp_path / "quick.json").read_bytes() == GOLDEN.read_bytes()
+
+
+def test_directions_the_publications_assert_are_checked() -> None:
+    # A PFN list that changes nothing (0 %) is inside 2.05 ± 3 points, but not faster.
+    seed001 = next(e for e in reproduce.load_published() if e["id"] == "seed001")
+    metric = seed001["metrics"][0]
+    assert metric["expect"] == "positive"
+    assert reproduce._direction_holds(metric["expect"], 0.0, {}) is False
+    assert reproduce._direction_holds(metric["expect"], 1.0, {}) is True
+    assert reproduce._direction_holds({"below": "x"}, 3.0, {"x": 24.0}) is True
+    assert reproduce._direction_holds({"above": "x"}, 21.0, {"x": 24.0}) is False
+    # 3.78 ± 8 points could not fail from below; within 2x can.
+    seed003 = next(e for e in reproduce.load_published() if e["id"] == "seed003")
+    after = next(m for m in seed003["metrics"] if m["id"] == "seed003-handler-share-after")
+    assert reproduce._check(3.78, 0.0, after["tolerance"])[0] is False
 
 
 def test_tolerances_are_relative_or_absolute() -> None:
@@ -64,8 +107,10 @@ def test_report_renders_in_headless_chromium(tmp_path: Path) -> None:
 def test_parallel_runs_give_the_same_results() -> None:
     experiments = reproduce.load_published()[:2]
     quiet: list[str] = []
-    one = reproduce.run_all(experiments, quick=True, progress=quiet.append, jobs=1)
-    two = reproduce.run_all(experiments, quick=True, progress=quiet.append, jobs=2)
+    cals = reproduce.load_calibrations()
+    one = reproduce.run_all(experiments, quick=True, progress=quiet.append, jobs=1, calibrations=cals)
+    two = reproduce.run_all(experiments, quick=True, progress=quiet.append, jobs=2, calibrations=cals)
+    assert len(one) == 4  # each experiment on its physics-only and its calibrated profile
     assert {e: {k: r.to_json() for k, r in v.items()} for e, v in one.items()} == {
         e: {k: r.to_json() for k, r in v.items()} for e, v in two.items()
     }

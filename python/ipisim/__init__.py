@@ -22,6 +22,7 @@ from ipisim._native import ConfigError
 if TYPE_CHECKING:
     import pandas as pd
 
+    from ipisim.calibration import Calibration, FreeCost
     from ipisim.grid import Grid
 
 __version__: str = _native.__version__
@@ -33,6 +34,7 @@ __all__ = [
     "SweepResult",
     "Trace",
     "Variant",
+    "calibrate",
     "check",
     "check_config",
     "compare",
@@ -112,6 +114,15 @@ class RunResult:
     def config(self) -> dict[str, Any]:
         return dict(self.data["config"])
 
+    def value(self, path: str) -> float:
+        """One figure by dotted path: `elapsed_s`, `ops.NAME`, `vmstat.NAME`, `interrupts.ROW` (summed
+        over CPUs) or `profile.FUNCTION` (its percent of CPU time, 0 if it has none). KeyError if absent."""
+        head, _, rest = path.partition(".")
+        if head == "profile":
+            return float(next((p["percent"] for p in self.data["profile"] if p["function"] == rest), 0.0))
+        value = self.data[head] if not rest else self.data[head][rest]
+        return float(sum(value)) if isinstance(value, list) else float(value)
+
     def to_json(self) -> str:
         """The result as pretty JSON text; byte-identical for the same inputs."""
         return json.dumps(self.data, indent=2) + "\n"
@@ -177,6 +188,39 @@ def check_config(
 ) -> None:
     """Raise ConfigError where `run` would, with the same arguments, without simulating anything."""
     _native.check(scenario, machine, kernel, _set_pairs(sets), seed)
+
+
+def calibrate(
+    scenario: str,
+    *,
+    measured: Mapping[str, float],
+    free: Iterable[str | FreeCost],
+    machine: str | None = None,
+    kernel: str | None = None,
+    sets: Sets = (),
+    inner_scale: str | None = None,
+    jobs: int = 1,
+    scheduler: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Calibration:
+    """Fit at most three costs of `machine` (`"machine.cost.NAME[=LO:HI]"` or FreeCost) so that a
+    run of `scenario` gives the `measured` figures (result path -> value), as `ipisim calibrate`
+    does; `.profile_toml` is the calibrated profile, `.table()` what the command prints."""
+    from ipisim.calibration import FreeCost, parse_free
+    from ipisim.calibration import calibrate as fit
+
+    return fit(
+        scenario,
+        measured=measured,
+        free=[f if isinstance(f, FreeCost) else parse_free(f) for f in free],
+        machine=machine,
+        kernel=kernel,
+        sets=_set_pairs(sets),
+        inner_scale=inner_scale,
+        jobs=jobs,
+        scheduler=scheduler,
+        progress=progress,
+    )
 
 
 def list_builtins() -> dict[str, list[dict[str, str]]]:

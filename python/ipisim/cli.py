@@ -378,6 +378,10 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         print(f"reproduce: {msg}", file=sys.stderr, flush=True)
 
     out = Path(args.out)
+    for path in (args.json, args.markdown):
+        if path:
+            _check_writable(path)
+    t0 = time.perf_counter()
     try:
         entries = reproduce.reproduce(
             quick=args.quick,
@@ -385,13 +389,65 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             json_path=Path(args.json) if args.json else None,
             progress=progress,
             jobs=_jobs(args),
+            markdown=Path(args.markdown) if args.markdown else None,
         )
     except OSError as e:
         raise UsageError(f"{e.filename}: cannot write: {e.strerror}") from e
-    print(reproduce.render_table(entries), end="")
-    passed = sum(e.passed for e in entries)
-    print(f"\n{passed}/{len(entries)} published figures within tolerance; report: {out / 'report.html'}")
-    return 0 if passed == len(entries) else 1
+    print(reproduce.render_table(entries))
+    print(reproduce.score(entries, reproduce.load_calibrations()), end="")
+    print(f"took {time.perf_counter() - t0:.0f} s with {_jobs(args)} job(s); report: {out / 'report.html'}")
+    missed = any(e.calibrated_pass is False for e in entries)
+    return 1 if args.strict and missed else 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from ipisim import calibration, reproduce
+
+    def progress(msg: str) -> None:
+        print(f"calibrate: {msg}", file=sys.stderr, flush=True)
+
+    if args.experiment:
+        if args.scenario or args.measured or args.free or args.machine or args.kernel or args.set:
+            raise UsageError("calibrate: --experiment takes scenario, costs and figures from published.json")
+        spec = reproduce.calibration_spec(args.experiment)
+        scenario, machine, kernel, sets = spec.scenario, spec.machine_profile, spec.kernel, spec.sets
+        measured, free, scale = spec.measured, spec.free, spec.inner_scale
+        command = f"ipisim calibrate --experiment {args.experiment}"
+    else:
+        if not args.scenario or not args.measured or not args.free:
+            raise UsageError("calibrate: needs SCENARIO, --measured FILE and --free (or --experiment ID)")
+        scenario, machine, kernel = args.scenario, args.machine, args.kernel
+        sets = _parse_sets(args.set)
+        measured = calibration.load_measured(Path(args.measured))
+        free = [calibration.parse_free(f) for f in args.free]
+        scale = args.scale
+        command = calibration.command_line(scenario, machine, kernel, sets, free, scale, args.measured)
+    _check_writable(args.out)
+    t0 = time.perf_counter()
+    cal = calibration.calibrate(
+        scenario,
+        measured=measured,
+        free=free,
+        machine=machine,
+        kernel=kernel,
+        sets=sets,
+        inner_scale=scale,
+        jobs=_jobs(args),
+        scheduler=args.scheduler,
+        command=command,
+        progress=progress,
+    )
+    _write(args.out, cal.profile_toml)
+    print(cal.table(), end="")
+    print(f"profile: {args.out} ({time.perf_counter() - t0:.0f} s)")
+    return 0
+
+
+def _check_writable(path: str) -> None:
+    """Refuse an output path whose directory is missing, before a long run."""
+    parent = Path(path).resolve().parent
+    if not parent.is_dir():
+        raise UsageError(f"{path}: cannot write: no directory {parent}")
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -458,7 +514,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     rp.add_argument("--json", metavar="PATH", help="write the entries here (default OUT/reproduce.json)")
     rp.add_argument("--jobs", type=int, default=2, help="simulations run at once (default 2)")
+    rp.add_argument("--markdown", metavar="PATH", help="also write the table as Markdown (docs/fidelity.md)")
+    rp.add_argument(
+        "--strict", action="store_true", help="exit 1 unless every prediction is within tolerance"
+    )
     rp.set_defaults(func=cmd_reproduce)
+
+    ca = sub.add_parser(
+        "calibrate", help="fit at most 3 machine costs to measured figures of a baseline run; write a profile"
+    )
+    ca.add_argument("scenario", nargs="?")
+    _add_target_options(ca)
+    ca.add_argument("--experiment", metavar="ID", help="the calibration published.json declares for ID")
+    ca.add_argument("--measured", metavar="FILE", help="TOML/JSON: result path = value")
+    ca.add_argument(
+        "--free", action="append", default=[], metavar="machine.cost.NAME[=LO:HI]", help="a cost to fit"
+    )
+    ca.add_argument("--scale", help="run the fit's inner runs at this scale; confirmed at full scale")
+    ca.add_argument("--jobs", type=int, default=2, help="runs at once (default 2)")
+    ca.add_argument(
+        "--scheduler", metavar="ADDRESS", help="run on a Dask scheduler, e.g. tcp://127.0.0.1:8786"
+    )
+    ca.add_argument("--out", required=True, metavar="PROFILE.toml", help="write the calibrated profile here")
+    ca.set_defaults(func=cmd_calibrate)
 
     sw = sub.add_parser(
         "sweep", help="run a grid of runs locally or on a Dask cluster; Parquet table and plot"

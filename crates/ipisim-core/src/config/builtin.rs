@@ -22,6 +22,19 @@ const MACHINES: &[(&str, &str)] = &[
         "kvm-8cpu",
         include_str!("../../data/machines/kvm-8cpu.toml"),
     ),
+    // Written by `ipisim calibrate --experiment ID` from the profiles above (published.json).
+    (
+        "xeon-4n-48c-64g-calibrated",
+        include_str!("../../data/machines/xeon-4n-48c-64g-calibrated.toml"),
+    ),
+    (
+        "xeon-2s-2013-calibrated",
+        include_str!("../../data/machines/xeon-2s-2013-calibrated.toml"),
+    ),
+    (
+        "power9-128c-calibrated",
+        include_str!("../../data/machines/power9-128c-calibrated.toml"),
+    ),
 ];
 
 const KERNELS: &[(&str, &str)] = &[
