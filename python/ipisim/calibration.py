@@ -253,9 +253,10 @@ def calibrate(
     if inner_scale is not None:
         scaled = [*base_sets, ("scale", inner_scale)]
         ipisim.check_config(scenario, machine=machine, kernel=kernel, sets=scaled)
-    cfg = ipisim.describe(machine or _default_machine(scenario))
-    start = {c["key"][len(PREFIX) :]: float(c["value"]) for c in cfg["costs"]}
-    start |= {k[len(PREFIX) :]: float(v) for k, v in base_sets if k.startswith(PREFIX)}
+    machine_name = machine or _default_machine(scenario)
+    start = {c["key"][len(PREFIX) :]: float(c["value"]) for c in ipisim.describe(machine_name)["costs"]}
+    # A free cost's --set is where its fit starts.
+    start |= {k[len(PREFIX) :]: float(v) for k, v in sets if k.startswith(PREFIX)}
     bounds = [
         (f.lo if f.lo is not None else start[f.name] / 10, f.hi if f.hi is not None else start[f.name] * 10)
         for f in free
@@ -313,7 +314,6 @@ def calibrate(
     lo_u = [math.log(lo) for lo, _ in bounds]
     hi_u = [math.log(hi) for _, hi in bounds]
     u0 = [math.log(start[n]) for n in names]
-    fit_scale = inner_scale
 
     def columns(u: Sequence[float]) -> list[list[float]]:
         """u and each coordinate stepped by STEP (backwards at an upper bound)."""
@@ -330,14 +330,14 @@ def calibrate(
     def jacobian(u: Any) -> list[list[float]]:
         """d log(figure) / d log(cost) by forward differences, the steps run in parallel."""
         pts = columns(list(u))
-        base, *stepped = figures_at(pts, fit_scale)
+        base, *stepped = figures_at(pts, inner_scale)
         return [
             [math.log(s[i] / base[i]) / (pts[j + 1][j] - pts[0][j]) for j, s in enumerate(stepped)]
             for i in range(len(paths))
         ]
 
     # Identifiability, at the start: which figures each cost moves, and whether two move them alike.
-    for p, value in zip(paths, figures_at([u0], fit_scale)[0], strict=True):
+    for p, value in zip(paths, figures_at([u0], inner_scale)[0], strict=True):
         if value <= 0:
             raise ConfigError(f"--measured {p}: the simulated figure is {value:g}; a fit needs it positive")
     _check_identifiable(paths, names, jacobian(u0))
@@ -345,14 +345,14 @@ def calibrate(
     u = list(u0)
     written = as_text(u)
     if inner_scale is not None:
-        full, inner = run_many([written], None)[0], run_many([written], fit_scale)[0]
+        full, inner = run_many([written], None)[0], run_many([written], inner_scale)[0]
         ratio[:] = [f / i for f, i in zip(full, inner, strict=True)]
     final: list[float] = []
     for round_no in range(1, ROUNDS + 1):
         log_ratio = [math.log(r) for r in ratio]
 
         def residuals(x: Any, log_ratio: list[float] = log_ratio) -> list[float]:
-            figs = figures_at([list(x)], fit_scale)[0]
+            figs = figures_at([list(x)], inner_scale)[0]
             return [math.log(f / t) + lr for f, t, lr in zip(figs, target, log_ratio, strict=True)]
 
         say(f"round {round_no}: fitting {', '.join(names)} on {len(paths)} figure(s)")
@@ -371,7 +371,7 @@ def calibrate(
         final = run_many([written], None)[0]
         if inner_scale is None:
             break
-        inner = run_many([written], fit_scale)[0]
+        inner = run_many([written], inner_scale)[0]
         new_ratio = [f / i for f, i in zip(final, inner, strict=True)]
         drift = max(abs(math.log(n / r)) for n, r in zip(new_ratio, ratio, strict=True))
         say(f"round {round_no}: full-scale and corrected inner figures differ by up to {drift:.2%}")
@@ -385,7 +385,7 @@ def calibrate(
     ]
     cmd = command or command_line(scenario, machine, kernel, base_sets, free, inner_scale, "FIGURES")
     toml = _profile_toml(configs[(None, tuple(written))], scenario, kernel, fitted, figures, cmd)
-    return Calibration(cmd, machine or _default_machine(scenario), fitted, figures, counter[0], toml)
+    return Calibration(cmd, machine_name, fitted, figures, counter[0], toml)
 
 
 def _check_identifiable(paths: Sequence[str], names: Sequence[str], jac: Sequence[Sequence[float]]) -> None:
