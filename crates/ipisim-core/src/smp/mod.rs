@@ -488,6 +488,8 @@ fn global_cfd_call(
         .line
         .acquire(now, cpu, op, |a, b| m.line_transfer(a, b))
         + op;
+    // raw_spin_lock_irqsave(&call_function.lock, flags): perf names the spin
+    // _raw_spin_lock_irqsave (the handler's list_del_rcu takes it with raw_spin_lock).
     let spin = g
         .lock
         .acquire(now + setup, cpu, op, |a, b| m.line_transfer(a, b));
@@ -511,7 +513,7 @@ fn global_cfd_call(
     }
     // arch_send_call_function_ipi_mask(): every target, whatever else is queued.
     let send = send_ipi_mask(s, cpu, targets, now + setup, "smp_call_function_many");
-    sched::charge_lock(s, Some(task), scf_func(s), spin);
+    sched::charge(s, Some(task), Func::RawSpinLockIrqsave, spin);
     sched::charge(s, Some(task), scf_func(s), setup - spin);
     sched::charge(s, Some(task), send_ipi_func(s), send);
     Outcome::Busy {
