@@ -655,3 +655,35 @@ fn csd_lock_wait_reads_each_targets_csd_in_turn() {
         assert_eq!(csd_lock_wait_done(&s, 0), expected, "{kernel}");
     }
 }
+
+/// To 3.13 the handler detaches its queue with list_replace_init() under q->lock, which sets the
+/// first csd's prev and the last csd's next: both lines come over while the lock is held, and
+/// are at hand when the csds run. Two csds queued on CPU 2, its pass, then a third sender: the
+/// lock is free only at the pass's end (a bug until 2026-11-24: the handler held it for no time,
+/// and read the two lines after releasing it).
+#[test]
+fn list_replace_init_holds_the_queue_lock_for_the_first_and_last_csds() {
+    use ipisim_core::engine::CpuMask;
+    use ipisim_core::machine::Cost;
+    use ipisim_core::sched::Outcome;
+    use ipisim_core::smp::{begin_pass, smp_call_function_many_cond, CallFunc, Cond};
+    let mut s = sim("ipistorm", "linux-3.9", &[("cpus", "5")]);
+    let mut to = CpuMask::new();
+    to.set(2);
+    let f = CallFunc::DoNothingIpi;
+    for sender in [0, 1] {
+        smp_call_function_many_cond(&mut s, sender, sender, &to, f, Cond::Always, false, false);
+    }
+    let end = begin_pass(&mut s, 2, None, 0, false).expect("a pass that does not stop ends");
+    let third = smp_call_function_many_cond(&mut s, 3, 3, &to, f, Cond::Always, false, false);
+    // The queue was empty again: csd_queue, the lock from CPU 2 once it is free, one IPI.
+    let m = &s.m;
+    let ps = end + m.line_transfer(2, 3) + m.cost[Cost::CsdQueue] + m.cost[Cost::IpiSend];
+    assert_eq!(
+        third,
+        Outcome::Busy {
+            ps,
+            irqs_off: false
+        }
+    );
+}
