@@ -622,40 +622,6 @@ fn the_global_queue_lock_is_taken_with_irqsave() {
     assert_eq!(s.stats.lock_callers[Func::SmpCallFunctionMany as usize], 0);
 }
 
-/// Since 3.9 the sender's csd_lock_wait() loop spins on each target's own csd in CPU order
-/// (`for_each_cpu(cpu, cfd->cpumask) csd_lock_wait(per_cpu_ptr(cfd->csd, cpu))`): it reads the
-/// next csd only once the one before is seen unlocked, and each read brings that csd's line from
-/// its target. Both targets here ran their csd before the loop began, so it still pays one
-/// transfer after the other; 3.8's one cfd_data is one line, seen once (a bug until 2026-11-24:
-/// the wait ended one transfer after the last unlock, as if the reads overlapped).
-#[test]
-fn csd_lock_wait_reads_each_targets_csd_in_turn() {
-    use ipisim_core::engine::CpuMask;
-    use ipisim_core::smp::{csd_lock_wait_begins, csd_lock_wait_done};
-    use ipisim_core::smp::{flush_smp_call_function_queue, smp_call_function_many_cond};
-    use ipisim_core::smp::{CallFunc, Cond};
-    for kernel in ["linux-3.9", "linux-3.8"] {
-        let mut s = sim("shootdown", kernel, &[]);
-        let mut to = CpuMask::new();
-        to.set(1);
-        to.set(13); // another socket: 12 CPUs a node on xeon-4n-48c-64g
-        let f = CallFunc::DoNothingIpi;
-        smp_call_function_many_cond(&mut s, 0, 0, &to, f, Cond::Always, true, false);
-        let end1 = flush_smp_call_function_queue(&mut s, 1, None, 0);
-        let end13 = flush_smp_call_function_queue(&mut s, 13, None, 0);
-        assert_eq!(s.smp.waiting[0], 0);
-        csd_lock_wait_begins(&mut s, 0);
-        let (x1, x13) = (s.m.line_transfer(1, 0), s.m.line_transfer(13, 0));
-        let expected = if kernel == "linux-3.9" {
-            (end1 + x1).max(end13) + x13
-        } else {
-            // The last target to drop refs unlocks the one cfd; its line comes over once.
-            end1.max(end13) + x13
-        };
-        assert_eq!(csd_lock_wait_done(&s, 0), expected, "{kernel}");
-    }
-}
-
 /// To 3.13 the handler detaches its queue with list_replace_init() under q->lock, which sets the
 /// first csd's prev and the last csd's next: both lines come over while the lock is held, and
 /// are at hand when the csds run. Two csds queued on CPU 2, its pass, then a third sender: the

@@ -238,9 +238,7 @@ fn charge_task(s: &mut Sim, task: Option<TaskId>, f: Func, ps: Time) {
 /// When the spin's condition comes true, if that is already known (None: it waits for events).
 fn spin_until(s: &Sim, cpu: CpuId, on: SpinOn) -> Option<Time> {
     match on {
-        SpinOn::CsdLockWait => {
-            (s.smp.waiting[cpu] == 0).then(|| crate::smp::csd_lock_wait_done(s, cpu))
-        }
+        SpinOn::CsdLockWait => (s.smp.waiting[cpu] == 0).then(|| s.smp.done_at[cpu]),
         SpinOn::CsdLock => {
             (s.smp.csd_lock_on[cpu] == crate::smp::NO_CPU).then(|| s.smp.csd_free_at[cpu])
         }

@@ -234,10 +234,7 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::FlushTlbMmRange(r) => x86::flush_tlb_mm_range(s, cpu, t, r),
         Step::FlushTlbOthers => x86::flush_tlb_multi(s, cpu, t, false),
         Step::LocalCall(f) => smp::run_local(s, cpu, t, f),
-        Step::CsdLockWait => {
-            smp::csd_lock_wait_begins(s, cpu);
-            Outcome::Spin(SpinOn::CsdLockWait)
-        }
+        Step::CsdLockWait => Outcome::Spin(SpinOn::CsdLockWait),
         Step::SmpCallFunctionMany => smp::deferred_call(s, cpu, t),
         Step::QueueCsds => smp::queue_csds(s, cpu, t),
         Step::FileRead { vpn, n, write } => mm::filemap::file_read(s, cpu, t, vpn, n, write),

@@ -119,15 +119,8 @@ pub struct Smp {
     pub locked: Vec<CpuMask>,
     /// Per sender: locked csds it waits for (csd_lock_wait).
     pub waiting: Vec<u32>,
-    /// Per sender: when the sender sees its last csd unlocked (valid once `waiting` is 0), for
-    /// 3.8's one cfd_data.
+    /// Per sender: when the sender sees its last csd unlocked (valid once `waiting` is 0).
     pub done_at: Vec<Time>,
-    /// Per sender: the targets whose own csd its csd_lock_wait() loop reads, one after another
-    /// in CPU order (since 3.9: `for_each_cpu(cpu, cfd->cpumask) csd_lock_wait(csd)`); when
-    /// each was unlocked (`unlocked_at[sender * n + target]`); and when the loop began.
-    pub wait_mask: Vec<CpuMask>,
-    pub unlocked_at: Vec<Time>,
-    pub wait_from: Vec<Time>,
     /// The 3.8 global queue (used with `call_function = global_cfd`).
     pub global: GlobalCfd,
     /// Per sender: the csd it spins on in csd_lock() (its target, GLOBAL_CFD, or NO_CPU: none),
@@ -198,9 +191,6 @@ impl Smp {
             locked: vec![CpuMask::new(); n],
             waiting: vec![0; n],
             done_at: vec![0; n],
-            wait_mask: vec![CpuMask::new(); n],
-            unlocked_at: vec![0; n * n],
-            wait_from: vec![0; n],
             global: GlobalCfd {
                 cfd: vec![Cfd::default(); n],
                 ..Default::default()
@@ -273,37 +263,12 @@ fn send_ipi_mask(
     send
 }
 
-/// The sender's csd_lock_wait() has one more csd to see unlocked: `target`'s own csd, or
-/// (GLOBAL_CFD) 3.8's one cfd_data.
-fn wait_for_one_more(s: &mut Sim, sender: CpuId, target: u32) {
+/// The sender's csd_lock_wait() has one more csd to see unlocked.
+fn wait_for_one_more(s: &mut Sim, sender: CpuId) {
     if s.smp.waiting[sender] == 0 {
         s.smp.done_at[sender] = 0;
-        s.smp.wait_mask[sender] = CpuMask::new();
     }
     s.smp.waiting[sender] += 1;
-    if target != GLOBAL_CFD {
-        s.smp.wait_mask[sender].set(target as usize);
-    }
-}
-
-/// The sender's csd_lock_wait() loop begins (Step::CsdLockWait).
-pub fn csd_lock_wait_begins(s: &mut Sim, sender: CpuId) {
-    s.smp.wait_from[sender] = s.now();
-}
-
-/// When the sender's csd_lock_wait() is over, once every csd it waits for is unlocked. Since 3.9
-/// the loop spins on each target's csd in CPU order: it reads the next one only after the one
-/// before was seen unlocked, and each read brings that csd's line from the target that unlocked
-/// it, so the reads follow one another (`t = max(t, unlocked) + transfer`), also for csds
-/// unlocked before the loop reached them. 3.8's one cfd is one line: seen once.
-pub fn csd_lock_wait_done(s: &Sim, sender: CpuId) -> Time {
-    let n = s.smp.waiting.len();
-    let mut t = s.smp.wait_from[sender].max(s.smp.done_at[sender]);
-    for target in s.smp.wait_mask[sender].iter() {
-        let unlocked = s.smp.unlocked_at[sender * n + target];
-        t = t.max(unlocked) + s.m.line_transfer(target, sender);
-    }
-    t
 }
 
 /// Who called smp_call_function_many_cond(), as the ipi tracepoints' callsite shows it: a call
@@ -433,7 +398,7 @@ fn queue_loop(s: &mut Sim, cpu: CpuId, task: TaskId, mut st: Sending) -> Outcome
         st.left.clear(t);
         s.smp.locked[cpu].set(t);
         if st.wait {
-            wait_for_one_more(s, cpu, t as u32);
+            wait_for_one_more(s, cpu);
         }
         s.stats.trace(Trace::CsdQueueCpu);
         // llist_add() (or list_empty() under the lock) tells whether the queue was empty.
@@ -543,7 +508,7 @@ fn global_cfd_call(
     cfd.wait = wait;
     g.queue.insert(0, cpu as u32);
     if wait {
-        wait_for_one_more(s, cpu, GLOBAL_CFD);
+        wait_for_one_more(s, cpu);
         s.tasks[task].steps.push(Step::CsdLockWait);
     }
     if run_local {
@@ -782,13 +747,7 @@ fn csd_unlock(s: &mut Sim, sender: CpuId, target: CpuId, csd: u32, waited: bool,
     }
     if waited {
         s.smp.waiting[sender] -= 1;
-        if csd == GLOBAL_CFD {
-            s.smp.done_at[sender] = s.smp.done_at[sender].max(seen);
-        } else {
-            // Seen when the sender's loop reaches it (csd_lock_wait_done).
-            let n = s.smp.waiting.len();
-            s.smp.unlocked_at[sender * n + target] = at;
-        }
+        s.smp.done_at[sender] = s.smp.done_at[sender].max(seen);
         if s.smp.waiting[sender] == 0 {
             sched::kick_spinner(s, sender);
         }
