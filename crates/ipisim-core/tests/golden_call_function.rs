@@ -598,3 +598,58 @@ fn the_global_walk_does_not_see_a_cfd_queued_after_it_began() {
     flush_smp_call_function_queue(&mut s, 4, None, 0);
     assert_eq!(s.smp.global.queue, vec![3]);
 }
+
+/// 3.8's smp_call_function_many() takes call_function.lock with raw_spin_lock_irqsave(), so its
+/// wait there is `_raw_spin_lock_irqsave` time, not `_raw_spin_lock` (seed 003's 3.8 profile
+/// lists no smp_call_function_many under _raw_spin_lock; a bug until 2026-11-24). Three senders
+/// queue at once: the second and third wait for the lock, and only as irqsave.
+#[test]
+fn the_global_queue_lock_is_taken_with_irqsave() {
+    use ipisim_core::engine::CpuMask;
+    use ipisim_core::observe::Func;
+    use ipisim_core::smp::{smp_call_function_many_cond, CallFunc, Cond};
+    let sets = [("cpus", "5"), ("single", "false")];
+    let mut s = sim("ipistorm", "linux-3.8", &sets);
+    let mut to = CpuMask::new();
+    to.set(2);
+    to.set(3);
+    for sender in [0, 1, 4] {
+        let f = CallFunc::DoNothingIpi;
+        smp_call_function_many_cond(&mut s, sender, sender, &to, f, Cond::Always, false, false);
+    }
+    assert!(s.stats.profile[Func::RawSpinLockIrqsave as usize] > 0);
+    assert_eq!(s.stats.profile[Func::RawSpinLock as usize], 0);
+    assert_eq!(s.stats.lock_callers[Func::SmpCallFunctionMany as usize], 0);
+}
+
+/// To 3.13 the handler detaches its queue with list_replace_init() under q->lock, which sets the
+/// first csd's prev and the last csd's next: both lines come over while the lock is held, and
+/// are at hand when the csds run. Two csds queued on CPU 2, its pass, then a third sender: the
+/// lock is free only at the pass's end (a bug until 2026-11-24: the handler held it for no time,
+/// and read the two lines after releasing it).
+#[test]
+fn list_replace_init_holds_the_queue_lock_for_the_first_and_last_csds() {
+    use ipisim_core::engine::CpuMask;
+    use ipisim_core::machine::Cost;
+    use ipisim_core::sched::Outcome;
+    use ipisim_core::smp::{begin_pass, smp_call_function_many_cond, CallFunc, Cond};
+    let mut s = sim("ipistorm", "linux-3.9", &[("cpus", "5")]);
+    let mut to = CpuMask::new();
+    to.set(2);
+    let f = CallFunc::DoNothingIpi;
+    for sender in [0, 1] {
+        smp_call_function_many_cond(&mut s, sender, sender, &to, f, Cond::Always, false, false);
+    }
+    let end = begin_pass(&mut s, 2, None, 0, false).expect("a pass that does not stop ends");
+    let third = smp_call_function_many_cond(&mut s, 3, 3, &to, f, Cond::Always, false, false);
+    // The queue was empty again: csd_queue, the lock from CPU 2 once it is free, one IPI.
+    let m = &s.m;
+    let ps = end + m.line_transfer(2, 3) + m.cost[Cost::CsdQueue] + m.cost[Cost::IpiSend];
+    assert_eq!(
+        third,
+        Outcome::Busy {
+            ps,
+            irqs_off: false
+        }
+    );
+}

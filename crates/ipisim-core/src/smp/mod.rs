@@ -142,6 +142,9 @@ pub struct Pass {
     /// unlinked meanwhile is dropped, one added later is not seen: list_add_rcu at the head).
     walk_begun: bool,
     walk: CpuMask,
+    /// The first and last csd's lines came over under the queue lock (list_replace_init): their
+    /// reads are free. 0, 1 or 2 (first, then last).
+    read_under_lock: usize,
     /// Where it has got to.
     pub at: Time,
 }
@@ -488,6 +491,8 @@ fn global_cfd_call(
         .line
         .acquire(now, cpu, op, |a, b| m.line_transfer(a, b))
         + op;
+    // raw_spin_lock_irqsave(&call_function.lock, flags): perf names the spin
+    // _raw_spin_lock_irqsave (the handler's list_del_rcu takes it with raw_spin_lock).
     let spin = g
         .lock
         .acquire(now + setup, cpu, op, |a, b| m.line_transfer(a, b));
@@ -511,7 +516,7 @@ fn global_cfd_call(
     }
     // arch_send_call_function_ipi_mask(): every target, whatever else is queued.
     let send = send_ipi_mask(s, cpu, targets, now + setup, "smp_call_function_many");
-    sched::charge_lock(s, Some(task), scf_func(s), spin);
+    sched::charge(s, Some(task), Func::RawSpinLockIrqsave, spin);
     sched::charge(s, Some(task), scf_func(s), setup - spin);
     sched::charge(s, Some(task), send_ipi_func(s), send);
     Outcome::Busy {
@@ -618,17 +623,29 @@ pub fn begin_pass(
     stop: bool,
 ) -> Option<Time> {
     let mut t = start;
+    let mut read_under_lock = 0;
     if s.k.call_single_queue == CallSingleQueue::Spinlock
         && (s.k.call_function == CallFunction::PercpuCsd || !s.smp.queue[cpu].is_empty())
     {
         // generic_smp_call_function_single_interrupt: raw_spin_lock(&q->lock), whose line the
-        // last sender wrote, then list_replace_init.
+        // last sender wrote, then list_replace_init(&q->list, &list) under it, which sets the
+        // first csd's prev and the last csd's next: those csds' lines (their senders wrote them
+        // last) come over while the lock is held, and are then at hand when the csds run.
+        let q = &s.smp.queue[cpu];
+        read_under_lock = q.len().min(2);
+        let hold: Time = [q.first(), q.get(1).and(q.last())]
+            .into_iter()
+            .flatten()
+            .map(|c| s.m.line_transfer(c.sender as usize, cpu))
+            .sum();
         let m = &s.m;
-        let wait = s.smp.queue_lock[cpu].acquire(t, cpu, 0, |a, b| m.line_transfer(a, b));
+        let wait = s.smp.queue_lock[cpu].acquire(t, cpu, hold, |a, b| m.line_transfer(a, b));
         sched::charge_lock(s, task, Func::GenericSmpCallFunctionSingleInterrupt, wait);
-        t += wait;
+        sched::charge(s, task, Func::GenericSmpCallFunctionSingleInterrupt, hold);
+        t += wait + hold;
     }
     let p = &mut s.smp.pass[cpu];
+    p.read_under_lock = read_under_lock;
     p.batch.clear();
     std::mem::swap(&mut p.batch, &mut s.smp.queue[cpu]);
     (p.ran, p.walk_begun, p.walk, p.at) = (0, false, CpuMask::new(), t);
@@ -655,9 +672,18 @@ pub fn continue_pass(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, stop: bool) 
         }
         let p = &mut s.smp.pass[cpu];
         let csd = p.batch[p.ran];
+        let at_hand = match p.read_under_lock {
+            0 => false,
+            1 => p.ran == 0,
+            _ => p.ran == 0 || p.ran + 1 == p.batch.len(),
+        };
         p.ran += 1;
-        // Reading the csd's func and info, which its sender just wrote, brings their line over.
-        let read = s.m.line_transfer(csd.sender as usize, cpu);
+        // Reading the csd's func and info, which its sender just wrote, brings their line over
+        // (unless list_replace_init already did).
+        let read = match at_hand {
+            true => 0,
+            false => s.m.line_transfer(csd.sender as usize, cpu),
+        };
         sched::charge(s, task, handler, read);
         t += read + run_func(s, cpu, task, csd.sender as usize, csd.func);
         csd_unlock(s, csd.sender as usize, cpu, cpu as u32, csd.wait, t);
