@@ -567,15 +567,16 @@ def compare(
 
 
 def format_rows(rows: Sequence[Row]) -> str:
+    w = max([len("microbenchmark"), *(len(r.job.label) for r in rows)])
     head = (
-        f"{'microbenchmark':<34} {'row':<4} {'real':>7} {'(min-max)':>15} {'sim':>7} {'sim/real':>8}  count"
+        f"{'microbenchmark':<{w}} {'row':<4} {'real':>7} {'(min-max)':>15} {'sim':>7} {'sim/real':>8}  count"
     )
     lines = [head]
     for r in rows:
         c = r.real_counts
         spread = f"({min(c)}-{max(c)})"
         lines.append(
-            f"{r.job.label:<34} {r.job.counter:<4} {r.real_count:>7} {spread:>15} {r.sim:>7}"
+            f"{r.job.label:<{w}} {r.job.counter:<4} {r.real_count:>7} {spread:>15} {r.sim:>7}"
             f" {r.ratio:>8.3f}  {'ok' if r.ok else 'DIFF'}"
         )
     return "\n".join(lines) + "\n"
