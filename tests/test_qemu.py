@@ -95,6 +95,7 @@ def test_qemu_command_has_the_shape(tmp_path: Path) -> None:
         (["--cpus", "4", "--nodes", "3"], "--nodes: must divide"),
         (["--memory", "lots"], "expected a size"),
         (["--kernel-image", "/no/such/bzImage"], "no such kernel image"),
+        (["--programs", "shootdown,reclaim"], "--programs: unknown reclaim"),
         (["--preset", "linux-0.1", "--kernel-image", __file__], "linux-0.1"),
     ],
 )
@@ -115,7 +116,7 @@ def test_shootdown_grid_at_4_vcpus_matches_linux_6_1_exactly() -> None:
     image = qemu.default_kernel_image()
     preset = qemu.preset_for(qemu.kernel_version(image))
     guest = qemu.Guest(4, 1, 512)
-    todo = [j for j in qemu.jobs(guest.cpus, repeats=1) if j.program == "shootdown"]
+    todo = qemu.jobs(guest.cpus, repeats=1, programs=["shootdown"])
     t0 = time.monotonic()
     b = qemu.boot(image, guest, todo, timeout_s=600)
     rows = list(qemu.compare(b.output, todo, machine="host-2cpu", kernel=preset, guest=guest))

@@ -203,6 +203,8 @@ def cmd_validate_qemu(args: argparse.Namespace) -> int:
     try:
         guest = qemu.Guest(args.cpus, args.nodes, qemu.parse_size_mib(args.memory))
         guest.check()
+        programs = [p.strip() for p in args.programs.split(",") if p.strip()]
+        qemu.jobs(guest.cpus, 1, programs)
     except ValueError as e:
         raise UsageError(f"validate --qemu: {e}") from e
     args.repeats = 3 if args.repeats is None else args.repeats
@@ -217,7 +219,7 @@ def cmd_validate_qemu(args: argparse.Namespace) -> int:
         preset = args.preset or qemu.preset_for(version)
         ipisim.describe(preset)  # a bad --preset or --machine fails here, before the boot
         ipisim.describe(machine)
-        todo = qemu.jobs(guest.cpus, args.repeats)
+        todo = qemu.jobs(guest.cpus, args.repeats, programs)
         accel = args.accel or ("kvm" if qemu.kvm_usable() else "tcg")
         qemu.log(
             f"booting {image} ({version or 'version unknown'}) under QEMU/{accel}: {guest.cpus} vCPUs,"
@@ -577,6 +579,11 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("--memory", default="1G", help="guest memory, e.g. 512M or 2G (default 1G)")
     q.add_argument(
         "--preset", help="kernel preset to simulate (default: the newest not newer than the image)"
+    )
+    q.add_argument(
+        "--programs",
+        default="shootdown,membarrier,tlb_flush",
+        help="comma-separated native programs to run (default shootdown,membarrier,tlb_flush)",
     )
     q.add_argument("--accel", choices=["kvm", "tcg"], help="default: kvm where /dev/kvm opens, else tcg")
     q.add_argument(

@@ -41,6 +41,9 @@ mount -t devtmpfs devtmpfs /dev
 mount -t tmpfs tmpfs /tmp
 # RT throttling off: under TCG the SCHED_FIFO spinners would be throttled and go lazy.
 echo -1 > /proc/sys/kernel/sched_rt_runtime_us
+# Automatic NUMA balancing off (on by default with 2+ nodes): its scans (task_numa_work ->
+# change_prot_numa) flush the programs' mm from the spinners' CPUs; the scenarios model none.
+echo 0 > /proc/sys/kernel/numa_balancing 2>/dev/null
 stty -F /dev/ttyS1 raw -echo 2>/dev/null
 exec 3>/dev/ttyS1
 vm() { grep -E '^(nr_tlb|pgscan|pgsteal|pgmigrate)' /proc/vmstat | sed "s/^/@vm$1 /"; }
@@ -159,7 +162,8 @@ def default_kernel_image() -> Path:
     running = Path(f"/boot/vmlinuz-{os.uname().release}")
     if running.is_file():
         return running
-    images = sorted(Path("/boot").glob("vmlinuz-*"), key=lambda p: _version_key(p.name))
+    # The newest version; of flavours of one version (-amd64, -cloud-amd64, -rt-amd64) the plain one.
+    images = sorted(Path("/boot").glob("vmlinuz-*"), key=lambda p: (_version_key(p.name), -len(p.name)))
     if not images:
         raise Unavailable("no kernel image in /boot (install linux-image-amd64 or pass --kernel-image)")
     return images[-1]
@@ -225,8 +229,12 @@ class Job:
         return int(sum(sim.interrupts[self.counter]))
 
 
-def jobs(cpus: int, repeats: int = 5) -> list[Job]:
-    """What `ipisim validate` runs on the host, with N-1 remote threads as well as 1."""
+def jobs(cpus: int, repeats: int = 5, programs: Sequence[str] = PROGRAMS) -> list[Job]:
+    """What `ipisim validate` runs on the host, with N-1 remote threads as well as 1; only the
+    native programs named in `programs`."""
+    unknown = sorted(set(programs) - set(PROGRAMS))
+    if unknown:
+        raise ValueError(f"--programs: unknown {', '.join(unknown)} (known: {', '.join(PROGRAMS)})")
     out = []
     remote_threads = sorted({1, cpus - 1})
     for op in hw.OPS:
@@ -297,7 +305,7 @@ def jobs(cpus: int, repeats: int = 5) -> list[Job]:
                     (("mode", "thread"), ("tasks", n), ("loops", 5120)),
                 )
             )
-    return out
+    return [j for j in out if j.program in programs]
 
 
 def jobs_script(todo: Sequence[Job]) -> str:
