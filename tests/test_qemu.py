@@ -52,6 +52,7 @@ def test_guest_output_is_parsed_per_job() -> None:
             "@end 0 0",
             "@begin 1",
             "membarrier: oops",
+            "syscalls=1000 ns=",
             "@end 1 1",
             "@irq1 TLB: 1 514 3 5 TLB shootdowns",
             "@done 9.5",
@@ -61,7 +62,7 @@ def test_guest_output_is_parsed_per_job() -> None:
     assert out.finished and out.cpus == 4 and out.boot_s == 1.25 and out.done_s == 9.5
     assert [sum(s.tlb) for s in out.samples[0]] == [512, 511]
     assert out.vmstat[0] == {"pgscan_kswapd": 5} and out.rc == {0: 0, 1: 1}
-    assert out.messages[1] == ["membarrier: oops"] and out.irq["TLB"] == [0, 512, 0, 1]
+    assert out.messages[1] == ["membarrier: oops", "syscalls=1000 ns="] and out.irq["TLB"] == [0, 512, 0, 1]
 
 
 def test_jobs_cover_the_grid_with_one_and_n_minus_1_remote_threads() -> None:

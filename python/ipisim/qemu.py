@@ -368,9 +368,9 @@ def parse_output(text: str) -> Output:
         elif tag == "@done":
             out.finished, out.done_s = True, float(f[0]) if f else 0.0
         elif cur >= 0:
-            if line.startswith(("syscalls=", "loops=")):
+            try:
                 out.samples[cur].append(hw.parse_sample(line))
-            else:
+            except (KeyError, ValueError):
                 out.messages[cur].append(line)
     return out
 
@@ -499,7 +499,8 @@ def boot(
                     )
                 time.sleep(0.5)
                 if progress and results.exists():
-                    done = sorted(parse_output(results.read_text(errors="replace")).rc)
+                    text = results.read_text(errors="replace")  # complete lines only
+                    done = sorted(parse_output(text[: text.rfind("\n") + 1]).rc)
                     for i in done[seen:]:
                         progress(f"[{time.monotonic() - t0:6.1f} s] {i + 1}/{len(todo)} {todo[i].label}")
                     seen = len(done)
