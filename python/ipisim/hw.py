@@ -114,14 +114,16 @@ def unavailable_reason() -> str:
     return ""
 
 
-def build(program: str = "shootdown") -> Path:
+def build(program: str = "shootdown", *, static: bool = False) -> Path:
     """Compile native/<program>.c (with native/common.h) once per source version into the user's
-    cache."""
+    cache; `static` links it statically (for a guest with no C library: `validate --qemu`)."""
     native = resources.files("ipisim").joinpath("native")
     src = native.joinpath(f"{program}.c").read_bytes()
     header = native.joinpath("common.h").read_bytes()
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "ipisim"
-    exe = cache / f"{program}-{hashlib.sha256(src + header).hexdigest()[:16]}"
+    flags = ["-O2", "-pthread", *(["-static"] if static else [])]
+    key = hashlib.sha256(src + header + " ".join(flags[2:]).encode()).hexdigest()[:16]
+    exe = cache / f"{program}{'-static' if static else ''}-{key}"
     if exe.exists():
         return exe
     cache.mkdir(parents=True, exist_ok=True)
@@ -132,7 +134,7 @@ def build(program: str = "shootdown") -> Path:
         out = Path(tmp) / program
         cc = os.environ.get("CC", "cc")
         proc = subprocess.run(
-            [cc, "-O2", "-pthread", "-o", str(out), str(c_file)], capture_output=True, text=True, check=False
+            [cc, *flags, "-o", str(out), str(c_file)], capture_output=True, text=True, check=False
         )
         if proc.returncode != 0:
             raise Unavailable(f"{cc} failed on {program}.c: {proc.stderr.strip().splitlines()[-1:]}")

@@ -71,6 +71,10 @@ const KERNELS: &[(&str, &str)] = &[
         include_str!("../../data/kernels/linux-5.8.toml"),
     ),
     (
+        "linux-6.1",
+        include_str!("../../data/kernels/linux-6.1.toml"),
+    ),
+    (
         "linux-6.3",
         include_str!("../../data/kernels/linux-6.3.toml"),
     ),
