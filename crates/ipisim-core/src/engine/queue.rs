@@ -39,6 +39,8 @@ pub struct EventQueue<E> {
     next_seq: u64,
     now: Time,
     popped: u64,
+    /// An event was scheduled before now: a time sum wrapped past 2^64 ps (see `wrapped`).
+    wrapped: bool,
 }
 
 impl<E: Copy> Default for EventQueue<E> {
@@ -55,6 +57,7 @@ impl<E: Copy> EventQueue<E> {
             next_seq: 0,
             now: 0,
             popped: 0,
+            wrapped: false,
         }
     }
 
@@ -67,8 +70,19 @@ impl<E: Copy> EventQueue<E> {
         self.popped
     }
 
-    pub fn schedule(&mut self, time: Time, event: E) {
+    /// Simulated time overflowed: a release build wraps `now + d` past 2^64 ps to a time before
+    /// now. The run must end with an error, as what follows would be wrong.
+    pub fn wrapped(&self) -> bool {
+        self.wrapped
+    }
+
+    pub fn schedule(&mut self, mut time: Time, event: E) {
         debug_assert!(time >= self.now, "event scheduled in the past");
+        if time < self.now {
+            // One predictable compare: park the event at the end of time and flag the run.
+            self.wrapped = true;
+            time = super::NEVER;
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
         let entry = Entry {
