@@ -52,6 +52,13 @@ def test_bad_run_input_is_one_line(
     assert all(w in line for w in words), line
 
 
+def test_output_paths_are_checked_before_the_run(no_runs: None, capsys: pytest.CaptureFixture[str]) -> None:
+    # `no_runs` raises if a run starts: the path must be refused first.
+    for option in ("--json", "--trace"):
+        line = one_line_exit_2(["run", "shootdown", option, "/nonexistent/out.json"], capsys)
+        assert line.endswith("cannot write: no such directory /nonexistent"), line
+
+
 def test_a_run_too_big_for_the_host_is_refused_before_allocating(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["run", "swapout", "--machine", "xeon-2s-2013", "--set", "machine.mem_per_node=64TiB"]
     line = one_line_exit_2([*args, "--set", "scale=1"], capsys)

@@ -83,11 +83,15 @@ def workers(tmp_path: Path) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]
             client.wait_for_workers(2, timeout=60)
         yield address, procs
     finally:
+        # Workers first: one left without its scheduler retries for a while before it exits.
         for p in [*procs, scheduler]:
             if p.poll() is None:
                 p.terminate()
-        for p in [*procs, scheduler]:
-            p.wait(timeout=30)
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=10)
 
 
 def test_a_worker_killed_mid_sweep_loses_nothing(
