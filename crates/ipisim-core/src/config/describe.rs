@@ -40,7 +40,7 @@ fn kind_text(p: &Param) -> String {
     match p.kind {
         Kind::Int { min, max } => format!("int [{min}, {max}]"),
         Kind::Size => "size [0, 1PiB]".into(),
-        Kind::Duration => "duration [0, 1e6 s]".into(),
+        Kind::Duration => "duration [0, 1e4 s]".into(),
         Kind::Float { min, max } => format!("number [{min}, {max}]"),
         Kind::Bool => "bool".into(),
         Kind::Choice(names) => names.join(" | "),

@@ -112,6 +112,11 @@ impl<E: Copy> EventQueue<E> {
     /// so no event's order can change (the caller checked with `due_by`).
     pub fn advance_to(&mut self, t: Time) {
         debug_assert!(t >= self.now && !self.due_by(t));
+        // As in schedule(): a wrapped sum must not move the clock back.
+        if t < self.now {
+            self.wrapped = true;
+            return;
+        }
         self.now = t;
     }
 
@@ -134,6 +139,18 @@ impl<E: Copy> EventQueue<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Release builds only: debug builds stop at the overflowing sum or the debug_assert first.
+    #[cfg(not(debug_assertions))]
+    #[test]
+    fn a_time_before_now_flags_the_queue_instead_of_reordering_it() {
+        let mut q = EventQueue::new();
+        q.schedule(10, 'a');
+        assert_eq!(q.pop(), Some((10, 'a')));
+        q.schedule(10u64.wrapping_add(u64::MAX), 'w');
+        assert!(q.wrapped());
+        assert_eq!(q.pop(), Some((crate::engine::NEVER, 'w')));
+    }
 
     #[test]
     fn ties_break_by_insertion_order() {
