@@ -89,6 +89,12 @@ def test_seeds_out_of_range_are_refused_by_the_api() -> None:
         ipisim.check("shootdown", seeds=2, first_seed=2**64 - 1)
 
 
+def test_control_characters_in_a_value_do_not_break_the_line(capsys: pytest.CaptureFixture[str]) -> None:
+    # Found by the Hypothesis test below: "\x1e" is a line break to str.splitlines().
+    line = one_line_exit_2(["run", "shootdown", "--nosuch", "a\x1eb\nc"], capsys)
+    assert "--nosuch a\\x1eb\\nc" in line, line
+
+
 def test_a_huge_seed_is_not_a_traceback() -> None:
     proc = subprocess.run(
         [sys.executable, "-m", "ipisim.cli", "run", "shootdown", "--seed", str(2**64)],

@@ -575,13 +575,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _one_line(message: str) -> str:
+    """The message with control characters escaped: a value echoed from the user cannot break it."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         code: int = args.func(args)
         return code
     except (ipisim.ConfigError, UsageError) as e:
-        print(f"ipisim: error: {e}", file=sys.stderr)
+        print(f"ipisim: error: {_one_line(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("ipisim: interrupted", file=sys.stderr)
