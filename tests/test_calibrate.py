@@ -141,7 +141,7 @@ def test_missing_measured_file_and_output_directory_are_refused(
     assert "none.toml: cannot read" in capsys.readouterr().err
     path = write_measured(tmp_path, {"elapsed_s": 0.004})
     assert main([*base, "--measured", str(path), "--out", str(tmp_path / "no" / "o.toml")]) == 2
-    assert "cannot write: no directory" in capsys.readouterr().err
+    assert "cannot write: no such directory" in capsys.readouterr().err
 
 
 def test_mmtests_table_first_column_is_read(tmp_path: Path) -> None:

@@ -37,6 +37,7 @@ __all__ = [
     "calibrate",
     "check",
     "check_config",
+    "check_seed",
     "compare",
     "describe",
     "list_builtins",
@@ -46,6 +47,17 @@ __all__ = [
 ]
 
 Sets = Mapping[str, object] | Iterable[tuple[str, object]]
+
+
+#: Seeds are unsigned 64-bit integers, as the core's RNG takes them.
+SEED_MAX = 2**64 - 1
+
+
+def check_seed(seed: object, what: str = "seed") -> int:
+    """`seed` as an int in [0, 2^64 - 1], or a ConfigError naming `what`, the value and the range."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed <= SEED_MAX:
+        raise ConfigError(f"{what}: {seed!r} is out of range [0, {SEED_MAX}]")
+    return seed
 
 
 def _set_pairs(sets: Sets) -> list[tuple[str, str]]:
@@ -163,17 +175,22 @@ def run(
     sets: Sets = (),
     seed: int = 1,
     trace_window: tuple[float, float] | None = None,
+    max_memory: str | int | None = None,
 ) -> RunResult:
     """Run `scenario` on a machine profile and kernel preset (built-in names or .toml paths).
 
     With `trace_window=(start_s, end_s)`, also record that span of simulated time as a Trace.
+    `max_memory` (bytes, or a size such as "4GiB") caps the host memory the run may need; by
+    default it is what /proc/meminfo calls available. A run that would need more is refused.
     """
+    seed = check_seed(seed)
+    limit = None if max_memory is None else str(max_memory)
     if trace_window is None:
-        text, events = _native.run(scenario, machine, kernel, _set_pairs(sets), seed)
+        text, events = _native.run(scenario, machine, kernel, _set_pairs(sets), seed, limit)
         return RunResult(json.loads(text), events)
     start, end = trace_window
     text, events, chrome, ftrace, cut = _native.run_traced(
-        scenario, machine, kernel, _set_pairs(sets), seed, start, end
+        scenario, machine, kernel, _set_pairs(sets), seed, start, end, limit
     )
     return RunResult(json.loads(text), events, Trace(chrome, ftrace, cut))
 
@@ -185,9 +202,11 @@ def check_config(
     kernel: str | None = None,
     sets: Sets = (),
     seed: int = 1,
+    max_memory: str | int | None = None,
 ) -> None:
     """Raise ConfigError where `run` would, with the same arguments, without simulating anything."""
-    _native.check(scenario, machine, kernel, _set_pairs(sets), seed)
+    limit = None if max_memory is None else str(max_memory)
+    _native.check(scenario, machine, kernel, _set_pairs(sets), check_seed(seed), limit)
 
 
 def calibrate(
@@ -433,6 +452,9 @@ def check(
     """
     from concurrent.futures import ThreadPoolExecutor
 
+    check_seed(first_seed, "first_seed")
+    if seeds >= 1:
+        check_seed(first_seed + seeds - 1, "first_seed + seeds - 1")
     shape = [(k, str(v)) for k, v in describe(scenario)["check"].items()]
     perturb = [("sched.jitter", str(jitter)), ("sched.placement", "shuffled")]
     all_sets = shape + perturb + _set_pairs(sets)

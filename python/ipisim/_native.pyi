@@ -12,6 +12,7 @@ def run(
     kernel: str | None = None,
     sets: list[tuple[str, str]] = ...,
     seed: int = 1,
+    max_memory: str | None = None,
 ) -> tuple[str, int]: ...
 def run_traced(
     scenario: str,
@@ -21,6 +22,7 @@ def run_traced(
     seed: int,
     start_s: float,
     end_s: float,
+    max_memory: str | None = None,
 ) -> tuple[str, int, str, str, bool]: ...
 def check(
     scenario: str,
@@ -28,6 +30,7 @@ def check(
     kernel: str | None = None,
     sets: list[tuple[str, str]] = ...,
     seed: int = 1,
+    max_memory: str | None = None,
 ) -> None: ...
 def list_builtins() -> str: ...
 def describe(thing: str) -> str: ...

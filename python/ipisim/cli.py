@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from collections.abc import Sequence
@@ -35,6 +36,34 @@ def _parse_sets(items: Sequence[str]) -> list[tuple[str, str]]:
     return [_key_value(item, "--set: expected key=value") for item in items]
 
 
+def _seed(text: str) -> int:
+    """An argparse type: a seed, an integer in [0, 2^64 - 1]."""
+    try:
+        return ipisim.check_seed(int(text))
+    except (ValueError, ipisim.ConfigError) as e:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer in [0, {ipisim.SEED_MAX}]") from e
+
+
+def _writable(option: str, path: str | None, *, directory: bool = False) -> None:
+    """Refuse an output path before the run, not after it: it must be creatable and writable."""
+    if not path:
+        return
+    p = Path(path).absolute()
+    if directory:
+        # The directory may not exist yet; the nearest one that does must take new entries.
+        while not p.exists() and p != p.parent:
+            p = p.parent
+        parent, target = p, p
+    else:
+        parent, target = p.parent, p
+        if p.is_dir():
+            raise UsageError(f"{option}: {path}: cannot write: it is a directory")
+    if not parent.is_dir():
+        raise UsageError(f"{option}: {path}: cannot write: no such directory {parent}")
+    if not os.access(parent, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise UsageError(f"{option}: {path}: cannot write: permission denied")
+
+
 def _write(path: str, text: str) -> None:
     try:
         Path(path).write_text(text)
@@ -54,7 +83,7 @@ def _add_target_options(p: argparse.ArgumentParser) -> None:
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     _add_target_options(p)
-    p.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    p.add_argument("--seed", type=_seed, default=1, help="random seed, 0 to 2^64-1 (default 1)")
 
 
 def _no_check(p: argparse.ArgumentParser) -> None:
@@ -123,6 +152,10 @@ def _summary(r: ipisim.RunResult) -> str:
 
 def cmd_run(args: argparse.Namespace) -> int:
     window = _trace_window(args)
+    _writable("--json", args.json)
+    if args.trace:
+        _writable("--trace", args.trace)
+        _writable("--trace", args.trace + ".txt")
     r = ipisim.run(
         args.scenario,
         machine=args.machine,
@@ -130,7 +163,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         sets=_check_sets(args) + _parse_sets(args.set),
         seed=args.seed,
         trace_window=window,
+        max_memory=args.max_memory,
     )
+    floor = r.config.get("machine.simulated_mem_per_node")
+    if floor is not None:
+        note = f"scale {r.config['scale']} is under the 64MiB floor: simulated {floor >> 20}MiB per node"
+        print(f"ipisim: {note}", file=sys.stderr)
     if window:
         _write_trace(args.trace, r.trace)
     print(_summary(r), end="")
@@ -342,6 +380,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         kernels[label] = variant
     common = [("scale", str(args.scale))] if args.scale is not None else []
     common += _check_sets(args) + _parse_sets(args.set)
+    _writable("--json", args.json)
+    _writable("--trace", args.trace)
     t0 = time.perf_counter()
 
     def progress(v: ipisim.Variant, i: int, n: int) -> None:
@@ -396,6 +436,9 @@ def _violation(r: ipisim.RunResult) -> str:
 def cmd_check(args: argparse.Namespace) -> int:
     if args.seeds < 1:
         raise UsageError(f"--seeds: must be at least 1, got {args.seeds}")
+    if args.first_seed + args.seeds - 1 > ipisim.SEED_MAX:
+        last = args.first_seed + args.seeds - 1
+        raise UsageError(f"--first-seed + --seeds - 1: {last} is out of range [0, {ipisim.SEED_MAX}]")
     if not 0 <= args.jitter <= 1:
         raise UsageError(f"--jitter: must be in [0, 1], got {args.jitter}")
     t0 = time.perf_counter()
@@ -432,9 +475,9 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
         print(f"reproduce: {msg}", file=sys.stderr, flush=True)
 
     out = Path(args.out)
-    for path in (args.json, args.markdown):
-        if path:
-            _check_writable(path)
+    _writable("--out", args.out, directory=True)
+    _writable("--json", args.json)
+    _writable("--markdown", args.markdown)
     t0 = time.perf_counter()
     try:
         entries = reproduce.reproduce(
@@ -476,7 +519,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         free = [calibration.parse_free(f) for f in args.free]
         scale = args.scale
         command = calibration.command_line(scenario, machine, kernel, sets, free, scale, args.measured)
-    _check_writable(args.out)
+    _writable("--out", args.out)
     t0 = time.perf_counter()
     cal = calibration.calibrate(
         scenario,
@@ -497,13 +540,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_writable(path: str) -> None:
-    """Refuse an output path whose directory is missing, before a long run."""
-    parent = Path(path).resolve().parent
-    if not parent.is_dir():
-        raise UsageError(f"{path}: cannot write: no directory {parent}")
-
-
 def cmd_sweep(args: argparse.Namespace) -> int:
     from ipisim import grid
 
@@ -518,6 +554,7 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         )
 
     out = Path(args.out)
+    _writable("--out", args.out, directory=True)
     try:
         g = grid.load_grid(Path(args.grid))
         result = ipisim.sweep(g, out, scheduler=args.scheduler, workers=args.workers, progress=progress)
@@ -544,6 +581,11 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("scenario")
     _add_run_options(r)
     r.add_argument("--json", metavar="PATH", help="write the full result as JSON")
+    r.add_argument(
+        "--max-memory",
+        metavar="SIZE",
+        help="refuse a run that would need more host memory than this, e.g. 4GiB (default: MemAvailable)",
+    )
     r.add_argument("--profile", action="store_true", help="print CPU time by kernel function")
     r.add_argument("--comm", metavar="NAME", help="--profile of one command's tasks, as perf report --comm")
     _no_check(r)
@@ -554,7 +596,7 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("scenario")
     _add_target_options(ck)
     ck.add_argument("--seeds", type=int, default=1000, help="seeds to try (default 1000)")
-    ck.add_argument("--first-seed", type=int, default=1, help="the first seed (default 1)")
+    ck.add_argument("--first-seed", type=_seed, default=1, help="the first seed (default 1)")
     ck.add_argument(
         "--jitter", type=float, default=0.05, help="stretch busy steps by up to this fraction (default 0.05)"
     )
@@ -629,7 +671,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     c.add_argument("--set", action="append", default=[], metavar="KEY=VALUE", help="override, all variants")
     c.add_argument("--scale", type=float, help="the same as --set scale=F")
-    c.add_argument("--seed", type=int, default=1, help="random seed (default 1)")
+    c.add_argument("--seed", type=_seed, default=1, help="random seed, 0 to 2^64-1 (default 1)")
     c.add_argument("--jobs", type=int, default=2, help="variants run at once (default 2)")
     c.add_argument("--json", metavar="PATH", help="write every variant's full result as JSON")
     c.add_argument("--profile", action="store_true", help="print the variants' profiles as perf diff does")
@@ -678,13 +720,18 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def _one_line(message: str) -> str:
+    """The message with control characters escaped: a value echoed from the user cannot break it."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in message)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         code: int = args.func(args)
         return code
     except (ipisim.ConfigError, UsageError) as e:
-        print(f"ipisim: error: {e}", file=sys.stderr)
+        print(f"ipisim: error: {_one_line(str(e))}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print("ipisim: interrupted", file=sys.stderr)

@@ -59,6 +59,33 @@ class Grid:
     plot_y: str | None
 
 
+#: The keys a grid file may have at its top level, and in its [plot] table.
+KEYS = ("scenario", "machine", "kernels", "seeds", "sets", "axes", "plot")
+PLOT_KEYS = ("x", "y")
+#: Columns every row has besides the axes, the sets and the scenario's metrics and counters.
+BASE_COLUMNS = (
+    "scenario",
+    "machine",
+    "kernel",
+    "seed",
+    "point",
+    "elapsed_s",
+    "user_s",
+    "system_s",
+    "ipis_sent",
+)
+
+
+def _columns(scenario: str, names: list[str], fixed: Mapping[str, object]) -> set[str]:
+    """The columns a result row of `scenario` will have, known before anything runs."""
+    d = ipisim.describe(scenario)
+    cols = set(BASE_COLUMNS) | set(names) | set(fixed)
+    cols |= {f"ops.{m}" for m in d["metrics"]}
+    cols |= {f"interrupts.{r}" for r in d["counters"]["interrupts"]}
+    cols |= {f"vmstat.{c}" for c in d["counters"]["vmstat"]}
+    return cols
+
+
 def load_grid(path: Path) -> Grid:
     """Parse GRID.toml; bad input raises GridError naming the file and key."""
     try:
@@ -67,6 +94,11 @@ def load_grid(path: Path) -> Grid:
         raise GridError(f"{path}: cannot read: {e.strerror}") from e
     except tomllib.TOMLDecodeError as e:
         raise GridError(f"{path}: malformed TOML: {e}") from e
+
+    # A typo (`seed` for `seeds`, `[set]` for `[sets]`) would otherwise be silently ignored.
+    for key in doc:
+        if key not in KEYS:
+            raise GridError(f"{path}: {key}: unknown key (one of: {', '.join(KEYS)})")
 
     def need(key: str, kind: type) -> Any:
         if key not in doc:
@@ -83,14 +115,29 @@ def load_grid(path: Path) -> Grid:
         raise GridError(f"{path}: axes: expected a table of non-empty lists")
     if not kernels or not all(isinstance(k, str) for k in kernels):
         raise GridError(f"{path}: kernels: expected a non-empty list of preset names")
-    if not seeds or not all(isinstance(x, int) for x in seeds):
+    if not isinstance(seeds, list) or not seeds or not all(isinstance(x, int) for x in seeds):
         raise GridError(f"{path}: seeds: expected a non-empty list of integers")
+    for x in seeds:
+        try:
+            ipisim.check_seed(x, "seeds")
+        except ipisim.ConfigError as e:
+            raise GridError(f"{path}: {e}") from e
+    machine = doc.get("machine")
+    if machine is not None and not isinstance(machine, str):
+        raise GridError(f"{path}: machine: expected a string")
     if scenario not in {s["name"] for s in ipisim.list_builtins()["scenarios"]}:
         raise GridError(f"{path}: scenario: unknown scenario {scenario!r} (see `ipisim list`)")
     fixed = doc.get("sets", {})
     if not isinstance(fixed, dict):
         raise GridError(f"{path}: sets: expected a table of key = value")
-    machine = doc.get("machine")
+    plot = doc.get("plot", {})
+    if not isinstance(plot, dict):
+        raise GridError(f"{path}: plot: expected a table with x and y")
+    for key, value in plot.items():
+        if key not in PLOT_KEYS:
+            raise GridError(f"{path}: plot.{key}: unknown key (one of: {', '.join(PLOT_KEYS)})")
+        if not isinstance(value, str):
+            raise GridError(f"{path}: plot.{key}: expected a column name")
     names = sorted(axes)
     common = tuple((k, str(v)) for k, v in sorted(fixed.items()))
     points = [
@@ -111,7 +158,16 @@ def load_grid(path: Path) -> Grid:
             ipisim.check_config(p.scenario, machine=p.machine, kernel=p.kernel, sets=p.sets, seed=p.seed)
         except ipisim.ConfigError as e:
             raise GridError(f"{path}: {e}") from e
-    plot = doc.get("plot", {})
+    # The plot's columns are checked now too, not after every run has finished.
+    columns = _columns(scenario, names, fixed)
+    for key, column in plot.items():
+        if column not in columns:
+            metrics = ", ".join(sorted(c for c in columns if c.startswith("ops.")))
+            given = ", ".join([*names, *fixed]) or "none"
+            raise GridError(
+                f"{path}: plot.{key}: unknown column {column!r} (axes and sets: {given}; metrics: {metrics};"
+                " or interrupts.<row>, vmstat.<counter>, elapsed_s, user_s, system_s, ipis_sent)"
+            )
     return Grid(points, names, plot.get("x"), plot.get("y"))
 
 

@@ -25,7 +25,14 @@ pub fn run(req: &RunRequest) -> Result<RunOutput, ConfigError> {
 /// Check a request as [`run`] would, building the machine and starting the workload, without
 /// running it: a comparison can reject a bad variant before the good ones spend minutes.
 pub fn check(req: &RunRequest) -> Result<(), ConfigError> {
-    sim::Sim::new(&config::resolve(req)?).map(|_| ())
+    check_limited(req, None)
+}
+
+/// [`check`] with a limit on the host memory the run may use (None: what the host has free).
+pub fn check_limited(req: &RunRequest, max_memory: Option<u64>) -> Result<(), ConfigError> {
+    let mut r = config::resolve(req)?;
+    r.max_memory = max_memory;
+    sim::Sim::new(&r).map(|_| ())
 }
 
 /// A trace of a run: Chrome trace-event JSON, ftrace text, and whether the record cap cut it.
@@ -42,7 +49,18 @@ pub fn run_traced(
     window: Option<(f64, f64)>,
     progress: &mut dyn FnMut(f64, u64),
 ) -> Result<(RunOutput, Option<TraceOutput>), ConfigError> {
-    let r = config::resolve(req)?;
+    run_limited(req, None, window, progress)
+}
+
+/// [`run_traced`] with a limit on the host memory the run may use (None: what the host has free).
+pub fn run_limited(
+    req: &RunRequest,
+    max_memory: Option<u64>,
+    window: Option<(f64, f64)>,
+    progress: &mut dyn FnMut(f64, u64),
+) -> Result<(RunOutput, Option<TraceOutput>), ConfigError> {
+    let mut r = config::resolve(req)?;
+    r.max_memory = max_memory;
     let mut s = sim::Sim::new(&r)?;
     if let Some((from, to)) = window {
         let ps = |x: f64| (x * engine::PS_PER_S as f64) as engine::Time;
@@ -54,10 +72,32 @@ pub fn run_traced(
     }
     let limit = s.work.time_limit();
     s.run(limit, progress);
+    if s.q.wrapped() {
+        // Only input far outside the documented ranges gets here; its result would be wrong.
+        let msg =
+            "simulated time overflowed 2^64 ps (213 days); use smaller costs, durations or sizes";
+        return Err(ConfigError::new("", "", msg));
+    }
     let trace = s.trace.as_ref().map(|tr| TraceOutput {
         chrome_json: tr.chrome_json(&s),
         ftrace: tr.ftrace_text(&s),
         truncated: tr.truncated,
     });
     Ok((observe::to_json(&s, &r), trace))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_scenarios_defaults_run_on_its_default_machine() {
+        for s in workload::SCENARIOS {
+            let req = RunRequest {
+                scenario: s.name.into(),
+                ..Default::default()
+            };
+            check(&req).unwrap_or_else(|e| panic!("{}: {e}", s.name));
+        }
+    }
 }

@@ -62,22 +62,31 @@ pub struct Sim {
     pub end: Option<Time>,
     /// What `--trace` records, when asked for.
     pub trace: Option<Box<crate::observe::TraceLog>>,
+    /// The memory per node simulated when `scale` asked for less than the 64 MiB floor.
+    pub mem_floor: Option<u64>,
 }
 
 impl Sim {
     pub fn new(r: &Resolved) -> Result<Sim, ConfigError> {
         let mut m = Machine::from_resolved(r)?;
+        let mut mem_floor = None;
         if r.scenario.params.iter().any(|p| p.key == "scale") {
             // Scenarios with a `scale` simulate that fraction of the machine's memory.
             let f = r.float("scale");
             if !(f > 0.0 && f <= 1.0) {
-                return Err(r.error("scale", "must be in (0, 1]"));
+                return Err(r.error("scale", format!("{f} is out of range (0, 1]")));
             }
-            m.mem_per_node = ((m.mem_per_node as f64 * f) as u64).max(64 << 20);
+            let scaled = (m.mem_per_node as f64 * f) as u64;
+            // The floor stays (results depend on it); the result's config says it was applied.
+            if scaled < 64 << 20 {
+                mem_floor = Some(64 << 20);
+            }
+            m.mem_per_node = scaled.max(64 << 20);
         }
         let k = KernelConfig::from_resolved(r)?;
         let n = m.ncpus();
         let work = Workload::from_resolved(r, &m)?;
+        check_host_memory(r, &m, work.host_bytes(&m))?;
         let mut rng = Rng::new(r.seed);
         let perturb = sched::Perturb::new(r, n, &mut rng)?;
         let mut s = Sim {
@@ -97,6 +106,7 @@ impl Sim {
             work,
             end: None,
             trace: None,
+            mem_floor,
             m,
             k,
         };
@@ -114,7 +124,7 @@ impl Sim {
         if limit != NEVER {
             self.q.schedule(limit, Event::Stop);
         }
-        while self.end.is_none() {
+        while self.end.is_none() && !self.q.wrapped() {
             let Some((_, ev)) = self.q.pop() else { break };
             self.dispatch(ev);
             if self.q.popped() % PROGRESS_EVENTS == 0 {
@@ -143,4 +153,41 @@ impl Sim {
             Event::Stop => self.end = Some(self.now()),
         }
     }
+}
+
+/// MemAvailable from /proc/meminfo, in bytes; None where there is none (not Linux).
+fn mem_available() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemAvailable:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// Refuse, before anything is allocated, a run whose page state would not fit in the host's
+/// memory (or `--max-memory`): the allocator would abort the process instead.
+fn check_host_memory(r: &Resolved, m: &Machine, need: u64) -> Result<(), ConfigError> {
+    if need == 0 {
+        return Ok(());
+    }
+    let (limit, what) = match r.max_memory {
+        Some(b) => (b, "--max-memory"),
+        None => match mem_available() {
+            Some(b) => (b, "the host's available memory (MemAvailable)"),
+            None => return Ok(()),
+        },
+    };
+    if need <= limit {
+        return Ok(());
+    }
+    let fits = (limit as f64 / need as f64 * m.mem_per_node as f64) as u64;
+    let msg = format!(
+        "{} per node x {} nodes needs about {} of host memory to simulate, more than {what}, {}; \
+         at most about {} per node fits (or lower scale)",
+        crate::config::format_size(m.mem_per_node),
+        m.nodes,
+        crate::config::format_size(need),
+        crate::config::format_size(limit),
+        crate::config::format_size(fits),
+    );
+    Err(r.error("machine.mem_per_node", msg))
 }

@@ -20,6 +20,7 @@ fn to_py(e: ipisim_core::ConfigError) -> PyErr {
 /// is a terminal, and wipe it when done.
 fn run_with_progress(
     req: &RunRequest,
+    max_memory: Option<u64>,
     window: Option<(f64, f64)>,
 ) -> Result<(ipisim_core::RunOutput, Option<ipisim_core::TraceOutput>), ipisim_core::ConfigError> {
     use std::io::{IsTerminal, Write};
@@ -37,7 +38,7 @@ fn run_with_progress(
             shown = true;
         }
     };
-    let out = ipisim_core::run_traced(req, window, &mut report);
+    let out = ipisim_core::run_limited(req, max_memory, window, &mut report);
     if shown {
         let _ = write!(std::io::stderr(), "\r\x1b[K");
     }
@@ -60,9 +61,18 @@ fn request(
     }
 }
 
+/// `--max-memory` as a size such as "4GiB"; None: the host's available memory.
+fn max_memory(text: Option<String>) -> PyResult<Option<u64>> {
+    text.map(|t| {
+        config::parse_size(&t)
+            .map_err(|e| to_py(ipisim_core::ConfigError::new("--max-memory", "", e)))
+    })
+    .transpose()
+}
+
 /// Run one simulation; returns (result JSON, events handled).
 #[pyfunction]
-#[pyo3(signature = (scenario, machine=None, kernel=None, sets=Vec::new(), seed=1))]
+#[pyo3(signature = (scenario, machine=None, kernel=None, sets=Vec::new(), seed=1, max_memory=None))]
 fn run(
     py: Python<'_>,
     scenario: String,
@@ -70,16 +80,20 @@ fn run(
     kernel: Option<String>,
     sets: Vec<(String, String)>,
     seed: u64,
+    max_memory: Option<String>,
 ) -> PyResult<(String, u64)> {
     let req = request(scenario, machine, kernel, sets, seed);
-    let (out, _) = py.detach(|| run_with_progress(&req, None)).map_err(to_py)?;
+    let limit = self::max_memory(max_memory)?;
+    let (out, _) = py
+        .detach(|| run_with_progress(&req, limit, None))
+        .map_err(to_py)?;
     Ok((out.json.to_string(), out.events))
 }
 
 /// Run one simulation recording [start_s, end_s) of simulated time; returns (result JSON,
 /// events handled, Chrome trace JSON, ftrace text, whether the record cap cut the trace).
 #[pyfunction]
-#[pyo3(signature = (scenario, machine, kernel, sets, seed, start_s, end_s))]
+#[pyo3(signature = (scenario, machine, kernel, sets, seed, start_s, end_s, max_memory=None))]
 #[allow(clippy::too_many_arguments)]
 fn run_traced(
     py: Python<'_>,
@@ -90,10 +104,12 @@ fn run_traced(
     seed: u64,
     start_s: f64,
     end_s: f64,
+    max_memory: Option<String>,
 ) -> PyResult<(String, u64, String, String, bool)> {
     let req = request(scenario, machine, kernel, sets, seed);
+    let limit = self::max_memory(max_memory)?;
     let (out, trace) = py
-        .detach(|| run_with_progress(&req, Some((start_s, end_s))))
+        .detach(|| run_with_progress(&req, limit, Some((start_s, end_s))))
         .map_err(to_py)?;
     let trace = trace.expect("a window was given");
     Ok((
@@ -107,7 +123,7 @@ fn run_traced(
 
 /// Check a run's scenario, machine, kernel and sets without running it.
 #[pyfunction]
-#[pyo3(signature = (scenario, machine=None, kernel=None, sets=Vec::new(), seed=1))]
+#[pyo3(signature = (scenario, machine=None, kernel=None, sets=Vec::new(), seed=1, max_memory=None))]
 fn check(
     py: Python<'_>,
     scenario: String,
@@ -115,9 +131,12 @@ fn check(
     kernel: Option<String>,
     sets: Vec<(String, String)>,
     seed: u64,
+    max_memory: Option<String>,
 ) -> PyResult<()> {
     let req = request(scenario, machine, kernel, sets, seed);
-    py.detach(|| ipisim_core::check(&req)).map_err(to_py)
+    let limit = self::max_memory(max_memory)?;
+    py.detach(|| ipisim_core::check_limited(&req, limit))
+        .map_err(to_py)
 }
 
 /// Built-in scenarios, machines and kernels, as JSON.

@@ -39,9 +39,9 @@ pub fn list() -> Value {
 fn kind_text(p: &Param) -> String {
     match p.kind {
         Kind::Int { min, max } => format!("int [{min}, {max}]"),
-        Kind::Size => "size".into(),
-        Kind::Duration => "duration".into(),
-        Kind::Float => "number".into(),
+        Kind::Size => "size [0, 1PiB]".into(),
+        Kind::Duration => "duration [0, 1e4 s]".into(),
+        Kind::Float { min, max } => format!("number [{min}, {max}]"),
         Kind::Bool => "bool".into(),
         Kind::Choice(names) => names.join(" | "),
         Kind::Str => "string".into(),
@@ -73,6 +73,11 @@ pub fn describe(thing: &str) -> Result<Value, ConfigError> {
         return Ok(
             json!({"kind": "scenario", "name": s.name, "description": s.description, "params": params,
             "machine": s.machine, "check": check,
+            "metrics": crate::workload::metrics(s.kind).iter().map(|(m, _)| *m).collect::<Vec<_>>(),
+            "counters": {
+                "interrupts": crate::observe::Irq::ALL.iter().map(|i| i.name()).collect::<Vec<_>>(),
+                "vmstat": crate::observe::Vm::ALL.iter().map(|v| v.name()).collect::<Vec<_>>(),
+            },
             "note": "machine.*, kernel.*, sched.* and check.* keys apply too: see `ipisim describe machine`, `ipisim describe kernel` and `ipisim describe run`"}),
         );
     }

@@ -9,7 +9,7 @@ mod resolve;
 
 pub use builtin::{builtin_kernel, builtin_machine, kernel_names, machine_names};
 pub use describe::{describe, list};
-pub use param::{parse_size, Kind, Param, Value};
+pub use param::{format_size, parse_size, Kind, Param, Value, MAX_DURATION, MAX_SIZE};
 pub use resolve::{resolve, Resolved, RunRequest};
 
 use std::fmt;

@@ -9,12 +9,16 @@ pub enum Kind {
         min: i64,
         max: i64,
     },
-    /// A byte size: `4096`, `64KiB`, `16GiB` (K, M, G, T are binary, as the kernel writes them).
+    /// A byte size: `4096`, `64KiB`, `16GiB` (K, M, G, T are binary, as the kernel writes them),
+    /// at most [`MAX_SIZE`].
     Size,
-    /// A duration: `1s`, `10ms`, `500us`, `20ns`; a bare number is seconds.
+    /// A duration: `1s`, `10ms`, `500us`, `20ns`; a bare number is seconds; at most [`MAX_DURATION`].
     Duration,
-    /// A non-negative real number.
-    Float,
+    /// A real number in [min, max].
+    Float {
+        min: f64,
+        max: f64,
+    },
     Bool,
     /// One of a closed set of names (a policy variant).
     Choice(&'static [&'static str]),
@@ -65,6 +69,25 @@ impl Value {
     }
 }
 
+/// The largest size any parameter takes: 1 PiB, beyond any machine modelled, and far from u64's end.
+pub const MAX_SIZE: u64 = 1 << 50;
+/// The longest duration, in picoseconds: 10^4 s (2.8 hours simulated), far below 2^64 ps (213
+/// days), and the per-10-ms interrupt bins of a run that long stay under 8 MB.
+pub const MAX_DURATION: u64 = 10_000 * 1_000_000_000_000;
+
+/// A byte count as a size a user would write: `64MiB`, `1.5GiB`, `4096B`.
+pub fn format_size(bytes: u64) -> String {
+    let units = [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)];
+    for (unit, shift) in units {
+        if bytes >= 1 << shift {
+            let v = bytes as f64 / (1u64 << shift) as f64;
+            let v = (v * 100.0).round() / 100.0;
+            return format!("{v}{unit}");
+        }
+    }
+    format!("{bytes}B")
+}
+
 /// Parse a size such as `16GiB`, `64KiB`, `4k` or `4096` into bytes.
 pub fn parse_size(text: &str) -> Result<u64, String> {
     let t = text.trim();
@@ -89,8 +112,8 @@ pub fn parse_size(text: &str) -> Result<u64, String> {
     };
     let n: f64 = num.parse().map_err(|_| format!("not a size: {t:?}"))?;
     let bytes = n * mult as f64;
-    if !bytes.is_finite() || bytes > u64::MAX as f64 {
-        return Err(format!("size out of range: {t:?}"));
+    if !bytes.is_finite() || bytes > MAX_SIZE as f64 {
+        return Err(format!("size {t:?} is out of range [0, 1PiB]"));
     }
     Ok(bytes.round() as u64)
 }
@@ -114,8 +137,8 @@ fn parse_duration(text: &str) -> Result<u64, String> {
     };
     let n: f64 = num.parse().map_err(|_| format!("not a duration: {t:?}"))?;
     let ps = n * ps_per;
-    if !ps.is_finite() || ps > u64::MAX as f64 {
-        return Err(format!("duration out of range: {t:?}"));
+    if !ps.is_finite() || ps > MAX_DURATION as f64 {
+        return Err(format!("duration {t:?} is out of range [0, 1e4 s]"));
     }
     Ok(ps.round() as u64)
 }
@@ -133,11 +156,12 @@ impl Param {
             }
             Kind::Size => parse_size(t).map(Value::UInt),
             Kind::Duration => parse_duration(t).map(Value::UInt),
-            Kind::Float => {
+            Kind::Float { min, max } => {
                 let v: f64 = t
                     .parse()
                     .map_err(|_| format!("expected a number, got {t:?}"))?;
-                check_float(v)
+                // The message repeats the value as written (1e-9, not 0.000000001).
+                check_float(v, min, max).map_err(|_| format!("{t} is out of range [{min}, {max}]"))
             }
             Kind::Bool => match t {
                 "true" | "1" | "yes" | "on" => Ok(Value::Bool(true)),
@@ -166,8 +190,8 @@ impl Param {
                 self.parse_text(&i.to_string())
             }
             (Kind::Duration, toml::Value::Float(x)) => self.parse_text(&x.to_string()),
-            (Kind::Float, toml::Value::Float(x)) => check_float(*x),
-            (Kind::Float, toml::Value::Integer(i)) => check_float(*i as f64),
+            (Kind::Float { min, max }, toml::Value::Float(x)) => check_float(*x, min, max),
+            (Kind::Float { min, max }, toml::Value::Integer(i)) => check_float(*i as f64, min, max),
             (Kind::Bool, toml::Value::Boolean(b)) => Ok(Value::Bool(*b)),
             (_, toml::Value::String(s)) if !matches!(self.kind, Kind::Int { .. } | Kind::Bool) => {
                 self.parse_text(s)
@@ -185,7 +209,7 @@ impl Param {
             Kind::Int { .. } => "an integer".into(),
             Kind::Size => "a size such as \"16GiB\"".into(),
             Kind::Duration => "a duration such as \"10ms\"".into(),
-            Kind::Float => "a number".into(),
+            Kind::Float { .. } => "a number".into(),
             Kind::Bool => "true or false".into(),
             Kind::Choice(names) => format!("one of {}", names.join(", ")),
             Kind::Str => "a string".into(),
@@ -206,11 +230,12 @@ fn check_range(v: i64, min: i64, max: i64) -> Result<Value, String> {
     }
 }
 
-fn check_float(v: f64) -> Result<Value, String> {
-    if !v.is_finite() || v < 0.0 {
-        Err(format!("expected a non-negative number, got {v}"))
-    } else {
+fn check_float(v: f64, min: f64, max: f64) -> Result<Value, String> {
+    // NaN fails both comparisons, so it is refused here too.
+    if v >= min && v <= max {
         Ok(Value::Float(v))
+    } else {
+        Err(format!("{v} is out of range [{min}, {max}]"))
     }
 }
 

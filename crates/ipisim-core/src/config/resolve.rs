@@ -3,7 +3,7 @@
 
 use super::builtin::{builtin_kernel, builtin_machine, kernel_names, machine_names};
 use super::{ConfigError, Param, Value};
-use crate::machine::{CostEntry, COSTS};
+use crate::machine::{CostEntry, COSTS, MAX_CYCLES};
 use crate::workload::{self, ScenarioDecl};
 use std::collections::BTreeMap;
 
@@ -30,6 +30,8 @@ pub struct Resolved {
     pub costs: Vec<CostEntry>,
     /// Where the value being checked came from, for error messages.
     origin: BTreeMap<&'static str, String>,
+    /// The host memory a run may use (`--max-memory`); None: what /proc/meminfo says is available.
+    pub max_memory: Option<u64>,
 }
 
 impl Resolved {
@@ -90,6 +92,11 @@ impl Resolved {
             );
         }
         serde_json::Value::Object(m)
+    }
+
+    /// Whether `key` was given by a file or `--set` rather than left at its declared default.
+    pub fn is_set(&self, key: &str) -> bool {
+        self.origin.contains_key(key)
     }
 
     /// `key=value` pairs that rebuild this configuration with `--set`.
@@ -179,6 +186,7 @@ pub fn resolve(req: &RunRequest) -> Result<Resolved, ConfigError> {
         values: params.iter().map(|p| (p.key, p.default_value())).collect(),
         costs: Vec::new(),
         origin: BTreeMap::new(),
+        max_memory: None,
     };
 
     // The machine profile: [machine] keys and a [cost] table giving every cost with its source.
@@ -214,12 +222,12 @@ pub fn resolve(req: &RunRequest) -> Result<Resolved, ConfigError> {
                 .trim()
                 .parse()
                 .ok()
-                .filter(|v: &f64| v.is_finite() && *v >= 0.0)
+                .filter(|v: &f64| (0.0..=MAX_CYCLES).contains(v))
                 .ok_or_else(|| {
                     ConfigError::new(
                         "--set",
                         key,
-                        format!("expected a non-negative number of cycles, got {text:?}"),
+                        format!("expected a number of cycles in [0, 1e9], got {text:?}"),
                     )
                 })?;
             r.costs[idx] = CostEntry {
@@ -314,13 +322,15 @@ fn parse_costs(file: &str, table: &toml::Table) -> Result<Vec<CostEntry>, Config
                 ConfigError::new(file, &key, "expected { cycles = N, source = \"...\" }")
             })?;
             let cycles = match t.get("cycles") {
-                Some(toml::Value::Integer(i)) if *i >= 0 => *i as f64,
-                Some(toml::Value::Float(x)) if *x >= 0.0 && x.is_finite() => *x,
-                Some(_) => {
+                Some(toml::Value::Integer(i)) if (0.0..=MAX_CYCLES).contains(&(*i as f64)) => {
+                    *i as f64
+                }
+                Some(toml::Value::Float(x)) if (0.0..=MAX_CYCLES).contains(x) => *x,
+                Some(v) => {
                     return Err(ConfigError::new(
                         file,
                         &key,
-                        "cycles must be a non-negative number",
+                        format!("cycles must be a number in [0, 1e9], got {v}"),
                     ))
                 }
                 None => return Err(ConfigError::new(file, &key, "missing cycles")),

@@ -39,6 +39,8 @@ pub struct EventQueue<E> {
     next_seq: u64,
     now: Time,
     popped: u64,
+    /// An event was scheduled before now: a time sum wrapped past 2^64 ps (see `wrapped`).
+    wrapped: bool,
 }
 
 impl<E: Copy> Default for EventQueue<E> {
@@ -55,6 +57,7 @@ impl<E: Copy> EventQueue<E> {
             next_seq: 0,
             now: 0,
             popped: 0,
+            wrapped: false,
         }
     }
 
@@ -67,8 +70,19 @@ impl<E: Copy> EventQueue<E> {
         self.popped
     }
 
-    pub fn schedule(&mut self, time: Time, event: E) {
+    /// Simulated time overflowed: a release build wraps `now + d` past 2^64 ps to a time before
+    /// now. The run must end with an error, as what follows would be wrong.
+    pub fn wrapped(&self) -> bool {
+        self.wrapped
+    }
+
+    pub fn schedule(&mut self, mut time: Time, event: E) {
         debug_assert!(time >= self.now, "event scheduled in the past");
+        if time < self.now {
+            // One predictable compare: park the event at the end of time and flag the run.
+            self.wrapped = true;
+            time = super::NEVER;
+        }
         let seq = self.next_seq;
         self.next_seq += 1;
         let entry = Entry {
@@ -98,6 +112,11 @@ impl<E: Copy> EventQueue<E> {
     /// so no event's order can change (the caller checked with `due_by`).
     pub fn advance_to(&mut self, t: Time) {
         debug_assert!(t >= self.now && !self.due_by(t));
+        // As in schedule(): a wrapped sum must not move the clock back.
+        if t < self.now {
+            self.wrapped = true;
+            return;
+        }
         self.now = t;
     }
 
@@ -120,6 +139,18 @@ impl<E: Copy> EventQueue<E> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Release builds only: debug builds stop at the overflowing sum or the debug_assert first.
+    #[cfg(not(debug_assertions))]
+    #[test]
+    fn a_time_before_now_flags_the_queue_instead_of_reordering_it() {
+        let mut q = EventQueue::new();
+        q.schedule(10, 'a');
+        assert_eq!(q.pop(), Some((10, 'a')));
+        q.schedule(10u64.wrapping_add(u64::MAX), 'w');
+        assert!(q.wrapped());
+        assert_eq!(q.pop(), Some((crate::engine::NEVER, 'w')));
+    }
 
     #[test]
     fn ties_break_by_insertion_order() {

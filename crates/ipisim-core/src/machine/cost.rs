@@ -64,19 +64,30 @@ pub struct CostEntry {
     pub source: String,
 }
 
+/// The largest cost of one operation, in cycles: 10^9 (0.4 s at 2.5 GHz), far above any kernel
+/// path, so that every time computed from costs stays far below 2^64 ps.
+pub const MAX_CYCLES: f64 = 1e9;
+/// The longest one operation can take, in picoseconds (10 s): MAX_CYCLES at the slowest clock.
+const MAX_COST_PS: f64 = 1e13;
+
 /// The costs in picoseconds at the machine's clock rate; what the hot path reads.
 #[derive(Debug, Clone)]
 pub struct Costs([Time; COSTS.len()]);
 
 impl Costs {
-    /// `entries` in [`COSTS`] order.
-    pub fn new(entries: &[CostEntry], ghz: f64) -> Costs {
+    /// `entries` in [`COSTS`] order; Err(i) when cost i would not fit in [0, 10 s].
+    pub fn new(entries: &[CostEntry], ghz: f64) -> Result<Costs, usize> {
         assert_eq!(entries.len(), COSTS.len());
         let mut ps = [0; COSTS.len()];
-        for (slot, e) in ps.iter_mut().zip(entries) {
-            *slot = (e.cycles * 1000.0 / ghz).round() as Time;
+        for (i, (slot, e)) in ps.iter_mut().zip(entries).enumerate() {
+            let t = (e.cycles * 1000.0 / ghz).round();
+            // Refused, not saturated: `as` would clamp silently, and sums of it would wrap.
+            if !(0.0..=MAX_COST_PS).contains(&t) {
+                return Err(i);
+            }
+            *slot = t as Time;
         }
-        Costs(ps)
+        Ok(Costs(ps))
     }
 }
 

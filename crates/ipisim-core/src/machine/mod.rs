@@ -3,7 +3,7 @@
 
 mod cost;
 
-pub use cost::{Cost, CostEntry, Costs, COSTS};
+pub use cost::{Cost, CostEntry, Costs, COSTS, MAX_CYCLES};
 
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::engine::Time;
@@ -22,7 +22,7 @@ pub const PARAMS: &[Param] = &[
     Param { key: "machine.cpus_per_node", kind: Kind::Int { min: 1, max: 1024 }, unit: "CPUs", default: "2", doc: "logical CPUs per node" },
     Param { key: "machine.smt", kind: Kind::Int { min: 1, max: 8 }, unit: "threads/core", default: "1", doc: "hardware threads per core" },
     Param { key: "machine.mem_per_node", kind: Kind::Size, unit: "bytes", default: "4GiB", doc: "memory per node" },
-    Param { key: "machine.ghz", kind: Kind::Float, unit: "GHz", default: "2.5", doc: "clock rate that converts the cost table's cycles into time" },
+    Param { key: "machine.ghz", kind: Kind::Float { min: 0.1, max: 10.0 }, unit: "GHz", default: "2.5", doc: "clock rate that converts the cost table's cycles into time (a physical range: 0.1 to 10 GHz)" },
     Param { key: "machine.apic", kind: Kind::Choice(APICS), unit: "", default: "phys", doc: "x86: how IPIs are sent, which names the send loop in profiles: phys (xAPIC physical mode, an ICR write per CPU: default_send_IPI_mask_sequence_phys), x2apic_cluster (x2APIC cluster mode, a write per cluster of 16: __x2apic_send_IPI_mask), kvm_pv (a KVM guest's PV IPI hypercall, Linux 4.19+: __send_ipi_mask); its cost is ipi_send" },
     Param { key: "machine.idle", kind: Kind::Choice(IDLE), unit: "", default: "hlt", doc: "idle loop: hlt (halts at once), poll (never halts), haltpoll (polls for idle_poll, then halts)" },
     Param { key: "machine.idle_poll", kind: Kind::Duration, unit: "s", default: "200us", doc: "haltpoll: how long an idle CPU polls before it halts (guest_halt_poll_ns)" },
@@ -114,6 +114,14 @@ impl Machine {
                 "entries / ways must be a power of two",
             ));
         }
+        let cost = Costs::new(&r.costs, ghz).map_err(|i| {
+            let (e, name) = (&r.costs[i], COSTS[i].1);
+            let msg = format!(
+                "{} cycles at {ghz} GHz is more than 10 s for one operation",
+                e.cycles
+            );
+            ConfigError::new("", format!("machine.cost.{name}"), msg)
+        })?;
         Ok(Machine {
             name: r.str("machine.name").to_string(),
             arch: match r.str("machine.arch") {
@@ -141,7 +149,7 @@ impl Machine {
             tlb_ways: ways,
             swap_bandwidth: r.uint("machine.swap_bandwidth"),
             swap_latency: r.uint("machine.swap_latency"),
-            cost: Costs::new(&r.costs, ghz),
+            cost,
         })
     }
 

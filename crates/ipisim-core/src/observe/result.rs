@@ -91,6 +91,11 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         })
         .collect();
 
+    let mut config = r.to_json();
+    if let Some(bytes) = s.mem_floor {
+        // Only runs whose scale fell under the floor carry it, so other results are unchanged.
+        config["machine.simulated_mem_per_node"] = bytes.into();
+    }
     let json = json!({
         "scenario": r.scenario.name,
         "machine": s.m.name,
@@ -102,7 +107,7 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         "vmstat": vmstat,
         "tracepoints": tracepoints,
         "ops": crate::workload::ops(s),
-        "metrics": crate::workload::metrics(s).iter().map(|(name, lower)| json!({"name": name, "better": if *lower { "lower" } else { "higher" }})).collect::<Vec<_>>(),
+        "metrics": crate::workload::metrics(r.scenario.kind).iter().map(|(name, lower)| json!({"name": name, "better": if *lower { "lower" } else { "higher" }})).collect::<Vec<_>>(),
         "check": super::check::to_json(&s.check),
         "latency": {
             "direct_reclaim": latency_json(&st.direct_reclaim_latency),
@@ -115,7 +120,7 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         "idle_s": st.idle.iter().map(|&t| secs(t)).collect::<Vec<_>>(),
         "ipis_sent": st.ipis_sent,
         "events": s.q.popped(),
-        "config": r.to_json(),
+        "config": config,
     });
     RunOutput {
         json,

@@ -17,7 +17,7 @@ use crate::observe::{Func, Irq, TaskTimes};
 use crate::sim::{CpuId, Event, Sim, TaskId};
 
 pub const PARAMS: &[Param] = &[
-    Param { key: "sched.jitter", kind: Kind::Float, unit: "", default: "0", doc: "stretch every busy step by a seeded random fraction up to this (timing noise for `ipisim check`); 0: none" },
+    Param { key: "sched.jitter", kind: Kind::Float { min: 0.0, max: 1.0 }, unit: "", default: "0", doc: "stretch every busy step by a seeded random fraction up to this (timing noise for `ipisim check`); 0: none" },
     Param { key: "sched.placement", kind: Kind::Choice(&["as_scenario", "shuffled"]), unit: "", default: "as_scenario", doc: "as_scenario: user tasks run on the CPUs the scenario names; shuffled: on a seeded permutation of them (`ipisim check`)" },
 ];
 

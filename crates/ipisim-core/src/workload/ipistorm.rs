@@ -25,7 +25,8 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
         Param { key: "duration", kind: Kind::Duration, unit: "s", default: "10ms", doc: "how long the threads loop" },
     ],
     kind: ScenarioKind::Ipistorm,
-    machine: None,
+    // Le Goater's machine, where the default offset 8 skips a core's threads.
+    machine: Some("power9-128c"),
     check: &[],
 };
 
@@ -42,9 +43,11 @@ pub struct Ipistorm {
 
 impl Ipistorm {
     pub fn new(r: &Resolved, m: &Machine) -> Result<Ipistorm, ConfigError> {
-        let cpus = match r.int("cpus") as usize {
-            0 => m.ncpus(),
-            n => n,
+        let all = r.int("cpus") == 0;
+        let cpus = if all {
+            m.ncpus()
+        } else {
+            r.int("cpus") as usize
         };
         super::need_cpus(r, m, "cpus", format!("{cpus} ipistorm threads"), cpus)?;
         if cpus < 2 {
@@ -53,7 +56,20 @@ impl Ipistorm {
         let (single, offset) = (r.bool("single"), r.int("offset") as usize);
         if single && offset % cpus == 0 {
             // Each thread would call its own CPU: no IPI, no time, and the loop never ends.
-            let msg = format!("a multiple of the {cpus} CPUs makes each CPU call itself");
+            let given = if r.is_set("offset") {
+                ""
+            } else {
+                " (the default)"
+            };
+            let threads = if all {
+                format!("cpus=0 runs a thread on each of the machine's {cpus} CPUs")
+            } else {
+                format!("cpus={cpus}")
+            };
+            let msg = format!(
+                "{offset}{given} is a multiple of {cpus} ({threads}), so each CPU would call itself; \
+                 use an offset in [1, 1023] that is not a multiple of {cpus}, or another cpus"
+            );
             return Err(r.error("offset", msg));
         }
         Ok(Ipistorm {

@@ -15,7 +15,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "vm-scalability/lru-file-mmap-read",
     description: "one reader per CPU reads its own sparse file (10 x RAM in all) through a shared read-only mapping",
     params: &[
-        Param { key: "scale", kind: Kind::Float, unit: "", default: "1", doc: "simulate this fraction of the machine's memory; the files shrink with it (1 = full scale)" },
+        Param { key: "scale", kind: Kind::Float { min: 0.0, max: 1.0 }, unit: "", default: "1", doc: "simulate this fraction of the machine's memory; the files shrink with it (1 = full scale)" },
     ],
     kind: ScenarioKind::LruFileMmapRead,
     machine: None,

@@ -46,7 +46,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
         },
         Param {
             key: "scale",
-            kind: Kind::Float,
+            kind: Kind::Float { min: 0.0, max: 1.0 },
             unit: "",
             default: "1",
             doc: "simulate this fraction of the machine's memory (1 = full scale); `memory` is not scaled",

@@ -23,14 +23,15 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
         },
         Param {
             key: "scale",
-            kind: Kind::Float,
+            kind: Kind::Float { min: 0.0, max: 1.0 },
             unit: "",
             default: "1",
             doc: "simulate this fraction of the machine's memory; the regions shrink with it (1 = full scale)",
         },
     ],
     kind: ScenarioKind::Swapout,
-    machine: None,
+    // Seed 003's machine: the default 10 threads need more than host-2cpu's 2 CPUs.
+    machine: Some("xeon-2s-2013"),
     check: &[("scale", "0.002")],
 };
 
