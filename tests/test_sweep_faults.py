@@ -4,15 +4,12 @@ table equals a clean run's."""
 
 from __future__ import annotations
 
-import json
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -57,50 +54,13 @@ def check_complete(result: list[dict[str, object]], clean: list[dict[str, object
     assert result == clean
 
 
-@pytest.fixture
-def workers(tmp_path: Path) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
-    """A Dask scheduler and two workers on 127.0.0.1; without nannies, so killing a worker's
-    process kills the worker and nothing restarts it."""
-    if shutil.which("dask") is None:
-        pytest.skip("no dask command")
-    info = tmp_path / "scheduler.json"
-    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL}
-    cmd = ["dask", "scheduler", "--host", "127.0.0.1", "--port", "0", "--no-dashboard"]
-    scheduler = subprocess.Popen([*cmd, "--scheduler-file", str(info)], **quiet)  # type: ignore[call-overload]
-    procs: list[subprocess.Popen[bytes]] = []
-    try:
-        for _ in range(300):
-            if info.exists() and info.stat().st_size > 0:
-                break
-            time.sleep(0.1)
-        address = json.loads(info.read_text())["address"]
-        for _ in range(2):
-            cmd = ["dask", "worker", address, "--host", "127.0.0.1", "--no-nanny", "--nthreads", "1"]
-            procs.append(subprocess.Popen([*cmd, "--no-dashboard"], **quiet))  # type: ignore[call-overload]
-        from distributed import Client
-
-        with Client(address, timeout="30s") as client:
-            client.wait_for_workers(2, timeout=60)
-        yield address, procs
-    finally:
-        # Workers first: one left without its scheduler retries for a while before it exits.
-        for p in [*procs, scheduler]:
-            if p.poll() is None:
-                p.terminate()
-            try:
-                p.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait(timeout=10)
-
-
 def test_a_worker_killed_mid_sweep_loses_nothing(
     grid_file: Path,
     tmp_path: Path,
     clean: list[dict[str, object]],
-    workers: tuple[str, list[subprocess.Popen[bytes]]],
+    dask_workers: tuple[str, list[subprocess.Popen[bytes]]],
 ) -> None:
-    address, procs = workers
+    address, procs = dask_workers
     g = grid.load_grid(grid_file)
     killed_at: list[int] = []
 

@@ -110,15 +110,26 @@ def calibration_spec(experiment: str) -> CalibrationSpec:
     return spec
 
 
+def _tolerance_text(tol: Mapping[str, float]) -> str:
+    if "min" in tol:
+        return f"at least {tol['min']:g}"
+    if "factor" in tol:
+        return f"within {tol['factor']:g}x"
+    if "relative" in tol:
+        return f"±{tol['relative']:.0%}"
+    return f"±{tol['absolute']:g} points"
+
+
 def _check(published: float, simulated: float, tol: Mapping[str, float]) -> tuple[bool, str]:
     if "min" in tol:
-        return simulated >= tol["min"], f"at least {tol['min']:g}"
-    if "factor" in tol:
-        f = tol["factor"]
-        return published / f <= simulated <= published * f, f"within {f:g}x"
-    if "relative" in tol:
-        return abs(simulated - published) <= tol["relative"] * abs(published), f"±{tol['relative']:.0%}"
-    return abs(simulated - published) <= tol["absolute"], f"±{tol['absolute']:g} points"
+        ok = simulated >= tol["min"]
+    elif "factor" in tol:
+        ok = published / tol["factor"] <= simulated <= published * tol["factor"]
+    elif "relative" in tol:
+        ok = abs(simulated - published) <= tol["relative"] * abs(published)
+    else:
+        ok = abs(simulated - published) <= tol["absolute"]
+    return ok, _tolerance_text(tol)
 
 
 Expect = str | Mapping[str, str] | None
@@ -172,9 +183,11 @@ def evaluate(
     entries = []
     for m in experiment["metrics"]:
         expect = m.get("expect")
-        p_ok, tol = _check(m["published"], p_values[m["id"]], m["tolerance"])
-        c_ok, _ = _check(m["published"], c_values[m["id"]], m["tolerance"])
-        c_ok = c_ok and _direction_holds(expect, c_values[m["id"]], c_values)
+
+        def passes(values: Mapping[str, float], m: Mapping[str, Any] = m, expect: Expect = expect) -> bool:
+            ok, _ = _check(m["published"], values[m["id"]], m["tolerance"])
+            return ok and _direction_holds(expect, values[m["id"]], values)
+
         target = m["kind"] == "value" and (experiment["id"], m["variant"], m["path"]) in targets
         entries.append(
             Entry(
@@ -183,15 +196,13 @@ def evaluate(
                 metric=m["metric"],
                 unit=m["unit"],
                 published=m["published"],
-                tolerance=tol,
+                tolerance=_tolerance_text(m["tolerance"]),
                 expect=_expect_text(expect),
                 target=target,
                 physics=p_values[m["id"]],
-                physics_pass=p_ok and _direction_holds(expect, p_values[m["id"]], p_values),
+                physics_pass=passes(p_values),
                 calibrated=c_values[m["id"]],
-                calibrated_pass=None
-                if target
-                else c_ok and _direction_holds(expect, c_values[m["id"]], c_values),
+                calibrated_pass=None if target else passes(c_values),
             )
         )
     return entries
