@@ -469,7 +469,7 @@ def _profile_toml(
             v = f"{v}-calibrated"
         elif key == "machine.description":
             v = f"{v}; calibrated: {', '.join(by_name)}"
-        if kind == "duration":
+        if kind.split()[0] == "duration":  # "duration [0, 1e4 s]"
             text = _toml_string(f"{v}ps")
         elif isinstance(v, bool):
             text = "true" if v else "false"
