@@ -144,6 +144,17 @@ def test_missing_measured_file_and_output_directory_are_refused(
     assert "cannot write: no such directory" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize(
+    ("experiment", "message"),
+    [("seed004", "declares no calibration of kvm-8cpu"), ("seed999", "--experiment: unknown 'seed999'")],
+)
+def test_experiment_without_a_calibration_is_refused(
+    tmp_path: Path, experiment: str, message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["calibrate", "--experiment", experiment, "--out", str(tmp_path / "o.toml")]) == 2
+    assert message in capsys.readouterr().err
+
+
 def test_mmtests_table_first_column_is_read(tmp_path: Path) -> None:
     path = tmp_path / "table.txt"
     path.write_text(

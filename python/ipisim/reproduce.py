@@ -144,9 +144,7 @@ def _expect_text(expect: Expect) -> str:
     return f"{'<' if rel == 'below' else '>'} {other}"
 
 
-def _direction_holds(
-    expect: str | Mapping[str, str] | None, value: float, values: Mapping[str, float]
-) -> bool:
+def _direction_holds(expect: Expect, value: float, values: Mapping[str, float]) -> bool:
     """What the publication asserts besides the number: a sign, or an order against another figure."""
     if expect is None:
         return True
