@@ -186,9 +186,6 @@ class Calibration:
         ]
         return "\n".join(lines) + f"\n\n{self.runs} runs\n"
 
-    def write(self, path: Path) -> None:
-        path.write_text(self.profile_toml)
-
 
 Evaluate = Callable[[Sequence[Mapping[str, float]], str | None], list[list[float]]]
 
