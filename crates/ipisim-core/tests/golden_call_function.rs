@@ -225,14 +225,10 @@ fn list_add_tail_writes_the_queued_csd() {
     assert_eq!(s.smp.queue[2].len(), 2);
 }
 
-/// The 3.8 global list: list_add_rcu() at the head writes the old first cfd's line, and the last
-/// target's list_del_rcu() writes each neighbouring cfd's line. Three senders to CPUs 2 and 3,
-/// then both handlers: every line's writes, counted exactly.
-#[test]
-fn the_global_list_writes_its_neighbours_lines() {
+/// linux-3.8 with 5 CPUs: CPUs 0, 1 and 4, in that order, call CPUs 2 and 3 on the global queue.
+fn three_senders_on_the_global_queue() -> ipisim_core::sim::Sim {
     use ipisim_core::engine::CpuMask;
-    use ipisim_core::smp::{flush_smp_call_function_queue, smp_call_function_many_cond};
-    use ipisim_core::smp::{CallFunc, Cond};
+    use ipisim_core::smp::{smp_call_function_many_cond, CallFunc, Cond};
     let sets = [("cpus", "5"), ("single", "false")];
     let mut s = sim("ipistorm", "linux-3.8", &sets);
     let mut to = CpuMask::new();
@@ -242,6 +238,16 @@ fn the_global_list_writes_its_neighbours_lines() {
         let f = CallFunc::DoNothingIpi;
         smp_call_function_many_cond(&mut s, sender, sender, &to, f, Cond::Always, false, false);
     }
+    s
+}
+
+/// The 3.8 global list: list_add_rcu() at the head writes the old first cfd's line, and the last
+/// target's list_del_rcu() writes each neighbouring cfd's line. Three senders to CPUs 2 and 3,
+/// then both handlers: every line's writes, counted exactly.
+#[test]
+fn the_global_list_writes_its_neighbours_lines() {
+    use ipisim_core::smp::flush_smp_call_function_queue;
+    let mut s = three_senders_on_the_global_queue();
     assert_eq!(s.smp.global.queue, vec![4, 1, 0]);
     let writes =
         |s: &ipisim_core::sim::Sim| [0, 1, 4].map(|c| s.smp.global.cfd[c].line.acquisitions);
@@ -605,18 +611,8 @@ fn the_global_walk_does_not_see_a_cfd_queued_after_it_began() {
 /// queue at once: the second and third wait for the lock, and only as irqsave.
 #[test]
 fn the_global_queue_lock_is_taken_with_irqsave() {
-    use ipisim_core::engine::CpuMask;
     use ipisim_core::observe::Func;
-    use ipisim_core::smp::{smp_call_function_many_cond, CallFunc, Cond};
-    let sets = [("cpus", "5"), ("single", "false")];
-    let mut s = sim("ipistorm", "linux-3.8", &sets);
-    let mut to = CpuMask::new();
-    to.set(2);
-    to.set(3);
-    for sender in [0, 1, 4] {
-        let f = CallFunc::DoNothingIpi;
-        smp_call_function_many_cond(&mut s, sender, sender, &to, f, Cond::Always, false, false);
-    }
+    let s = three_senders_on_the_global_queue();
     assert!(s.stats.profile[Func::RawSpinLockIrqsave as usize] > 0);
     assert_eq!(s.stats.profile[Func::RawSpinLock as usize], 0);
     assert_eq!(s.stats.lock_callers[Func::SmpCallFunctionMany as usize], 0);
