@@ -1,6 +1,9 @@
 //! ipisim-core: a fast, deterministic discrete-event simulator of SMP memory management and
-//! inter-processor interrupts. Layers, from the bottom: engine, machine, smp, arch, mm, sched,
-//! workload, observe. A run is `machine profile + kernel preset (+ overrides) + scenario`.
+//! inter-processor interrupts. A run is `machine profile + kernel preset (+ overrides) + scenario`.
+//!
+//! Layers, lowest first ([`LAYERS`]): a module imports only its own layer and lower ones. The
+//! root ([`ROOT`]) composes them: it owns the run's state and dispatches steps and events.
+//! `tests/layering.rs` checks this on every test run.
 
 pub mod arch;
 pub mod config;
@@ -15,6 +18,16 @@ pub mod smp;
 pub mod workload;
 
 pub use config::{ConfigError, RunRequest};
+
+/// The layers, lowest first: engine (time, event queue, bitsets), config (parameters), machine
+/// (topology, costs), observe (counters, accounting, checker, trace), smp (cross-CPU calls and
+/// IPIs), arch (TLBs and their flushes), mm, sched (CPUs, tasks, interrupts), workload (scenarios).
+pub const LAYERS: &[&str] = &[
+    "engine", "config", "machine", "observe", "smp", "arch", "mm", "sched", "workload",
+];
+
+/// The composition root, above every layer: the run's state and its dispatch.
+pub const ROOT: &[&str] = &["lib", "sim", "kernel"];
 pub use observe::RunOutput;
 
 /// Resolve the request, run it to completion, and return the result.

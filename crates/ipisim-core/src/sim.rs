@@ -3,6 +3,7 @@
 use crate::arch::x86::X86;
 use crate::arch::Tlb;
 use crate::config::{ConfigError, Resolved};
+pub use crate::engine::{CpuId, TaskId};
 use crate::engine::{EventQueue, Rng, Time, NEVER};
 use crate::kernel::KernelConfig;
 use crate::machine::Machine;
@@ -13,11 +14,8 @@ use crate::sched::{self, Cpu, Task};
 use crate::smp::Smp;
 use crate::workload::Workload;
 
-pub type CpuId = usize;
-
 /// How often a long run reports progress, in events (about a second of host time).
 pub const PROGRESS_EVENTS: u64 = 1 << 23;
-pub type TaskId = usize;
 
 /// Everything that happens at a point in simulated time.
 #[derive(Debug, Clone, Copy)]

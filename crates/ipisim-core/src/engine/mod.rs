@@ -10,6 +10,11 @@ pub use lock::{HeldLock, SpinLock};
 pub use queue::EventQueue;
 pub use rng::Rng;
 
+/// A CPU's number, 0..ncpus.
+pub type CpuId = usize;
+/// A task's number, in the order tasks were created.
+pub type TaskId = usize;
+
 /// Simulated time in picoseconds: fine enough that cycle costs at any clock rate round by < 1 ps.
 pub type Time = u64;
 

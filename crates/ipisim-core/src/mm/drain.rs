@@ -2,11 +2,12 @@
 //! allocator, as four kernel eras did it (`kernel.pcp_drain`).
 
 use super::page_alloc::Frames;
+use crate::engine::{CpuId, TaskId};
 use crate::engine::{CpuMask, Time, NEVER};
 use crate::machine::Cost;
 use crate::observe::{Func, Vm};
 use crate::sched::{self, Outcome, Step, KTHREAD};
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 use crate::smp::{self, CallFunc, Cond};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,7 +68,7 @@ pub fn drain_pages(s: &mut Sim, by: CpuId, cpu: CpuId) -> Time {
 /// drain_local_pages(): the call-function (or work item) that drains the CPU it runs on.
 pub fn drain_local_pages(s: &mut Sim, cpu: CpuId, task: Option<TaskId>) -> Time {
     let ps = drain_pages(s, cpu, cpu);
-    sched::charge(s, task, Func::DrainPages, ps);
+    s.stats.charge(task, Func::DrainPages, ps);
     ps
 }
 
@@ -105,7 +106,7 @@ pub fn drain_all_pages(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             for c in with.iter() {
                 ps += drain_pages(s, cpu, c);
             }
-            sched::charge(s, Some(t), Func::DrainPages, ps);
+            s.stats.charge(Some(t), Func::DrainPages, ps);
             Outcome::Busy {
                 ps,
                 irqs_off: false,

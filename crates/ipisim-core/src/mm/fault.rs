@@ -3,11 +3,12 @@
 
 use super::{Backing, Pte, Vma, NONE, PTRS_PER_PTE, ZERO_PFN};
 use crate::engine::Time;
+use crate::engine::{CpuId, TaskId};
 use crate::machine::Cost;
 use crate::observe::check::{self, Site, Violation};
 use crate::observe::{Func, Vm};
-use crate::sched::{self, Outcome, Step};
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sched::{Outcome, Step};
+use crate::sim::Sim;
 
 /// Pages handled per step, so other CPUs' events interleave with a long touch loop.
 const TOUCH_CHUNK: u32 = 64;
@@ -91,7 +92,7 @@ pub fn touch(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) 
         s.mem.tables[tab].pte[idx] = pte;
         s.tlb[cpu].fill_at(slot, asid, v, pte.pfn(), pte.write(), pte.dirty());
     }
-    sched::charge(s, Some(t), Func::User, user);
+    s.stats.charge(Some(t), Func::User, user);
     Outcome::Busy {
         ps: user + fault,
         irqs_off: false,
@@ -123,7 +124,7 @@ fn fault_around(s: &mut Sim, t: TaskId, vma: Vma, v: u64, tab: usize) -> Time {
         mapped += 1;
     }
     let cost = mapped * s.m.cost[Cost::FaultAroundPage];
-    sched::charge(s, Some(t), Func::FilemapFault, cost);
+    s.stats.charge(Some(t), Func::FilemapFault, cost);
     cost
 }
 
@@ -187,8 +188,8 @@ fn handle_mm_fault(s: &mut Sim, t: TaskId, vma: Vma, v: u64, write: bool) -> (Pt
             }
         }
     };
-    sched::charge(s, Some(t), Func::HandleMmFault, cost);
-    sched::charge(s, Some(t), extra_func, extra);
+    s.stats.charge(Some(t), Func::HandleMmFault, cost);
+    s.stats.charge(Some(t), extra_func, extra);
     (pte, cost + extra)
 }
 

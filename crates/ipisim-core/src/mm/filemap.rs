@@ -5,11 +5,12 @@
 use super::page_alloc::{alloc_page, alloc_slowpath, alloc_succeeded, NeedReclaim};
 use super::{Backing, Vma, NONE, SWAPPED};
 use crate::engine::Time;
+use crate::engine::{CpuId, TaskId};
 use crate::machine::Cost;
 use crate::observe::check::{self, Site, Violation};
 use crate::observe::{Func, Vm};
-use crate::sched::{self, Outcome, Step};
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sched::{Outcome, Step};
+use crate::sim::Sim;
 
 /// On an LRU list.
 pub const PG_LRU: u16 = 1;
@@ -125,7 +126,7 @@ pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bo
             }
         }
     }
-    sched::charge(s, Some(t), Func::User, user);
+    s.stats.charge(Some(t), Func::User, user);
     Outcome::Busy {
         ps: user,
         irqs_off: false,
@@ -247,7 +248,7 @@ pub fn file_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
     // The fault itself maps its page; fault-around maps the others of the window more cheaply.
     let c = &s.m.cost;
     let ps = c[Cost::FaultFile] + mapped.saturating_sub(1) * c[Cost::FaultAroundPage] + lines;
-    sched::charge(s, Some(t), Func::FilemapFault, ps);
+    s.stats.charge(Some(t), Func::FilemapFault, ps);
     Outcome::Busy {
         ps,
         irqs_off: false,
@@ -272,7 +273,7 @@ pub fn file_write_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome
     s.stats.vm(Vm::PgFault, 1);
     let ps = s.m.cost[Cost::FaultFile] + touch_page(s, cpu, pfn);
     s.mem.page[pfn as usize].flags |= PTE_MAPPED | PTE_YOUNG | PTE_DIRTY | PG_DIRTY;
-    sched::charge(s, Some(t), Func::FilemapFault, ps);
+    s.stats.charge(Some(t), Func::FilemapFault, ps);
     Outcome::Busy {
         ps,
         irqs_off: false,
@@ -306,7 +307,7 @@ fn do_anonymous_page(
         cpu: cpu as u16,
     };
     let work = s.m.cost[Cost::FaultAnon] + s.m.cost[Cost::PageClear];
-    sched::charge(s, Some(t), Func::DoAnonymousPage, work);
+    s.stats.charge(Some(t), Func::DoAnonymousPage, work);
     let ps = alloc + work + super::lru::lru_cache_add(s, cpu, t, pfn);
     Outcome::Busy {
         ps,
@@ -359,7 +360,7 @@ pub fn readahead(s: &mut Sim, cpu: CpuId, t: TaskId, file: u32, index: u64, n: u
             flags: 0,
             cpu: cpu as u16,
         };
-        sched::charge(s, Some(t), Func::Readahead, per_page);
+        s.stats.charge(Some(t), Func::Readahead, per_page);
         ps += per_page + super::lru::lru_cache_add(s, cpu, t, pfn);
     }
     Outcome::Busy {

@@ -5,10 +5,11 @@
 use crate::arch::powerpc::{self, AfterPmdClear};
 use crate::arch::x86::FlushRange;
 use crate::engine::CpuMask;
+use crate::engine::{CpuId, TaskId};
 use crate::machine::{Arch, Cost};
 use crate::observe::Func;
-use crate::sched::{self, Outcome, Step};
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sched::{Outcome, Step};
+use crate::sim::Sim;
 use crate::smp::{self, CallFunc};
 
 /// 4 KiB pages per PMD (HPAGE_PMD_NR with 4 KiB pages; the model's page numbers are 4 KiB).
@@ -81,8 +82,8 @@ pub fn zap_huge_pmds(s: &mut Sim, t: TaskId, next: u64, end: u64) -> Outcome {
         // The IPI goes out from inside the clear; the rest of the zap follows the wait.
         steps.push(Step::SerializeAgainstPteLookup);
     }
-    sched::charge(s, Some(t), Func::ZapHugePmd, ps);
-    sched::charge(s, Some(t), Func::FlushPmdTlbRange, flush);
+    s.stats.charge(Some(t), Func::ZapHugePmd, ps);
+    s.stats.charge(Some(t), Func::FlushPmdTlbRange, flush);
     Outcome::Busy {
         ps: ps + flush,
         irqs_off: false,
@@ -103,7 +104,7 @@ pub fn tlb_remove_tables(s: &mut Sim, t: TaskId, n: u64) -> Outcome {
         }
         steps.push(Step::TlbRemoveTableSyncOne);
     }
-    sched::charge(s, Some(t), Func::FreePgtables, ps);
+    s.stats.charge(Some(t), Func::FreePgtables, ps);
     Outcome::Busy {
         ps,
         irqs_off: false,

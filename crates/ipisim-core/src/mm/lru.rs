@@ -4,10 +4,11 @@
 
 use std::collections::VecDeque;
 
+use crate::engine::{CpuId, TaskId};
 use crate::engine::{SpinLock, Time};
 use crate::machine::Cost;
 use crate::observe::Func;
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 
 /// An inactive and an active list. The front is the head (newest), the back the tail (reclaimed
 /// first).
@@ -116,6 +117,6 @@ pub fn lru_add_drain(s: &mut Sim, cpu: CpuId, t: TaskId) -> Time {
     }
     pv.clear();
     s.mem.pagevec[cpu] = pv;
-    crate::sched::charge(s, Some(t), Func::LruAdd, cost);
+    s.stats.charge(Some(t), Func::LruAdd, cost);
     cost
 }

@@ -10,12 +10,13 @@ use super::filemap::{
 use super::lru::{lock_lru, lru_add_drain, lru_cache_add};
 use super::page_alloc::{alloc_page_on_node, free_page};
 use super::rmap::{self, flush_tlb_page};
+use crate::engine::{CpuId, TaskId};
 use crate::engine::{Time, NEVER};
 use crate::machine::Cost;
 use crate::observe::check::{self, PageEvent, Site};
 use crate::observe::{Func, Vm};
 use crate::sched::{self, Outcome, Step};
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 
 /// NR_MAX_BATCHED_MIGRATION: HPAGE_PMD_NR, 512 pages on x86-64.
 pub const NR_MAX_BATCHED_MIGRATION: usize = 512;
@@ -88,7 +89,7 @@ pub fn migrate_pages(
         s.mem.page[p as usize].flags &= !(PG_LRU | PG_ACTIVE);
     }
     let isolate = lock_lru(s, cpu, from, &pages);
-    sched::charge(s, Some(t), Func::IsolateLruPages, isolate);
+    s.stats.charge(Some(t), Func::IsolateLruPages, isolate);
     ps += isolate;
     // pop() takes the lowest address first.
     pages.reverse();
@@ -130,7 +131,7 @@ pub fn unmap_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             p.flags |= PG_DIRTY;
         }
         let walk = s.m.cost[Cost::RmapWalk];
-        sched::charge(s, Some(t), Func::TryToMigrate, walk);
+        s.stats.charge(Some(t), Func::TryToMigrate, walk);
         ps += walk;
         // should_defer_flush(): only when another CPU may cache the translation.
         let defer =
@@ -174,9 +175,9 @@ pub fn move_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     for &(src, dst) in &batch {
         let info = s.mem.page[src as usize];
         let copy = s.m.cost[Cost::PageCopy] + touch_page(s, cpu, dst);
-        sched::charge(s, Some(t), Func::CopyPage, copy);
+        s.stats.charge(Some(t), Func::CopyPage, copy);
         let remap = s.m.cost[Cost::RmapWalk];
-        sched::charge(s, Some(t), Func::RemoveMigrationPtes, remap);
+        s.stats.charge(Some(t), Func::RemoveMigrationPtes, remap);
         s.mem.page[dst as usize] = PageInfo {
             flags: (info.flags & !(PTE_MIGRATION | PG_LRU | PG_ACTIVE)) | PTE_MAPPED,
             cpu: cpu as u16,
@@ -192,7 +193,7 @@ pub fn move_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             ..Default::default()
         };
         let free = free_page(s, cpu, src);
-        sched::charge(s, Some(t), Func::FreePage, free);
+        s.stats.charge(Some(t), Func::FreePage, free);
         ps += copy + remap + free + lru_cache_add(s, cpu, t, dst);
     }
     s.stats.vm(Vm::PgMigrateSuccess, batch.len() as u64);
@@ -209,14 +210,14 @@ pub fn move_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
 /// A page that could not be migrated goes back on its LRU list.
 fn putback(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32) {
     let cost = lru_cache_add(s, cpu, t, pfn);
-    sched::charge(s, Some(t), Func::PutbackLruPages, cost);
+    s.stats.charge(Some(t), Func::PutbackLruPages, cost);
 }
 
 /// migration_entry_wait(): a fault on a migration entry sleeps on the page lock until the
 /// migration restores the PTE; then the access is retried.
 pub fn migration_entry_wait(s: &mut Sim, t: TaskId, pfn: u32) -> Outcome {
     let fault = s.m.cost[Cost::FaultAnon];
-    sched::charge(s, Some(t), Func::MigrationEntryWait, fault);
+    s.stats.charge(Some(t), Func::MigrationEntryWait, fault);
     s.stats.vm(Vm::PgFault, 1);
     if s.mem.page[pfn as usize].flags & PTE_MIGRATION == 0 {
         return Outcome::Busy {

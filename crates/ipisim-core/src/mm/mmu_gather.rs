@@ -2,8 +2,9 @@
 //! and the pages to free, flushes the TLB once for all of them, and only then frees the pages.
 
 use crate::arch::x86::{FlushRange, TLB_FLUSH_ALL};
+use crate::engine::TaskId;
 use crate::sched::{Outcome, Step};
-use crate::sim::{Sim, TaskId};
+use crate::sim::Sim;
 
 /// Pages one gather holds before zap_pte_range must flush: MMU_GATHER_BUNDLE (8) plus
 /// MAX_GATHER_BATCH_COUNT (10000 / 510 = 19) batches of MAX_GATHER_BATCH (510) pointers.

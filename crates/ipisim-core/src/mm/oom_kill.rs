@@ -2,9 +2,10 @@
 //! __alloc_pages_may_oom() calls out_of_memory(), which kills the task with the largest footprint
 //! so that its exit frees memory, and the allocation is retried.
 
+use crate::engine::TaskId;
 use crate::engine::{Time, NEVER, PS_PER_S};
 use crate::sched::{Outcome, TaskState, KTHREAD};
-use crate::sim::{Sim, TaskId};
+use crate::sim::Sim;
 
 /// What select_bad_process() found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

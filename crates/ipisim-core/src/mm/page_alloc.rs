@@ -1,11 +1,12 @@
 //! Physical pages (mm/page_alloc.c): one zone per node with its free pages and watermarks, and
 //! the per-CPU page lists (pcp) that batch trips to the zone under zone->lock.
 
+use crate::engine::{CpuId, TaskId};
 use crate::engine::{SpinLock, Time};
 use crate::machine::Cost;
 use crate::observe::Func;
 use crate::sched::Step;
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 
 /// One node's memory as one zone (ZONE_NORMAL).
 #[derive(Debug)]
@@ -199,7 +200,7 @@ fn take_pcp(s: &mut Sim, cpu: CpuId, zone: usize) -> (u32, Time) {
 pub fn alloc_page(s: &mut Sim, cpu: CpuId, t: TaskId) -> Result<(u32, Time), NeedReclaim> {
     let zone = pick_zone(s, cpu, 0)?;
     let (pfn, cost) = take_pcp(s, cpu, zone);
-    crate::sched::charge(s, Some(t), Func::PageAlloc, cost);
+    s.stats.charge(Some(t), Func::PageAlloc, cost);
     Ok((pfn, cost))
 }
 
@@ -249,7 +250,7 @@ pub fn alloc_block(
     }
     s.mem.frames.used += 1 << order;
     let cost = zone_lock_wait(s, zone, cpu, hold) + hold;
-    crate::sched::charge(s, Some(t), Func::PageAlloc, cost);
+    s.stats.charge(Some(t), Func::PageAlloc, cost);
     Ok(cost)
 }
 
@@ -277,7 +278,7 @@ pub fn alloc_page_on_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize) -> Op
         return None;
     }
     let (pfn, cost) = take_pcp(s, cpu, node);
-    crate::sched::charge(s, Some(t), Func::PageAlloc, cost);
+    s.stats.charge(Some(t), Func::PageAlloc, cost);
     Some((pfn, cost))
 }
 

@@ -4,10 +4,11 @@
 //! a whole IPI round trip. Only the reclaim model's mappings (files and anonymous regions) have
 //! these locks, and faults do not take them yet (pte_offset_map_lock).
 
+use crate::engine::{CpuId, TaskId};
 use crate::engine::{HeldLock, Time, NEVER};
 use crate::observe::Func;
 use crate::sched::{self, Outcome, SpinOn, Step};
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 
 use super::PTRS_PER_PTE;
 
@@ -70,7 +71,7 @@ fn take(s: &mut Sim, cpu: CpuId, t: TaskId, id: u32, ps: &mut Time) -> bool {
         return false;
     };
     s.tasks[t].locks_held += 1;
-    sched::charge_lock(s, Some(t), Func::PageCheckAddress, moved);
+    s.stats.charge_lock(Some(t), Func::PageCheckAddress, moved);
     *ps += moved;
     true
 }

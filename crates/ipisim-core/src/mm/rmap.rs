@@ -4,12 +4,13 @@
 
 use super::filemap::{PG_DIRTY, PTE_DIRTY, PTE_MAPPED, PTE_YOUNG};
 use crate::arch::x86::FlushRange;
+use crate::engine::{CpuId, TaskId};
 use crate::engine::{CpuMask, Time};
 use crate::machine::Cost;
 use crate::observe::check::{self, PageEvent, Site, Violation};
 use crate::observe::{Func, Irq, Vm};
-use crate::sched::{self, Outcome, Step};
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sched::{Outcome, Step};
+use crate::sim::Sim;
 use crate::smp::{self, CallFunc, Cond};
 
 /// `kernel.reclaim_flush`: what try_to_unmap_one does about the TLB.
@@ -70,7 +71,7 @@ pub fn try_to_unmap_one(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, dirty: boo
     }
     p.flags &= !(PTE_MAPPED | PTE_YOUNG | PTE_DIRTY);
     let cost = s.m.cost[Cost::RmapWalk];
-    sched::charge(s, Some(t), Func::TryToUnmap, cost);
+    s.stats.charge(Some(t), Func::TryToUnmap, cost);
     if s.k.reclaim_flush == ReclaimFlush::None {
         check::record(s, cpu, pfn, PageEvent::UnmapNoFlush);
         return (cost, false);
@@ -189,7 +190,7 @@ pub fn flush_tlb_batch_pages(s: &mut Sim, cpu: CpuId, task: Option<TaskId>) -> T
         s.tlb[cpu].flush_asid(asid);
         ps += s.m.cost[Cost::Cr3Flush];
     }
-    sched::charge(s, task, Func::FlushTlbBatchPages, ps);
+    s.stats.charge(task, Func::FlushTlbBatchPages, ps);
     ps
 }
 
@@ -208,7 +209,7 @@ pub fn flush_tlb_pfns(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: Cpu
         }
     }
     let ps = s.m.cost[Cost::FlushTlbFunc] + n as Time * s.m.cost[Cost::Invlpg];
-    sched::charge(s, task, Func::FlushTlbBatchPages, ps);
+    s.stats.charge(task, Func::FlushTlbBatchPages, ps);
     ps
 }
 

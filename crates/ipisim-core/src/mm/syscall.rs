@@ -2,10 +2,11 @@
 //! mmu_gather, then one flush per gather (more if the gather fills).
 
 use super::{merge_vmas, split_at, NONE, PTRS_PER_PTE};
+use crate::engine::{CpuId, TaskId};
 use crate::machine::Cost;
 use crate::observe::Func;
 use crate::sched::{self, Outcome, Step};
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Syscall {
@@ -29,8 +30,9 @@ pub fn syscall(s: &mut Sim, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
         vma += s.m.cost[Cost::MunmapVma];
     }
     let entry = s.m.cost[Cost::Syscall] + vma;
-    sched::charge(s, Some(t), Func::Syscall, s.m.cost[Cost::Syscall]);
-    sched::charge(s, Some(t), Func::VmaOps, vma);
+    s.stats
+        .charge(Some(t), Func::Syscall, s.m.cost[Cost::Syscall]);
+    s.stats.charge(Some(t), Func::VmaOps, vma);
     s.tasks[t].gather.init(mm);
     // tlb_gather_mmu() -> inc_tlb_flush_pending(): other threads' tlb_finish_mmu() see it.
     s.mem.mms[mm].tlb_flush_pending += 1;
@@ -197,9 +199,9 @@ pub fn zap_step(s: &mut Sim, t: TaskId, from: u64, end: u64, reclaim_pt: bool) -
         vpn = pmd_end;
     }
     let ps = zapped * s.m.cost[Cost::PteZap];
-    sched::charge(s, Some(t), Func::ZapPteRange, ps);
+    s.stats.charge(Some(t), Func::ZapPteRange, ps);
     let pt = freed_tables * s.m.cost[Cost::PgtableFree];
-    sched::charge(s, Some(t), Func::FreePgtables, pt);
+    s.stats.charge(Some(t), Func::FreePgtables, pt);
     Outcome::Busy {
         ps: ps + pt,
         irqs_off: false,
@@ -256,7 +258,7 @@ pub fn free_pgtables(
         return Outcome::Next;
     }
     let ps = freed * s.m.cost[Cost::PgtableFree];
-    sched::charge(s, Some(t), Func::FreePgtables, ps);
+    s.stats.charge(Some(t), Func::FreePgtables, ps);
     Outcome::Busy {
         ps,
         irqs_off: false,
@@ -282,7 +284,7 @@ pub fn protect_step(s: &mut Sim, t: TaskId, from: u64, end: u64) -> Outcome {
         }
     }
     let ps = changed * s.m.cost[Cost::PteProtect];
-    sched::charge(s, Some(t), Func::ChangePteRange, ps);
+    s.stats.charge(Some(t), Func::ChangePteRange, ps);
     Outcome::Busy {
         ps,
         irqs_off: false,

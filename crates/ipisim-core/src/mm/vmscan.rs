@@ -10,11 +10,12 @@ use super::page_alloc::{free_page, zonelist, WMARK_HIGH};
 use super::rmap::{self, TlbUbc};
 use super::{ptl, NONE, SWAPPED};
 use crate::engine::Time;
+use crate::engine::{CpuId, TaskId};
 use crate::machine::Cost;
 use crate::observe::check::{self, PageEvent, Site};
 use crate::observe::{Func, Trace, Vm};
 use crate::sched::{self, Outcome, Step};
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 
 /// Pages isolated per shrink pass.
 pub const SWAP_CLUSTER_MAX: usize = 32;
@@ -297,7 +298,7 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
             ]);
         }
     }
-    sched::charge(s, Some(t), Func::IsolateLruPages, ps);
+    s.stats.charge(Some(t), Func::IsolateLruPages, ps);
     // spin_lock_irq(&zone->lru_lock): interrupts wait while we spin for it and hold it.
     Outcome::Busy {
         ps: drain + ps,
@@ -422,7 +423,7 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             // page_check_references(): "Activate file-backed executable pages after first usage".
             s.mem.page[pfn as usize].flags &= !PG_REFERENCED;
             ps += walk;
-            sched::charge(s, Some(t), Func::PageReferenced, walk);
+            s.stats.charge(Some(t), Func::PageReferenced, walk);
             s.tasks[t].reclaim.activate.push(pfn);
             continue;
         }
@@ -432,7 +433,7 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         let referenced_ptes = mapped && flags & PTE_YOUNG != 0;
         if mapped {
             ps += walk;
-            sched::charge(s, Some(t), Func::PageReferenced, walk);
+            s.stats.charge(Some(t), Func::PageReferenced, walk);
         }
         let referenced_page = flags & PG_REFERENCED != 0;
         let swapbacked = flags & PG_SWAPBACKED != 0;
@@ -469,7 +470,7 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         if swapbacked && flags & PG_SWAPCACHE == 0 {
             // add_to_swap(): a swap slot and a place in the swap cache; dirty until written.
             let add = s.m.cost[Cost::PagecacheInsert];
-            sched::charge(s, Some(t), Func::AddToSwap, add);
+            s.stats.charge(Some(t), Func::AddToSwap, add);
             ps += add;
             s.mem.page[pfn as usize].flags |= PG_DIRTY | PG_SWAPCACHE;
         }
@@ -541,7 +542,7 @@ fn remove_mapping(s: &mut Sim, t: TaskId, pfn: u32, delete: Time) -> Time {
     let f = &mut s.mem.files[info.file as usize];
     // An anonymous page leaves the swap cache; its PTE would now hold the swap entry.
     f.pages[info.index as usize] = if f.anon { SWAPPED } else { NONE };
-    sched::charge(s, Some(t), Func::RemoveMapping, delete);
+    s.stats.charge(Some(t), Func::RemoveMapping, delete);
     s.tasks[t].reclaim.free.push(pfn);
     delete
 }
@@ -572,7 +573,7 @@ pub fn pageout(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32) -> Outcome {
     if !bio {
         ps += s.m.cost[Cost::PageCopy];
     }
-    sched::charge(s, Some(t), Func::Pageout, ps);
+    s.stats.charge(Some(t), Func::Pageout, ps);
     if !bio {
         ps += remove_mapping(s, t, pfn, s.m.cost[Cost::PagecacheDelete]);
     }
@@ -602,7 +603,7 @@ pub fn shrink_finish(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         };
         ps += free_page(s, cpu, pfn);
     }
-    sched::charge(s, Some(t), Func::FreePage, ps);
+    s.stats.charge(Some(t), Func::FreePage, ps);
     let steal = if is_kswapd(s, t) {
         Vm::PgStealKswapd
     } else {
@@ -632,7 +633,7 @@ pub fn shrink_finish(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     }
     s.stats.vm(Vm::PgActivate, activate.len() as u64);
     let putback = lock_lru(s, cpu, node, &keep) + lock_lru(s, cpu, node, &activate);
-    sched::charge(s, Some(t), Func::PutbackLruPages, putback);
+    s.stats.charge(Some(t), Func::PutbackLruPages, putback);
     ps += putback;
     // Hand the vectors back so the next pass reuses their capacity.
     let r = &mut s.tasks[t].reclaim;

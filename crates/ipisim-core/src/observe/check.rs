@@ -5,8 +5,9 @@
 //! A ring of recent page events gives each violation its history.
 
 use crate::config::{Kind as ParamKind, Param};
+use crate::engine::CpuId;
 use crate::engine::{secs, Time};
-use crate::sim::{CpuId, Sim};
+use crate::sim::Sim;
 use serde_json::{json, Value};
 
 pub const PARAMS: &[Param] = &[Param {

@@ -10,7 +10,7 @@ pub use func::Func;
 pub use result::{to_json, RunOutput};
 pub use tracelog::TraceLog;
 
-use crate::engine::Time;
+use crate::engine::{TaskId, Time};
 
 macro_rules! named_enum {
     ($(#[$m:meta])* $name:ident { $($variant:ident = $text:literal,)* }) => {
@@ -94,6 +94,13 @@ pub struct TaskTimes {
     pub system: Time,
 }
 
+/// One task's CPU time: its totals and, by kernel function, what `perf report --comm` shows.
+#[derive(Debug, Clone)]
+pub struct TaskAccount {
+    pub times: TaskTimes,
+    pub profile: Box<[Time; Func::ALL.len()]>,
+}
+
 #[derive(Debug, Clone)]
 pub struct Stats {
     pub vm: [u64; Vm::ALL.len()],
@@ -106,6 +113,8 @@ pub struct Stats {
     pub lock_callers: [Time; Func::ALL.len()],
     /// Idle time per CPU.
     pub idle: Vec<Time>,
+    /// CPU time of each task, by task id.
+    pub tasks: Vec<TaskAccount>,
     /// Simulated IPIs actually sent (APIC writes), all vectors.
     pub ipis_sent: u64,
     /// Call-function interrupts taken.
@@ -140,6 +149,7 @@ impl Stats {
             profile: [0; Func::ALL.len()],
             lock_callers: [0; Func::ALL.len()],
             idle: vec![0; ncpus],
+            tasks: Vec::new(),
             ipis_sent: 0,
             ipis_received: 0,
             tlbies: 0,
@@ -185,14 +195,44 @@ impl Stats {
         n
     }
 
-    pub fn charge(&mut self, f: Func, t: Time) {
-        self.profile[f as usize] += t;
+    /// Start accounting a new task (its id is the number of tasks before it).
+    pub fn add_task(&mut self) {
+        let profile = Box::new([0; Func::ALL.len()]);
+        let times = TaskTimes::default();
+        self.tasks.push(TaskAccount { times, profile });
     }
 
-    /// `_raw_spin_lock` time spent for `caller`.
-    pub fn charge_lock(&mut self, caller: Func, t: Time) {
-        self.profile[Func::RawSpinLock as usize] += t;
-        self.lock_callers[caller as usize] += t;
+    /// CPU time spent in `f`, by `task` if a task was current (else by the idle task).
+    pub fn charge(&mut self, task: Option<TaskId>, f: Func, ps: Time) {
+        self.profile[f as usize] += ps;
+        self.charge_task(task, f, ps);
+    }
+
+    /// Spinning on a lock for `caller`: `_raw_spin_lock` time, with its caller kept for the
+    /// profile (perf's call-graph children).
+    pub fn charge_lock(&mut self, task: Option<TaskId>, caller: Func, ps: Time) {
+        self.profile[Func::RawSpinLock as usize] += ps;
+        self.lock_callers[caller as usize] += ps;
+        self.charge_task(task, Func::RawSpinLock, ps);
+    }
+
+    /// Guest-mode time: the vCPU thread's user time, but in no profile. perf on the host samples
+    /// no guest cycles (exclude_guest is its default outside `perf kvm`; POWER9's
+    /// kvmhv_p9_guest_entry also saves the host PMU before entering the guest).
+    pub fn charge_guest(&mut self, t: TaskId, ps: Time) {
+        self.tasks[t].times.user += ps;
+    }
+
+    fn charge_task(&mut self, task: Option<TaskId>, f: Func, ps: Time) {
+        if let Some(t) = task {
+            let a = &mut self.tasks[t];
+            a.profile[f as usize] += ps;
+            if f == Func::User {
+                a.times.user += ps;
+            } else {
+                a.times.system += ps;
+            }
+        }
     }
 }
 

@@ -18,9 +18,12 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
     let (user, system) = s
         .tasks
         .iter()
+        .zip(&st.tasks)
         // As `time` reports the benchmark's processes: kernel threads (kswapd) are not counted.
-        .filter(|t| t.mm != crate::sched::KTHREAD)
-        .fold((0, 0), |(u, y), t| (u + t.times.user, y + t.times.system));
+        .filter(|(t, _)| t.mm != crate::sched::KTHREAD)
+        .fold((0, 0), |(u, y), (_, a)| {
+            (u + a.times.user, y + a.times.system)
+        });
 
     let mut interrupts = Map::new();
     for &row in Irq::ALL {
@@ -64,7 +67,7 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
     // task's, "swapper" (interrupts taken on idle CPUs).
     let mut comms: Vec<(&str, [Time; Func::ALL.len()])> = Vec::new();
     let mut swapper = st.profile;
-    for t in &s.tasks {
+    for (t, a) in s.tasks.iter().zip(&st.tasks) {
         let i = match comms.iter().position(|(c, _)| *c == t.comm) {
             Some(i) => i,
             None => {
@@ -72,7 +75,7 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
                 comms.len() - 1
             }
         };
-        for (f, &ps) in t.profile.iter().enumerate() {
+        for (f, &ps) in a.profile.iter().enumerate() {
             comms[i].1[f] += ps;
             swapper[f] -= ps;
         }

@@ -2,8 +2,9 @@
 //! one flow per IPI from sender to handler, and the `tlb:tlb_flush` / `ipi:*` tracepoints. It
 //! writes Chrome trace-event JSON (loads in Perfetto) and ftrace text in the kernel's formats.
 
+use crate::engine::CpuId;
 use crate::engine::{CpuMask, Time, PS_PER_S, PS_PER_US};
-use crate::sim::{CpuId, Sim};
+use crate::sim::Sim;
 use serde_json::{json, Value};
 
 /// Stop recording after this many records, so a long window cannot exhaust memory.

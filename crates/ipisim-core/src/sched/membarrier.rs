@@ -2,17 +2,18 @@
 //! an IPI that runs ipi_mb() on every other CPU whose rq->curr is a thread of the caller's mm,
 //! sent with smp_call_function_many(wait=1), so the caller waits for every target's handler.
 
-use super::{charge, Mode, Outcome, Step, TaskState};
+use super::{Mode, Outcome, Step, TaskState};
 use crate::engine::CpuMask;
+use crate::engine::{CpuId, TaskId};
 use crate::machine::Cost;
 use crate::observe::Func;
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 use crate::smp::{self, CallFunc};
 
 /// sys_membarrier() entry: the syscall, then membarrier_private_expedited() below.
 pub fn sys_membarrier(s: &mut Sim, t: TaskId) -> Outcome {
     let ps = s.m.cost[Cost::Syscall] + s.m.cost[Cost::Membarrier];
-    charge(s, Some(t), Func::Syscall, ps);
+    s.stats.charge(Some(t), Func::Syscall, ps);
     s.tasks[t].steps.push(Step::MembarrierIpis);
     Outcome::Busy {
         ps,
@@ -35,7 +36,7 @@ pub fn membarrier_private_expedited(s: &mut Sim, t: TaskId) -> Outcome {
     // smp_mb(), zalloc_cpumask_var(), cpus_read_lock(), rcu_read_lock(), then the scan below
     // and the smp_mb() after the IPIs: one measured cost.
     let own = s.m.cost[Cost::MembarrierMask];
-    charge(s, Some(t), Func::Membarrier, own);
+    s.stats.charge(Some(t), Func::Membarrier, own);
     s.tasks[t].steps.push(Step::MembarrierIpiMb);
     Outcome::Busy {
         ps: own,

@@ -11,10 +11,11 @@ mod step;
 pub use step::{exec, Outcome, SpinOn, Step};
 
 use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::engine::{CpuId, TaskId};
 use crate::engine::{Rng, Time, NEVER};
 use crate::machine::{Cost, Idle};
-use crate::observe::{Func, Irq, TaskTimes};
-use crate::sim::{CpuId, Event, Sim, TaskId};
+use crate::observe::{Func, Irq};
+use crate::sim::{Event, Sim};
 
 pub const PARAMS: &[Param] = &[
     Param { key: "sched.jitter", kind: Kind::Float { min: 0.0, max: 1.0 }, unit: "", default: "0", doc: "stretch every busy step by a seeded random fraction up to this (timing noise for `ipisim check`); 0: none" },
@@ -132,7 +133,6 @@ pub struct Task {
     pub cpu: CpuId,
     pub state: TaskState,
     pub steps: Vec<Step>,
-    pub times: TaskTimes,
     /// The task's mmu_gather (the kernel keeps it on the stack of the syscall).
     pub gather: crate::mm::MmuGather,
     /// Page reclaim state, including the batched-flush tlb_ubc.
@@ -141,8 +141,6 @@ pub struct Task {
     pub migrate: crate::mm::migrate::Migration,
     /// The command name traces show.
     pub comm: String,
-    /// Simulated CPU time by kernel function while this task was current (`perf report --comm`).
-    pub profile: Box<[Time; Func::ALL.len()]>,
     /// Pages the task's own code keeps using while it reads file pages (its text and stack):
     /// (first page, count). A full TLB flush makes them miss again.
     pub working_set: (u64, u32),
@@ -180,17 +178,16 @@ pub fn spawn_at(s: &mut Sim, mm: usize, cpu: CpuId, at: Time) -> TaskId {
         s.perturb.placement[cpu]
     };
     let t = s.tasks.len();
+    s.stats.add_task();
     s.tasks.push(Task {
         mm,
         cpu,
         state: TaskState::Sleeping,
         steps: Vec::with_capacity(16),
-        times: TaskTimes::default(),
         gather: crate::mm::MmuGather::default(),
         reclaim: Default::default(),
         migrate: Default::default(),
         comm: "task".into(),
-        profile: Box::new([0; Func::ALL.len()]),
         working_set: (0, 0),
         locks_held: 0,
         rss: 0,
@@ -203,36 +200,6 @@ pub fn spawn_at(s: &mut Sim, mm: usize, cpu: CpuId, at: Time) -> TaskId {
         s.q.schedule(at, Event::Wake { task: t as u32 });
     }
     t
-}
-
-/// Time charged to a task (user or system) and to a function in the profile.
-pub fn charge(s: &mut Sim, task: Option<TaskId>, f: Func, ps: Time) {
-    s.stats.charge(f, ps);
-    charge_task(s, task, f, ps);
-}
-
-/// Guest-mode time: the vCPU thread's user time, but in no profile. perf on the host samples no
-/// guest cycles (exclude_guest is its default outside `perf kvm`; POWER9's kvmhv_p9_guest_entry
-/// also saves the host PMU before entering the guest).
-pub fn charge_guest(s: &mut Sim, t: TaskId, ps: Time) {
-    s.tasks[t].times.user += ps;
-}
-
-/// Spinning on a lock for `caller`: `_raw_spin_lock` time, with its caller kept for the profile.
-pub fn charge_lock(s: &mut Sim, task: Option<TaskId>, caller: Func, ps: Time) {
-    s.stats.charge_lock(caller, ps);
-    charge_task(s, task, Func::RawSpinLock, ps);
-}
-
-fn charge_task(s: &mut Sim, task: Option<TaskId>, f: Func, ps: Time) {
-    if let Some(t) = task {
-        s.tasks[t].profile[f as usize] += ps;
-        if f == Func::User {
-            s.tasks[t].times.user += ps;
-        } else {
-            s.tasks[t].times.system += ps;
-        }
-    }
 }
 
 /// When the spin's condition comes true, if that is already known (None: it waits for events).
@@ -288,8 +255,8 @@ fn spin(s: &mut Sim, cpu: CpuId, on: SpinOn) -> bool {
 fn charge_spin(s: &mut Sim, cpu: CpuId, on: SpinOn, dt: Time) {
     let task = s.cpus[cpu].task;
     match on {
-        SpinOn::Ptl => charge_lock(s, task, Func::PageCheckAddress, dt),
-        _ => charge(s, task, spin_func(s, on), dt),
+        SpinOn::Ptl => s.stats.charge_lock(task, Func::PageCheckAddress, dt),
+        _ => s.stats.charge(task, spin_func(s, on), dt),
     }
 }
 
@@ -394,7 +361,8 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
                 if until != NEVER {
                     s.q.schedule(until, Event::Wake { task: t as u32 });
                 }
-                charge(s, Some(t), Func::Schedule, s.m.cost[Cost::ContextSwitch]);
+                s.stats
+                    .charge(Some(t), Func::Schedule, s.m.cost[Cost::ContextSwitch]);
                 switch_out(s, cpu);
                 return;
             }
@@ -457,8 +425,8 @@ fn switch_in(s: &mut Sim, cpu: CpuId) {
         crate::arch::x86::switch_mm_irqs_off(s, cpu, Some(mm))
     };
     let cs = s.m.cost[Cost::ContextSwitch];
-    charge(s, Some(t), Func::Schedule, cs);
-    charge(s, Some(t), Func::SwitchMm, switch_mm);
+    s.stats.charge(Some(t), Func::Schedule, cs);
+    s.stats.charge(Some(t), Func::SwitchMm, switch_mm);
     if let Some(tr) = s.trace.as_mut() {
         tr.step_begin(cpu, Func::Schedule.name(), s.q.now());
     }
@@ -659,8 +627,9 @@ fn irq_enter(s: &mut Sim, cpu: CpuId, how: Entry) {
     c.irq_end = NEVER;
     c.irq_pending = false;
     let task = handler_task(s, cpu);
-    charge(s, task, Func::CallFunctionInterrupt, entry + exit);
-    charge(s, task, Func::GuestExit, guest_exit);
+    s.stats
+        .charge(task, Func::CallFunctionInterrupt, entry + exit);
+    s.stats.charge(task, Func::GuestExit, guest_exit);
     s.stats.idle[cpu] += wake;
     // The guest exit comes before the handler, the re-entry after it.
     let leave_guest = guest_exit / 2;

@@ -3,9 +3,10 @@
 
 use crate::arch::x86::{self, FlushRange};
 use crate::engine::Time;
+use crate::engine::{CpuId, TaskId};
 use crate::mm::{self, Syscall};
 use crate::observe::Func;
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 use crate::smp::{self, CallFunc};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -198,13 +199,13 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::User if s.tasks[t].mm == super::KTHREAD => mm::vmscan::kthread(s, t),
         Step::User => crate::workload::next_op(s, cpu, t),
         Step::Work { func, ps, irqs_off } => {
-            super::charge(s, Some(t), func, ps);
+            s.stats.charge(Some(t), func, ps);
             Outcome::Busy { ps, irqs_off }
         }
         Step::Syscall(sc) => mm::syscall(s, cpu, t, sc),
         Step::Touch { vpn, n, write } => mm::touch(s, cpu, t, vpn, n, write),
         Step::Guest { ps } => {
-            super::charge_guest(s, t, ps);
+            s.stats.charge_guest(t, ps);
             Outcome::Busy {
                 ps,
                 irqs_off: false,

@@ -2,11 +2,12 @@
 //! the IPIs that announce queued work, and the handler pass that runs it. Before 3.9 a call to
 //! several CPUs went through one global queue instead (`global_cfd`).
 
+use crate::engine::{CpuId, TaskId};
 use crate::engine::{CpuMask, SpinLock, Time};
 use crate::machine::{Apic, Arch, Cost};
 use crate::observe::{Func, Trace};
 use crate::sched::{self, Outcome, Step};
-use crate::sim::{CpuId, Event, Sim, TaskId};
+use crate::sim::{Event, Sim};
 
 /// How smp_call_function_many queues work (one module per mechanism: the variants live here).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -389,7 +390,8 @@ fn queue_loop(s: &mut Sim, cpu: CpuId, task: TaskId, mut st: Sending) -> Outcome
             // Something happens before this target's turn (its handler may take the lock).
             s.smp.sending[cpu] = Some(st);
             s.tasks[task].steps.push(Step::QueueCsds);
-            sched::charge(s, Some(task), scf_func(s), setup - queue_lock_wait);
+            s.stats
+                .charge(Some(task), scf_func(s), setup - queue_lock_wait);
             return Outcome::Busy {
                 ps: setup,
                 irqs_off: false,
@@ -422,7 +424,7 @@ fn queue_loop(s: &mut Sim, cpu: CpuId, task: TaskId, mut st: Sending) -> Outcome
             let m = &s.m;
             let wait =
                 s.smp.queue_lock[t].acquire(now + setup, cpu, add, |a, b| m.line_transfer(a, b));
-            sched::charge(s, Some(task), Func::RawSpinLockIrqsave, wait);
+            s.stats.charge(Some(task), Func::RawSpinLockIrqsave, wait);
             setup += wait;
             queue_lock_wait += wait;
         }
@@ -461,8 +463,9 @@ fn queue_loop(s: &mut Sim, cpu: CpuId, task: TaskId, mut st: Sending) -> Outcome
         s.tasks[task].steps.push(Step::LocalCall(st.func));
     }
     // The ICR writes follow the queueing with nothing in between: one busy period for both.
-    sched::charge(s, Some(task), scf_func(s), setup - queue_lock_wait);
-    sched::charge(s, Some(task), send_ipi_func(s), send);
+    s.stats
+        .charge(Some(task), scf_func(s), setup - queue_lock_wait);
+    s.stats.charge(Some(task), send_ipi_func(s), send);
     Outcome::Busy {
         ps: setup + send,
         irqs_off: false,
@@ -516,9 +519,9 @@ fn global_cfd_call(
     }
     // arch_send_call_function_ipi_mask(): every target, whatever else is queued.
     let send = send_ipi_mask(s, cpu, targets, now + setup, "smp_call_function_many");
-    sched::charge(s, Some(task), Func::RawSpinLockIrqsave, spin);
-    sched::charge(s, Some(task), scf_func(s), setup - spin);
-    sched::charge(s, Some(task), send_ipi_func(s), send);
+    s.stats.charge(Some(task), Func::RawSpinLockIrqsave, spin);
+    s.stats.charge(Some(task), scf_func(s), setup - spin);
+    s.stats.charge(Some(task), send_ipi_func(s), send);
     Outcome::Busy {
         ps: setup + send,
         irqs_off: false,
@@ -535,7 +538,8 @@ fn walk_one(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, mut t: Time, i: usize
     // list_for_each_entry_rcu + cpumask_test_cpu: a shared read of the entry's line.
     let read = s.m.line_transfer(cfd.line.holder(), cpu);
     let (mine, func) = (cfd.cpumask.test(cpu), cfd.func);
-    sched::charge(s, task, Func::GenericSmpCallFunctionInterrupt, read);
+    s.stats
+        .charge(task, Func::GenericSmpCallFunctionInterrupt, read);
     t += read;
     if !mine {
         return t;
@@ -553,7 +557,8 @@ fn walk_one(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, mut t: Time, i: usize
     cfd.cpumask.clear(cpu);
     cfd.refs -= 1;
     if cfd.refs > 0 {
-        sched::charge(s, task, Func::GenericSmpCallFunctionInterrupt, walk);
+        s.stats
+            .charge(task, Func::GenericSmpCallFunctionInterrupt, walk);
         return t;
     }
     // The last one: list_del_rcu under call_function.lock, then csd_unlock.
@@ -579,8 +584,10 @@ fn walk_one(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, mut t: Time, i: usize
         p.walk.clear(sender);
     }
     csd_unlock(s, sender, cpu, GLOBAL_CFD, waited, t);
-    sched::charge(s, task, Func::GenericSmpCallFunctionInterrupt, walk);
-    sched::charge_lock(s, task, Func::GenericSmpCallFunctionInterrupt, spin);
+    s.stats
+        .charge(task, Func::GenericSmpCallFunctionInterrupt, walk);
+    s.stats
+        .charge_lock(task, Func::GenericSmpCallFunctionInterrupt, spin);
     t
 }
 
@@ -640,8 +647,10 @@ pub fn begin_pass(
             .sum();
         let m = &s.m;
         let wait = s.smp.queue_lock[cpu].acquire(t, cpu, hold, |a, b| m.line_transfer(a, b));
-        sched::charge_lock(s, task, Func::GenericSmpCallFunctionSingleInterrupt, wait);
-        sched::charge(s, task, Func::GenericSmpCallFunctionSingleInterrupt, hold);
+        s.stats
+            .charge_lock(task, Func::GenericSmpCallFunctionSingleInterrupt, wait);
+        s.stats
+            .charge(task, Func::GenericSmpCallFunctionSingleInterrupt, hold);
         t += wait + hold;
     }
     let p = &mut s.smp.pass[cpu];
@@ -684,7 +693,7 @@ pub fn continue_pass(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, stop: bool) 
             true => 0,
             false => s.m.line_transfer(csd.sender as usize, cpu),
         };
-        sched::charge(s, task, handler, read);
+        s.stats.charge(task, handler, read);
         t += read + run_func(s, cpu, task, csd.sender as usize, csd.func);
         csd_unlock(s, csd.sender as usize, cpu, cpu as u32, csd.wait, t);
     }
@@ -700,7 +709,8 @@ pub fn continue_pass(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, stop: bool) 
             // call_function.queue, whose line is the lock's: the last sender to add or the last
             // target to unlink wrote it. It sees the entries there now (new ones go at the head).
             let read = s.m.line_transfer(s.smp.global.lock.holder(), cpu);
-            sched::charge(s, task, Func::GenericSmpCallFunctionInterrupt, read);
+            s.stats
+                .charge(task, Func::GenericSmpCallFunctionInterrupt, read);
             t += read;
             let mut walk = CpuMask::new();
             s.smp

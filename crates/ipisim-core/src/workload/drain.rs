@@ -6,10 +6,11 @@
 use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::engine::{secs, Time};
+use crate::engine::{CpuId, TaskId};
 use crate::machine::Machine;
 use crate::mm::drain::cpus_with_pcps;
 use crate::sched::{self, Outcome, SpinOn, Step};
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 
 const OTHERS: &[&str] = &["idle", "busy"];
 

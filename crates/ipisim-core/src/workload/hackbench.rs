@@ -25,6 +25,7 @@ use std::collections::VecDeque;
 use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::engine::{secs, Time, NEVER};
+use crate::engine::{CpuId, TaskId};
 use crate::machine::{Cost, Machine};
 use crate::mm::filemap::{PageInfo, PG_EXEC, PG_REFERENCED};
 use crate::mm::page_alloc::{
@@ -34,7 +35,7 @@ use crate::mm::slub::SlabCache;
 use crate::mm::NONE;
 use crate::observe::{latency_json, Func, Irq, Vm};
 use crate::sched::{self, Outcome, KTHREAD};
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 
 const IPC: &[&str] = &["sockets", "pipes"];
 
@@ -422,7 +423,7 @@ fn parent(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     s.tasks[c].rss = state(s).owned[c] as u64;
     sched::wake(s, c);
     let ps = s.m.cost[Cost::ThreadCreate];
-    sched::charge(s, Some(t), Func::Syscall, ps);
+    s.stats.charge(Some(t), Func::Syscall, ps);
     Outcome::Busy {
         ps,
         irqs_off: false,
@@ -479,7 +480,7 @@ fn read_text(s: &mut Sim, cpu: CpuId, t: TaskId) -> Option<Outcome> {
     };
     let read = s.m.cost[Cost::FaultFile] + s.m.cost[Cost::PageClear];
     let read = read + s.m.cost[Cost::PagecacheInsert];
-    sched::charge(s, Some(t), Func::FilemapFault, read);
+    s.stats.charge(Some(t), Func::FilemapFault, read);
     let ps = alloc + read + crate::mm::lru::lru_cache_add(s, cpu, t, pfn);
     Some(Outcome::Busy {
         ps,
@@ -541,7 +542,7 @@ fn sender(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             read: 0,
         });
     }
-    sched::charge(s, Some(t), Func::Syscall, syscall);
+    s.stats.charge(Some(t), Func::Syscall, syscall);
     let w = state(s);
     w.sent[t] += 1;
     w.ops[t] += 1;
@@ -572,10 +573,10 @@ fn receiver(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     if b.read == b.written {
         w.queue[rid].pop_front();
     }
-    sched::charge(s, Some(t), Func::Syscall, syscall);
+    s.stats.charge(Some(t), Func::Syscall, syscall);
     if b.read == b.written {
         let free = free_buf(s, cpu, b);
-        sched::charge(s, Some(t), Func::FreePage, free);
+        s.stats.charge(Some(t), Func::FreePage, free);
         ps += free;
     }
     wake_writers(s, rid);
@@ -718,7 +719,7 @@ fn do_exit(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             wake(s, w as usize);
         }
     }
-    sched::charge(s, Some(t), Func::FreePage, ps);
+    s.stats.charge(Some(t), Func::FreePage, ps);
     if before_go {
         release_if_ready(s);
     }

@@ -7,11 +7,12 @@
 
 use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::engine::{CpuId, TaskId};
 use crate::engine::{CpuMask, Time};
 use crate::machine::Machine;
 use crate::observe::Irq;
 use crate::sched::Outcome;
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 use crate::smp::{self, CallFunc};
 
 pub const DECL: ScenarioDecl = ScenarioDecl {

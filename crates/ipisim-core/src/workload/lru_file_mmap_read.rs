@@ -6,10 +6,11 @@
 use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::engine::{secs, Time};
+use crate::engine::{CpuId, TaskId};
 use crate::machine::{Cost, Machine};
 use crate::mm::Backing;
 use crate::sched::{self, Outcome, Step};
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 
 pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "vm-scalability/lru-file-mmap-read",

@@ -7,10 +7,11 @@
 use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::engine::Time;
+use crate::engine::{CpuId, TaskId};
 use crate::machine::Machine;
 use crate::observe::Irq;
 use crate::sched::{Outcome, Step};
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 
 const REMOTE: &[&str] = &["busy", "sleeping", "none"];
 

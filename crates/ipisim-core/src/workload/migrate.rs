@@ -6,11 +6,12 @@
 use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::engine::Time;
+use crate::engine::{CpuId, TaskId};
 use crate::machine::{Cost, Machine};
 use crate::mm::filemap::access_page;
 use crate::observe::{Func, Irq, Vm};
 use crate::sched::{self, Outcome, Step};
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 
 pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "migrate",
@@ -238,7 +239,7 @@ pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             }
         }
     }
-    sched::charge(s, Some(t), Func::User, user);
+    s.stats.charge(Some(t), Func::User, user);
     Outcome::Busy {
         ps: user,
         irqs_off: false,
@@ -277,7 +278,7 @@ fn migratepages(s: &mut Sim, t: TaskId) -> Outcome {
     w.pass += 1;
     let mm = w.mm as u32;
     let sys = s.m.cost[Cost::Syscall];
-    sched::charge(s, Some(t), Func::Syscall, sys);
+    s.stats.charge(Some(t), Func::Syscall, sys);
     s.tasks[t].steps.push(Step::MigratePages { mm, from, to });
     Outcome::Busy {
         ps: sys,

@@ -15,9 +15,10 @@ mod will_it_scale;
 
 use crate::config::{ConfigError, Param, Resolved};
 use crate::engine::Time;
+use crate::engine::{CpuId, TaskId};
 use crate::machine::Machine;
 use crate::sched::Outcome;
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 
 /// A scenario as `ipisim list` and `describe` show it.
 #[derive(Debug)]

@@ -6,12 +6,13 @@
 
 use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::engine::{CpuId, TaskId};
 use crate::engine::{Time, NEVER};
 use crate::machine::{Cost, Machine};
 use crate::mm::huge_memory;
 use crate::observe::{Func, Irq};
 use crate::sched::{Outcome, Step};
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 
 pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "qemu-guest-ram-unplug",
@@ -169,7 +170,7 @@ pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
     // munmap(): syscall entry and the VMA work, then unmap_region() under one mmu_gather.
     huge_memory::unmap_huge_region(s, t, 0, pmds);
     let ps = s.m.cost[Cost::Syscall] + s.m.cost[Cost::VmaOp] + s.m.cost[Cost::MunmapVma];
-    crate::sched::charge(s, Some(t), Func::Syscall, ps);
+    s.stats.charge(Some(t), Func::Syscall, ps);
     Outcome::Busy {
         ps,
         irqs_off: false,

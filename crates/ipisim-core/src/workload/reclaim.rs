@@ -9,9 +9,10 @@
 use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::engine::NEVER;
+use crate::engine::{CpuId, TaskId};
 use crate::machine::Machine;
 use crate::sched::{self, Outcome, Step};
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 
 const REMOTE: &[&str] = &["busy", "sleeping"];
 const ACCESS: &[&str] = &["read", "write"];

@@ -6,11 +6,12 @@
 use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::engine::Time;
+use crate::engine::{CpuId, TaskId};
 use crate::machine::Machine;
 use crate::mm::{Backing, Syscall};
 use crate::observe::Irq;
 use crate::sched::{Outcome, Step};
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 
 const OPS: &[&str] = &["madvise", "munmap", "mprotect"];
 const REMOTE: &[&str] = &["busy", "sleeping", "none"];

@@ -5,10 +5,11 @@
 use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::engine::{secs, Time};
+use crate::engine::{CpuId, TaskId};
 use crate::machine::Machine;
 use crate::observe::Vm;
 use crate::sched::{self, Outcome, Step};
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 
 pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "swapout",

@@ -6,12 +6,13 @@
 use super::{ScenarioDecl, ScenarioKind};
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::engine::{secs, Time};
+use crate::engine::{CpuId, TaskId};
 use crate::machine::Cost;
 use crate::machine::Machine;
 use crate::mm::{Backing, Syscall};
 use crate::observe::Func;
 use crate::sched::{self, Outcome, Step};
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 
 const MODES: &[&str] = &["thread", "process"];
 

@@ -2,8 +2,9 @@
 //! `tlbie` instructions, not IPIs, and mm_cpumask only grows until the mm exits. Clearing a huge
 //! PMD used to serialize against lockless page-table walkers with an IPI (seed 002).
 
+use crate::engine::{CpuId, TaskId};
 use crate::sched::Outcome;
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sim::Sim;
 use crate::smp::{self, CallFunc};
 
 /// What radix__pmdp_huge_get_and_clear(_full) does besides clearing the PMD.

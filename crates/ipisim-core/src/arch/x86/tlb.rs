@@ -3,12 +3,13 @@
 
 use super::{FlushInfo, FlushRange, LazyTlb, MmCpumask, INIT_MM_CTX_ID, TLB_FLUSH_ALL};
 use crate::arch::tlb::NR_ASID_SLOTS;
+use crate::engine::{CpuId, TaskId};
 use crate::engine::{Time, PS_PER_S};
 use crate::machine::{Arch, Cost};
 use crate::observe::tracelog::tlb_flush;
 use crate::observe::{Func, Irq, Vm};
-use crate::sched::{self, Outcome, Step};
-use crate::sim::{CpuId, Sim, TaskId};
+use crate::sched::{Outcome, Step};
+use crate::sim::Sim;
 use crate::smp::{self, CallFunc, Cond};
 
 /// tlb_flush reasons (include/linux/mm_types.h: enum tlb_flush_reason).
@@ -220,7 +221,7 @@ pub fn flush_tlb_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: Cpu
     let f = s.x86.info[sender];
     let local = cpu == f.initiating_cpu;
     let mut cost = s.m.cost[Cost::FlushTlbFunc];
-    sched::charge(s, task, Func::FlushTlbFunc, cost);
+    s.stats.charge(task, Func::FlushTlbFunc, cost);
     if !local {
         s.stats.irq(Irq::Tlb, cpu);
         if s.k.pcid {
@@ -244,7 +245,7 @@ pub fn flush_tlb_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: Cpu
     if s.x86.cpu[cpu].is_lazy {
         // Lazy: leave the mm rather than flush it (switch_mm_irqs_off(NULL, &init_mm); leave_mm).
         let t = switch_mm_irqs_off(s, cpu, None);
-        sched::charge(s, task, Func::SwitchMm, t);
+        s.stats.charge(task, Func::SwitchMm, t);
         return cost + t;
     }
     let asid = s.x86.cpu[cpu].loaded_asid;
@@ -276,7 +277,7 @@ pub fn flush_tlb_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: Cpu
         }
         let t = n * s.m.cost[Cost::Invlpg];
         pages = n as i64;
-        sched::charge(s, task, Func::NativeFlushTlbOneUser, t);
+        s.stats.charge(task, Func::NativeFlushTlbOneUser, t);
         cost += t;
         if local {
             s.stats.vm(Vm::TlbLocalFlushOne, n);
@@ -284,7 +285,7 @@ pub fn flush_tlb_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: Cpu
     } else {
         s.tlb[cpu].flush_asid(asid);
         let t = s.m.cost[Cost::Cr3Flush];
-        sched::charge(s, task, Func::NativeFlushTlbLocal, t);
+        s.stats.charge(task, Func::NativeFlushTlbLocal, t);
         cost += t;
         if local {
             s.stats.vm(Vm::TlbLocalFlushAll, 1);
