@@ -388,13 +388,13 @@ fn back_to_back_interrupts_are_not_charged_as_spinning() {
     // The main thread on CPU 0, taken as spinning in user space from time 0.
     s.cpus[0].mode = Mode::Spin(SpinOn::UserForever);
     let t = s.cpus[0].task.unwrap();
-    let user = s.tasks[t].times.user;
+    let user = s.stats.tasks[t].times.user;
     let handler = s.m.cost[Cost::IrqEntryExit];
     ipi_arrive(&mut s, 0);
     ipi_arrive(&mut s, 0);
     let spun = 1000;
     s.run(2 * handler + spun, &mut |_, _| {});
-    assert_eq!(s.tasks[t].times.user - user, spun);
+    assert_eq!(s.stats.tasks[t].times.user - user, spun);
 }
 
 /// A halted idle CPU wakes up for the first of two IPIs that arrive together; the second is

@@ -279,13 +279,13 @@ fn a_reclaim_pass_first_drains_its_own_cpus_pagevec() {
     let other: Vec<u32> = (0..4).map(|_| s.mem.frames.alloc()).collect();
     s.mem.pagevec[0].extend(&mine);
     s.mem.pagevec[1].extend(&other);
-    let system = s.tasks[3].times.system;
+    let system = s.stats.tasks[3].times.system;
     let Outcome::Busy { ps, .. } = shrink_node(&mut s, 0, 3, 0, 32) else {
         panic!("the pass should be busy");
     };
     // The drain is charged once, as __pagevec_lru_add: the task's system time grows by the
     // pass's length, no more.
-    assert_eq!(s.tasks[3].times.system - system, ps);
+    assert_eq!(s.stats.tasks[3].times.system - system, ps);
     assert!(s.mem.pagevec[0].is_empty());
     assert_eq!(s.mem.pagevec[1], other);
     // The two old pages and the three drained ones are all isolated; the list is empty.
