@@ -23,7 +23,7 @@ pub fn touch(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) 
         });
     }
     let mm = s.tasks[t].mm;
-    let asid = s.x86.cpu[cpu].loaded_asid;
+    let asid = crate::arch::loaded_asid(s, cpu);
     let (touch_cost, walk_cost) = (s.m.cost[Cost::UserTouch], s.m.cost[Cost::TlbMiss]);
     let (mut user, mut fault): (Time, Time) = (0, 0);
     let mut vma: Option<Vma> = None;
@@ -209,7 +209,7 @@ mod tests {
         let mut s = Sim::new(&resolve(&req).unwrap()).unwrap();
         let mm = s.tasks[0].mm;
         let vpn = s.mem.mms[mm].vmas[0].start;
-        s.x86.cpu[0].loaded_mm = Some(mm);
+        crate::arch::load_for_test(&mut s, 0, mm);
         touch(&mut s, 0, 0, vpn, 1, true);
         assert_eq!(s.check.total(), 0);
         let pfn = s.mem.pte(mm, vpn).pfn();

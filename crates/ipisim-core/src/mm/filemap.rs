@@ -93,7 +93,7 @@ fn mapping_at(s: &Sim, mm: usize, vpn: u64) -> (usize, u64, Vma) {
 pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) -> Outcome {
     let mm = s.tasks[t].mm;
     let (file, first, _) = mapping_at(s, mm, vpn);
-    let asid = s.x86.cpu[cpu].loaded_asid;
+    let asid = crate::arch::loaded_asid(s, cpu);
     let (read, walk) = (s.m.cost[Cost::UserReadPage], s.m.cost[Cost::TlbMiss]);
     let mut user: Time = 0;
     // The loop's own text and stack: resident, but refilled after a full flush.
@@ -144,7 +144,7 @@ pub fn access_page(
     (file, index): (u32, u32),
     write: bool,
 ) -> Result<Time, Step> {
-    let asid = s.x86.cpu[cpu].loaded_asid;
+    let asid = crate::arch::loaded_asid(s, cpu);
     let pfn = s.mem.files[file as usize].pages[index as usize];
     let flags = if pfn >= SWAPPED {
         0
@@ -393,8 +393,8 @@ mod tests {
             flags: 0,
             cpu: 1,
         };
-        s.x86.cpu[1].loaded_mm = Some(mm);
-        let asid = s.x86.cpu[1].loaded_asid;
+        crate::arch::load_for_test(&mut s, 1, mm);
+        let asid = crate::arch::loaded_asid(&s, 1);
         s.tlb[1].fill(asid, vpn, pfn, false, false);
         (s, mm, vpn, pfn)
     }

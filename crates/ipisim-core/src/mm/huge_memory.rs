@@ -2,32 +2,20 @@
 //! range of PMD numbers, with no per-4 KiB state, and munmap zaps it one zap_huge_pmd() at a time.
 //! What each PMD clear costs besides the clear is the architecture's (arch/powerpc, seed 002).
 
-use crate::arch::powerpc::{self, AfterPmdClear};
-use crate::arch::x86::FlushRange;
+use crate::arch::{self, AfterPmdClear};
 use crate::engine::CpuMask;
 use crate::engine::{CpuId, TaskId};
-use crate::machine::{Arch, Cost};
+use crate::machine::Cost;
 use crate::observe::Func;
 use crate::sched::{Outcome, Step};
 use crate::sim::Sim;
 use crate::smp::{self, CallFunc};
 
-/// 4 KiB pages per PMD (HPAGE_PMD_NR with 4 KiB pages; the model's page numbers are 4 KiB).
-pub const PMD_PAGES: u64 = 512;
+pub use crate::arch::PMD_PAGES;
 /// PMDs per PMD table page: one table maps 1 GiB with 4 KiB or (radix) 64 KiB base pages.
 const PMDS_PER_TABLE: u64 = 512;
 /// PMDs zapped in one busy step when none needs an IPI (zap_pmd_range's cond_resched granularity).
 const PMDS_PER_STEP: u64 = 4096;
-
-/// What each huge-PMD clear asks of this machine's architecture and kernel.
-fn after_pmd_clear(s: &Sim) -> AfterPmdClear {
-    match s.m.arch {
-        // x86's pmdp_huge_get_and_clear_full() is the generic one: the gather flushes at the end.
-        Arch::X86 => AfterPmdClear::Nothing,
-        // munmap's gather is never fullmm.
-        Arch::PowerpcRadix => powerpc::pmdp_huge_get_and_clear_full(s.k.pmd_clear, false),
-    }
-}
 
 /// munmap of huge PMDs [first, end) of the task's mm, after the syscall entry: the zap, the
 /// gather's final flush (tlb_finish_mmu) and free_pgtables. Pushes the steps.
@@ -36,25 +24,7 @@ pub fn unmap_huge_region(s: &mut Sim, t: TaskId, first: u64, end: u64) {
     let free_tables = Step::TlbRemoveTables {
         n: (end - first).div_ceil(PMDS_PER_TABLE),
     };
-    let flush = match s.m.arch {
-        // tlb_finish_mmu -> flush_tlb_mm_range(2 MiB stride): above the ceiling, a full flush.
-        Arch::X86 => Step::FlushTlbMmRange(FlushRange {
-            mm,
-            start: first * PMD_PAGES,
-            end: end * PMD_PAGES,
-            stride_shift: 21,
-            freed_tables: true,
-        }),
-        // radix__tlb_flush -> a range above tlb_single_page_flush_ceiling: _tlbie_pid().
-        Arch::PowerpcRadix => {
-            s.stats.tlbies += 1;
-            Step::Work {
-                func: Func::FlushTlbMm,
-                ps: s.m.cost[Cost::Tlbie],
-                irqs_off: false,
-            }
-        }
-    };
+    let flush = arch::flush_huge_range(s, mm, first, end);
     let steps = &mut s.tasks[t].steps;
     steps.push(free_tables);
     steps.push(flush);
@@ -63,7 +33,7 @@ pub fn unmap_huge_region(s: &mut Sim, t: TaskId, first: u64, end: u64) {
 
 /// zap_huge_pmd() for PMDs from `next`: clear, free, and whatever the architecture asks per PMD.
 pub fn zap_huge_pmds(s: &mut Sim, t: TaskId, next: u64, end: u64) -> Outcome {
-    let after = after_pmd_clear(s);
+    let after = arch::after_huge_pmd_clear(s);
     // A serializing clear waits for its IPI before the next PMD: one PMD per step then.
     let serialize = after == AfterPmdClear::SerializeIpi;
     let stop = end.min(next + if serialize { 1 } else { PMDS_PER_STEP });

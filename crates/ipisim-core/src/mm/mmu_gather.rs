@@ -1,7 +1,7 @@
 //! The mmu_gather (mm/mmu_gather.c, include/asm-generic/tlb.h): collects the range of PTEs cleared
 //! and the pages to free, flushes the TLB once for all of them, and only then frees the pages.
 
-use crate::arch::x86::{FlushRange, TLB_FLUSH_ALL};
+use crate::arch::{FlushRange, TLB_FLUSH_ALL};
 use crate::engine::TaskId;
 use crate::sched::{Outcome, Step};
 use crate::sim::Sim;

@@ -154,7 +154,7 @@ impl Memory {
             // Frame ZERO_PFN is the shared zero page.
             frames: Frames::new(nodes, bytes_per_node, ncpus, ZERO_PFN),
             files: Vec::new(),
-            next_ctx_id: crate::arch::x86::INIT_MM_CTX_ID + 1,
+            next_ctx_id: crate::arch::INIT_MM_CTX_ID + 1,
             page: Vec::new(),
             lru: (0..nodes).map(|_| lru::NodeLru::default()).collect(),
             pagevec: vec![Vec::new(); ncpus],

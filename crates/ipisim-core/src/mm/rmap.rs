@@ -3,12 +3,12 @@
 //! 72b252aed506), or batched as a PFN list flushed page by page (the v1-v5 series).
 
 use super::filemap::{PG_DIRTY, PTE_DIRTY, PTE_MAPPED, PTE_YOUNG};
-use crate::arch::x86::FlushRange;
+use crate::arch::{self, FlushRange};
 use crate::engine::{CpuId, TaskId};
 use crate::engine::{CpuMask, Time};
 use crate::machine::Cost;
 use crate::observe::check::{self, PageEvent, Site, Violation};
-use crate::observe::{Func, Irq, Vm};
+use crate::observe::{Func, Vm};
 use crate::sched::{Outcome, Step};
 use crate::sim::Sim;
 use crate::smp::{self, CallFunc, Cond};
@@ -169,50 +169,6 @@ pub fn tlb_ubc_clear(s: &mut Sim, t: TaskId) -> Outcome {
     Outcome::Next
 }
 
-/// percpu_flush_tlb_batch_pages() (4.3): count, then flush_tlb_local(), a full flush of whatever
-/// mm is loaded, lazy or not. 4.3 counted the sender's own run as received too.
-pub fn flush_tlb_batch_pages(s: &mut Sim, cpu: CpuId, task: Option<TaskId>) -> Time {
-    s.stats.vm(Vm::TlbRemoteFlushReceived, 1);
-    s.stats.irq(Irq::Tlb, cpu);
-    let asid = s.x86.cpu[cpu].loaded_asid;
-    let mut ps = s.m.cost[Cost::FlushTlbFunc];
-    // With PCID (arch_tlbbatch_flush -> flush_tlb_func): nothing to do if this ASID has caught
-    // up with its mm's tlb_gen; else a full flush brings it there.
-    let behind = match s.x86.cpu[cpu].loaded_mm {
-        Some(mm) if s.k.pcid => {
-            let gen = s.mem.mms[mm].tlb_gen;
-            let ctx = &mut s.x86.cpu[cpu].ctxs[asid as usize];
-            std::mem::replace(&mut ctx.tlb_gen, gen) < gen
-        }
-        _ => true,
-    };
-    if behind {
-        s.tlb[cpu].flush_asid(asid);
-        ps += s.m.cost[Cost::Cr3Flush];
-    }
-    s.stats.charge(task, Func::FlushTlbBatchPages, ps);
-    ps
-}
-
-/// The PFN-list handler (v5 percpu_flush_tlb_batch_pages): one INVLPG per listed page. It flushes
-/// the pages' user addresses (what the series meant; see docs/kernel/reclaim-4.x.md).
-pub fn flush_tlb_pfns(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId) -> Time {
-    s.stats.vm(Vm::TlbRemoteFlushReceived, 1);
-    s.stats.irq(Irq::Tlb, cpu);
-    let owner = s.cpus[sender].task.expect("batch flush sender runs a task");
-    let (asid, loaded) = (s.x86.cpu[cpu].loaded_asid, s.x86.cpu[cpu].loaded_mm);
-    let n = s.tasks[owner].reclaim.ubc.pages.len();
-    for i in 0..n {
-        let (mm, vpn) = s.tasks[owner].reclaim.ubc.pages[i];
-        if loaded == Some(mm as usize) {
-            s.tlb[cpu].flush_one(asid, vpn);
-        }
-    }
-    let ps = s.m.cost[Cost::FlushTlbFunc] + n as Time * s.m.cost[Cost::Invlpg];
-    s.stats.charge(task, Func::FlushTlbBatchPages, ps);
-    ps
-}
-
 /// The invariants at free and at pageout (try_to_unmap_flush): no CPU may still cache a
 /// translation to a page being freed, nor one it could write through to a page being written
 /// out. Each CPU that does is a violation. Only CPUs with the mm loaded can (without PCID every
@@ -225,12 +181,11 @@ pub fn check_translations(s: &mut Sim, pfn: u32, site: Site) {
     let traps = s.m.clean_write_traps;
     // The violating CPU and kind of a cached translation on CPU `c`, if any.
     let stale = |s: &Sim, c: CpuId| {
-        let st = &s.x86.cpu[c];
-        if st.loaded_mm != Some(mm) {
+        if arch::loaded_mm(s, c) != Some(mm) {
             return None;
         }
         let e = s.tlb[c]
-            .probe(st.loaded_asid, vpn)
+            .probe(arch::loaded_asid(s, c), vpn)
             .filter(|e| e.pfn == pfn)?;
         match site {
             Site::Pageout if e.dirty || (e.writable && !traps) => Some(Violation::LostWrite),

@@ -388,7 +388,7 @@ fn switch_out(s: &mut Sim, cpu: CpuId) {
 }
 
 fn go_idle(s: &mut Sim, cpu: CpuId) {
-    crate::arch::x86::enter_lazy_tlb(s, cpu);
+    crate::arch::enter_lazy_tlb(s, cpu);
     let now = s.now();
     let poll = match s.m.idle {
         Idle::Hlt => 0,
@@ -419,10 +419,10 @@ fn switch_in(s: &mut Sim, cpu: CpuId) {
     let mm = s.tasks[t].mm;
     let switch_mm = if mm == KTHREAD {
         // A kernel thread keeps the previous mm loaded, lazily.
-        crate::arch::x86::enter_lazy_tlb(s, cpu);
+        crate::arch::enter_lazy_tlb(s, cpu);
         0
     } else {
-        crate::arch::x86::switch_mm_irqs_off(s, cpu, Some(mm))
+        crate::arch::switch_mm_irqs_off(s, cpu, Some(mm))
     };
     let cs = s.m.cost[Cost::ContextSwitch];
     s.stats.charge(Some(t), Func::Schedule, cs);

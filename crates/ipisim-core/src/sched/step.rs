@@ -1,7 +1,7 @@
 //! Steps: the explicit continuations a task executes. Each kernel path that can block (wait for
 //! other CPUs) is split into steps at its blocking points; the rest is plain function calls.
 
-use crate::arch::x86::{self, FlushRange};
+use crate::arch::{self, FlushRange};
 use crate::engine::Time;
 use crate::engine::{CpuId, TaskId};
 use crate::mm::{self, Syscall};
@@ -232,8 +232,8 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::TlbFlushMmu => mm::tlb_flush_mmu(s, t),
         Step::TlbFinishMmu => mm::tlb_finish_mmu(s, t),
         Step::TlbBatchPagesFlush => mm::tlb_batch_pages_flush(s, t),
-        Step::FlushTlbMmRange(r) => x86::flush_tlb_mm_range(s, cpu, t, r),
-        Step::FlushTlbOthers => x86::flush_tlb_multi(s, cpu, t, false),
+        Step::FlushTlbMmRange(r) => arch::flush_tlb_mm_range(s, cpu, t, r),
+        Step::FlushTlbOthers => arch::flush_tlb_others(s, cpu, t),
         Step::LocalCall(f) => smp::run_local(s, cpu, t, f),
         Step::CsdLockWait => Outcome::Spin(SpinOn::CsdLockWait),
         Step::SmpCallFunctionMany => smp::deferred_call(s, cpu, t),

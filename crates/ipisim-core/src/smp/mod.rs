@@ -600,8 +600,8 @@ pub fn run_local(s: &mut Sim, cpu: CpuId, task: TaskId, func: CallFunc) -> Outco
 fn run_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId, func: CallFunc) -> Time {
     match func {
         CallFunc::FlushTlbFunc => crate::arch::x86::flush_tlb_func(s, cpu, task, sender),
-        CallFunc::FlushTlbBatchPages => crate::mm::rmap::flush_tlb_batch_pages(s, cpu, task),
-        CallFunc::FlushTlbPfns => crate::mm::rmap::flush_tlb_pfns(s, cpu, task, sender),
+        CallFunc::FlushTlbBatchPages => crate::arch::tlbbatch_flush(s, cpu, task),
+        CallFunc::FlushTlbPfns => crate::arch::tlbbatch_flush_pfns(s, cpu, task, sender),
         CallFunc::DrainLocalPages => crate::mm::drain::drain_local_pages(s, cpu, task),
         // ipi_mb(): one smp_mb(), a few dozen cycles: within the noise of irq_entry_exit.
         CallFunc::IpiMb => 0,

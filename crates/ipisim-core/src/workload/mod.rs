@@ -114,7 +114,7 @@ impl OpWindow {
 
 /// A new process's mm: mm_alloc() + init_new_context() now.
 fn mm_alloc(s: &mut Sim) -> usize {
-    let j = crate::arch::x86::jiffies(s);
+    let j = crate::arch::jiffies(s);
     s.mem.new_mm(j, s.k.hz)
 }
 

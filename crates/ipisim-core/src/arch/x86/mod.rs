@@ -4,17 +4,12 @@
 mod tlb;
 
 pub use tlb::{
-    enter_lazy_tlb, flush_tlb_func, flush_tlb_mm_range, flush_tlb_multi, jiffies, should_flush_tlb,
-    switch_mm_irqs_off,
+    enter_lazy_tlb, flush_tlb_batch_pages, flush_tlb_func, flush_tlb_mm_range, flush_tlb_multi,
+    flush_tlb_pfns, jiffies, should_flush_tlb, switch_mm_irqs_off,
 };
 
 use crate::arch::tlb::NR_ASID_SLOTS;
-
-/// The mm id meaning "flush everything": `flush_tlb_info.end == TLB_FLUSH_ALL`.
-pub const TLB_FLUSH_ALL: u64 = u64::MAX;
-
-/// init_mm's context id; real mms count up from 2 (last_mm_ctx_id starts at 1).
-pub const INIT_MM_CTX_ID: u64 = 1;
+pub use crate::arch::{FlushRange, INIT_MM_CTX_ID, TLB_FLUSH_ALL};
 
 /// When a CPU leaves an mm's `mm_cpumask`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,16 +96,6 @@ pub struct FlushInfo {
     pub freed_tables: bool,
     pub trim_cpumask: bool,
     pub initiating_cpu: usize,
-}
-
-/// The arguments of flush_tlb_mm_range (addresses as page numbers).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FlushRange {
-    pub mm: u32,
-    pub start: u64,
-    pub end: u64,
-    pub stride_shift: u8,
-    pub freed_tables: bool,
 }
 
 pub struct X86 {

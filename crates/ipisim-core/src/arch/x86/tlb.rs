@@ -5,7 +5,7 @@ use super::{FlushInfo, FlushRange, LazyTlb, MmCpumask, INIT_MM_CTX_ID, TLB_FLUSH
 use crate::arch::tlb::NR_ASID_SLOTS;
 use crate::engine::{CpuId, TaskId};
 use crate::engine::{Time, PS_PER_S};
-use crate::machine::{Arch, Cost};
+use crate::machine::Cost;
 use crate::observe::tracelog::tlb_flush;
 use crate::observe::{Func, Irq, Vm};
 use crate::sched::{Outcome, Step};
@@ -53,7 +53,8 @@ fn choose_new_asid(s: &mut Sim, cpu: CpuId, next: Option<usize>, next_tlb_gen: u
 }
 
 /// switch_mm_irqs_off(): load `next` (None = init_mm) on `cpu`. Returns the time it takes.
-pub fn switch_mm_irqs_off(s: &mut Sim, cpu: CpuId, next: Option<usize>) -> Time {
+/// `clear_old` says whether this architecture and era take the CPU out of the old mm's cpumask.
+pub fn switch_mm_irqs_off(s: &mut Sim, cpu: CpuId, next: Option<usize>, clear_old: bool) -> Time {
     let prev = s.x86.cpu[cpu].loaded_mm;
     let was_lazy = s.x86.cpu[cpu].is_lazy;
     s.x86.cpu[cpu].is_lazy = false;
@@ -71,8 +72,7 @@ pub fn switch_mm_irqs_off(s: &mut Sim, cpu: CpuId, next: Option<usize>) -> Time 
         asid = a;
         need_flush = true;
     } else {
-        // powerpc's switch_mm_irqs_off() never clears the old mm's bit (mm/mmu_context.c).
-        if let (Some(p), MmCpumask::ClearOnSwitch, Arch::X86) = (prev, s.k.mm_cpumask, s.m.arch) {
+        if let (Some(p), true) = (prev, clear_old) {
             s.mem.mms[p].cpumask.clear(cpu);
         }
         // Start receiving flush IPIs, then read tlb_gen.
@@ -244,7 +244,7 @@ pub fn flush_tlb_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: Cpu
     let Some(mm) = loaded else { return cost };
     if s.x86.cpu[cpu].is_lazy {
         // Lazy: leave the mm rather than flush it (switch_mm_irqs_off(NULL, &init_mm); leave_mm).
-        let t = switch_mm_irqs_off(s, cpu, None);
+        let t = crate::arch::switch_mm_irqs_off(s, cpu, None);
         s.stats.charge(task, Func::SwitchMm, t);
         return cost + t;
     }
@@ -304,4 +304,48 @@ fn trace_flush_done(s: &mut Sim, cpu: CpuId, local: bool, no_mm: bool, pages: i6
         TLB_LOCAL_MM_SHOOTDOWN
     };
     tlb_flush(s, cpu, reason, pages);
+}
+
+/// percpu_flush_tlb_batch_pages() (4.3): count, then flush_tlb_local(), a full flush of whatever
+/// mm is loaded, lazy or not. 4.3 counted the sender's own run as received too.
+pub fn flush_tlb_batch_pages(s: &mut Sim, cpu: CpuId, task: Option<TaskId>) -> Time {
+    s.stats.vm(Vm::TlbRemoteFlushReceived, 1);
+    s.stats.irq(Irq::Tlb, cpu);
+    let asid = s.x86.cpu[cpu].loaded_asid;
+    let mut ps = s.m.cost[Cost::FlushTlbFunc];
+    // With PCID (arch_tlbbatch_flush -> flush_tlb_func): nothing to do if this ASID has caught
+    // up with its mm's tlb_gen; else a full flush brings it there.
+    let behind = match s.x86.cpu[cpu].loaded_mm {
+        Some(mm) if s.k.pcid => {
+            let gen = s.mem.mms[mm].tlb_gen;
+            let ctx = &mut s.x86.cpu[cpu].ctxs[asid as usize];
+            std::mem::replace(&mut ctx.tlb_gen, gen) < gen
+        }
+        _ => true,
+    };
+    if behind {
+        s.tlb[cpu].flush_asid(asid);
+        ps += s.m.cost[Cost::Cr3Flush];
+    }
+    s.stats.charge(task, Func::FlushTlbBatchPages, ps);
+    ps
+}
+
+/// The PFN-list handler (v5 percpu_flush_tlb_batch_pages): one INVLPG per listed page. It flushes
+/// the pages' user addresses (what the series meant; see docs/kernel/reclaim-4.x.md).
+pub fn flush_tlb_pfns(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId) -> Time {
+    s.stats.vm(Vm::TlbRemoteFlushReceived, 1);
+    s.stats.irq(Irq::Tlb, cpu);
+    let owner = s.cpus[sender].task.expect("batch flush sender runs a task");
+    let (asid, loaded) = (s.x86.cpu[cpu].loaded_asid, s.x86.cpu[cpu].loaded_mm);
+    let n = s.tasks[owner].reclaim.ubc.pages.len();
+    for i in 0..n {
+        let (mm, vpn) = s.tasks[owner].reclaim.ubc.pages[i];
+        if loaded == Some(mm as usize) {
+            s.tlb[cpu].flush_one(asid, vpn);
+        }
+    }
+    let ps = s.m.cost[Cost::FlushTlbFunc] + n as Time * s.m.cost[Cost::Invlpg];
+    s.stats.charge(task, Func::FlushTlbBatchPages, ps);
+    ps
 }
