@@ -879,6 +879,23 @@ mod tests {
         }
     }
 
+    /// 3.8 sends a lone target through smp_call_function_single(): the target's own queue under
+    /// its call_single_queue.lock (the sender's add, the handler's list_replace_init), not the
+    /// global queue.
+    #[test]
+    fn global_cfd_a_lone_target_goes_through_its_own_queue() {
+        let mut s = machine(2, "linux-3.8", Then::Spin, &[]);
+        spawn(&mut s, MM, 1, &[]);
+        run_until(&mut s, 10 * US);
+        spawn(&mut s, MM, 0, &[Step::TlbRemoveTableSyncOne]);
+        run_until(&mut s, 100 * US);
+        assert_eq!(s.smp.waiting[0], 0);
+        assert_eq!(s.stats.ipis_sent, 1);
+        assert_eq!(s.smp.global.lock.acquisitions, 0);
+        assert_eq!(s.smp.global.cfd[0].line.acquisitions, 0);
+        assert_eq!(s.smp.queue_lock[1].acquisitions, 2);
+    }
+
     /// ipi_poll_elision: a single-target call to an idle CPU that polls sends no IPI; the sender
     /// sets NEED_RESCHED (a line to the target) and the idle loop runs the queue with no
     /// interrupt entry: done a csd_queue and three line transfers after the call began. Without
