@@ -15,6 +15,8 @@ pub mod observe;
 pub mod sched;
 pub mod sim;
 pub mod smp;
+#[cfg(test)]
+pub(crate) mod testing;
 pub mod workload;
 
 pub use config::{ConfigError, RunRequest};

@@ -772,3 +772,234 @@ pub fn finish_accounting(s: &mut Sim, end: Time) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::{spawn_at, Mode, SpinOn, Step, TaskState};
+    use crate::machine::Cost::{self, *};
+    use crate::sim::Sim;
+    use crate::testing::{
+        busy_until, cal, ipi_at, machine, run_until, spawn, switch_in, work, Then, MM,
+    };
+
+    const US: u64 = 1_000_000;
+
+    fn c(s: &Sim, k: Cost) -> u64 {
+        s.m.cost[k]
+    }
+
+    /// CPU 1 runs one step of `w` ps with IRQs on or off (then sleeps); returns when it began.
+    fn one_step(w: u64, irqs_off: bool, then: &[Step]) -> (Sim, u64) {
+        let mut s = machine(2, "linux-6.3", Then::Sleep, &[]);
+        let mut steps = vec![work(w, irqs_off)];
+        steps.extend_from_slice(then);
+        spawn(&mut s, MM, 1, &steps);
+        let start = switch_in(&s);
+        (s, start)
+    }
+
+    /// An IPI to a CPU in a busy step with IRQs on is taken at once; iret returns to the step,
+    /// which ends exactly one handler (irq_entry_exit, nothing queued) later.
+    #[test]
+    fn an_ipi_delays_the_interrupted_step_by_the_handler() {
+        let (mut s, start) = one_step(100 * US, false, &[]);
+        ipi_at(&mut s, 1, start + 10 * US);
+        run_until(&mut s, start + 10 * US + 1);
+        assert!(s.cpus[1].in_irq(s.now()));
+        run_until(&mut s, start + 50 * US);
+        let handler = c(&s, IrqEntryExit);
+        assert_eq!(busy_until(&s, 1), start + 100 * US + handler);
+        assert_eq!(cal(&s, 1), 1);
+        let t = s.cpus[1].task.unwrap();
+        assert_eq!(
+            s.tasks[t].times.user,
+            100 * US,
+            "the step's own time is unchanged"
+        );
+    }
+
+    /// An IPI that arrives while the CPU is in a handler (IRQs off) is taken after that
+    /// handler's exit, and delays the step by its own handler: two IPIs, two passes, the step
+    /// two handlers later (a44168d: the re-entry recomputed what was left of the step from its
+    /// old end, losing the first handler). A third IPI that arrives while the second is still
+    /// pending sets the same IRR bit: no third pass. One that arrives during the second
+    /// handler is a third pass.
+    #[test]
+    fn an_ipi_during_a_handler_is_taken_after_its_exit() {
+        // (IPIs at these offsets from 10 us, interrupts taken, handlers the step is delayed by)
+        for (offsets, passes) in [(&[0, 1][..], 2), (&[0, 1, 2], 2), (&[0, 1, 7 * US], 3)] {
+            let (mut s, start) = one_step(100 * US, false, &[]);
+            for &o in offsets {
+                ipi_at(&mut s, 1, start + 10 * US + o);
+            }
+            run_until(&mut s, start + 80 * US);
+            let handler = c(&s, IrqEntryExit);
+            assert_eq!(cal(&s, 1), passes, "{offsets:?}");
+            assert!(!s.cpus[1].irq_pending, "{offsets:?}");
+            let end = start + 100 * US + passes * handler;
+            assert_eq!(busy_until(&s, 1), end, "{offsets:?}");
+        }
+    }
+
+    /// An IPI to a CPU in an IRQs-off step waits in the APIC until the step ends; the handler
+    /// then runs before the next step, which starts one handler after the first step's end.
+    #[test]
+    fn an_ipi_to_an_irqs_off_step_waits_for_its_end() {
+        let (mut s, start) = one_step(100 * US, true, &[work(50 * US, false)]);
+        ipi_at(&mut s, 1, start + 10 * US);
+        run_until(&mut s, start + 100 * US - 1);
+        assert!(s.cpus[1].irq_pending);
+        assert_eq!(cal(&s, 1), 0);
+        assert_eq!(
+            busy_until(&s, 1),
+            start + 100 * US,
+            "the step is not delayed"
+        );
+        let handler = c(&s, IrqEntryExit);
+        run_until(&mut s, start + 100 * US + handler + 1);
+        assert_eq!(cal(&s, 1), 1);
+        assert_eq!(busy_until(&s, 1), start + 100 * US + handler + 50 * US);
+    }
+
+    /// A halted idle CPU pays idle_wakeup before its handler (idle time, not handler time); a
+    /// second IPI that arrives meanwhile is taken right after the first handler's iret, awake:
+    /// no second wakeup (03cdd11). The handlers end at wakeup + 1 or 2 handlers.
+    #[test]
+    fn a_halted_idle_cpu_pays_its_wakeup_once() {
+        for ipis in [1, 2] {
+            let mut s = machine(2, "linux-6.3", Then::Sleep, &[]);
+            let at = 10 * US;
+            for i in 0..ipis {
+                ipi_at(&mut s, 1, at + i);
+            }
+            let end = at + c(&s, IdleWakeup) + ipis * c(&s, IrqEntryExit);
+            run_until(&mut s, end - 1);
+            assert!(s.cpus[1].in_irq(s.now()), "{ipis} IPIs");
+            run_until(&mut s, end);
+            assert!(!s.cpus[1].in_irq(s.now()), "{ipis} IPIs");
+            assert_eq!(cal(&s, 1), ipis);
+            assert_eq!(s.cpus[1].mode, Mode::Idle);
+            // Idle the whole time but the handlers.
+            run_until(&mut s, 1000 * US);
+            assert_eq!(s.stats.idle[1], 1000 * US - ipis * c(&s, IrqEntryExit));
+        }
+    }
+
+    /// A vCPU in guest code pays one guest exit and entry for two IPIs taken back to back: the
+    /// second finds it still out of the guest (22d6423).
+    #[test]
+    fn a_vcpu_leaves_the_guest_once_for_back_to_back_ipis() {
+        let mut s = machine(2, "linux-6.3", Then::Sleep, &[]);
+        spawn(&mut s, MM, 1, &[Step::Guest { ps: 100 * US }]);
+        let start = switch_in(&s);
+        ipi_at(&mut s, 1, start + 10 * US);
+        ipi_at(&mut s, 1, start + 10 * US + 1);
+        run_until(&mut s, start + 50 * US);
+        let delay = c(&s, GuestExit) + 2 * c(&s, IrqEntryExit);
+        assert_eq!(busy_until(&s, 1), start + 100 * US + delay);
+        assert_eq!(cal(&s, 1), 2);
+    }
+
+    /// A thread spinning in user space (IRQs on) takes interrupts at once; its user time is the
+    /// run's time but the handlers, which are system time, each charged once even back to back
+    /// (95d3d49: the first handler was charged again as spin time).
+    #[test]
+    fn a_user_spin_takes_interrupts_and_is_not_charged_for_them() {
+        for ipis in [1, 2] {
+            let mut s = machine(2, "linux-6.3", Then::Spin, &[]);
+            let t = spawn(&mut s, MM, 1, &[]);
+            let start = switch_in(&s);
+            for i in 0..ipis {
+                ipi_at(&mut s, 1, start + 10 * US + i);
+            }
+            run_until(&mut s, start + 10 * US + 1);
+            assert!(s.cpus[1].in_irq(s.now()), "taken at once");
+            let end = start + 100 * US;
+            run_until(&mut s, end);
+            assert_eq!(s.cpus[1].mode, Mode::Spin(SpinOn::UserForever));
+            let handlers = ipis * c(&s, IrqEntryExit);
+            assert_eq!(s.tasks[t].times.user, end - start - handlers, "{ipis} IPIs");
+            assert_eq!(
+                s.tasks[t].times.system,
+                switch_in(&s) + handlers,
+                "{ipis} IPIs"
+            );
+        }
+    }
+
+    /// A task woken while its CPU runs a handler over a thread spinning in user space runs when
+    /// the handler returns to user space (NEED_RESCHED), both when the wakeup comes before the
+    /// handler's pass began and after (c655d65: it waited for a step boundary the spinner never
+    /// reaches). It starts one context switch later (same mm: no CR3 write).
+    #[test]
+    fn a_wakeup_during_a_handler_over_a_user_spin_runs_at_its_exit() {
+        for woken in [1, 4 * US] {
+            let mut s = machine(2, "linux-6.3", Then::Spin, &[]);
+            let spinner = spawn(&mut s, MM, 1, &[]);
+            let at = switch_in(&s) + 10 * US;
+            ipi_at(&mut s, 1, at);
+            let t = spawn_at(&mut s, MM, 1, at + woken);
+            s.tasks[t].steps = vec![work(20 * US, false)];
+            let exit = at + c(&s, IrqEntryExit);
+            run_until(&mut s, exit - 1);
+            assert_eq!(s.cpus[1].task, Some(spinner), "woken at {woken}");
+            run_until(&mut s, exit + 1);
+            assert_eq!(s.cpus[1].task, Some(t), "woken at {woken}");
+            assert_eq!(busy_until(&s, 1), exit + c(&s, ContextSwitch));
+            run_until(&mut s, exit + 10 * US);
+            assert_eq!(busy_until(&s, 1), exit + c(&s, ContextSwitch) + 20 * US);
+        }
+    }
+
+    /// Two timers due at the same time wake their tasks in the order they were set (the event
+    /// queue's sequence number): the first runs, the second waits in the runqueue.
+    #[test]
+    fn wakeups_at_the_same_time_run_in_the_order_they_were_set() {
+        for first_set in [0, 1] {
+            let mut s = machine(2, "linux-6.3", Then::Sleep, &[]);
+            let at = 10 * US;
+            let mut tasks = [0; 2];
+            for i in [first_set, 1 - first_set] {
+                tasks[i] = spawn_at(&mut s, MM, 1, at);
+                s.tasks[tasks[i]].steps = vec![work(5 * US, false)];
+            }
+            let (a, b) = (tasks[first_set], tasks[1 - first_set]);
+            run_until(&mut s, at + 1);
+            assert_eq!(s.cpus[1].task, Some(a));
+            assert_eq!(s.cpus[1].runq, [b]);
+            assert_eq!(s.tasks[b].state, TaskState::Running);
+            // b runs once a sleeps after its step: a context switch out, one in.
+            run_until(&mut s, at + 100 * US);
+            assert_eq!(s.tasks[b].times.user, 5 * US);
+        }
+    }
+
+    /// A handler reads its CPU's call queue when its pass starts, after the halted CPU's wakeup
+    /// and the entry, not when the IPI arrives (cb9f910): CPU 2's call to CPUs 0 and 1, made while
+    /// CPU 1 wakes up for CPU 0's IPI, finds CPU 1's queue holding CPU 0's csd and sends CPU 1
+    /// no IPI (skip_ipi_if_queued); CPU 1's one pass runs both csds.
+    #[test]
+    fn a_csd_queued_during_the_wakeup_is_in_the_handlers_batch() {
+        let mut s = machine(3, "linux-6.3", Then::Spin, &[]);
+        spawn(&mut s, MM, 0, &[Step::TlbRemoveTableSyncOne]);
+        spawn(
+            &mut s,
+            MM,
+            2,
+            &[work(20 * US, false), Step::TlbRemoveTableSyncOne],
+        );
+        let start = switch_in(&s);
+        // CPU 0's IPI reaches CPU 1 at about start + 6 us; its pass starts some 37 us later.
+        let arrive = start + 2 * c(&s, CsdQueue) + c(&s, IpiSend) + c(&s, IpiWireNode);
+        let pass = arrive + c(&s, IdleWakeup) + c(&s, IrqEntryExit) / 2;
+        run_until(&mut s, pass - 1);
+        assert_eq!(s.smp.queue[1].len(), 2, "both csds wait for the pass");
+        assert_eq!(s.stats.ipis_sent, 2 + 1, "CPU 2 sent only CPU 0 an IPI");
+        run_until(&mut s, pass + 1);
+        assert!(s.smp.queue[1].is_empty());
+        run_until(&mut s, 200 * US);
+        assert_eq!((s.smp.waiting[0], s.smp.waiting[2]), (0, 0));
+        assert_eq!(cal(&s, 1), 1);
+        assert_eq!(s.stats.ipis_sent, 3);
+    }
+}

@@ -763,3 +763,184 @@ fn csd_unlock(s: &mut Sim, sender: CpuId, target: CpuId, csd: u32, waited: bool,
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::machine::Cost::{self, *};
+    use crate::observe::Trace;
+    use crate::sched::{Mode, SpinOn, Step};
+    use crate::sim::Sim;
+    use crate::testing::{busy_until, cal, machine, run_until, spawn, switch_in, work, Then, MM};
+
+    const US: u64 = 1_000_000;
+
+    fn c(s: &Sim, k: Cost) -> u64 {
+        s.m.cost[k]
+    }
+
+    /// percpu_csd with the llist (6.3): membarrier's smp_call_function_many() to the K = 3 CPUs
+    /// running the mm sends exactly K IPIs (none to the idle CPUs 4 and 5), and csd_lock_wait()
+    /// ends exactly when the last target's unlock reaches the sender.
+    #[test]
+    fn a_call_to_k_targets_sends_k_ipis_and_waits_for_the_last_handler() {
+        let mut s = machine(6, "linux-6.3", Then::Spin, &[]);
+        for cpu in 1..=3 {
+            spawn(&mut s, MM, cpu, &[]);
+        }
+        let start = switch_in(&s);
+        run_until(&mut s, start + 1);
+        assert_eq!(s.cpus[3].mode, Mode::Spin(SpinOn::UserForever));
+        let w = 7 * US;
+        spawn(&mut s, MM, 0, &[Step::MembarrierIpiMb, work(w, false)]);
+        let t1 = start + 1 + switch_in(&s);
+        // Three csds queued, three ICR writes; the third target enters its handler a wire and
+        // half an irq_entry_exit later, reads the csd's line and its unlock's line goes back.
+        let last_unlock_seen = t1
+            + 3 * c(&s, CsdQueue)
+            + 3 * c(&s, IpiSend)
+            + c(&s, IpiWireNode)
+            + c(&s, IrqEntryExit) / 2
+            + 2 * c(&s, LineNode);
+        run_until(&mut s, last_unlock_seen - 1);
+        assert_eq!(s.smp.waiting[0], 0, "every target ran the function by now");
+        assert_eq!(
+            s.cpus[0].mode,
+            Mode::Spin(SpinOn::CsdLockWait),
+            "but its unlock has not reached the sender yet"
+        );
+        run_until(&mut s, last_unlock_seen + 1);
+        assert_eq!(busy_until(&s, 0), last_unlock_seen + w);
+        assert_eq!(s.stats.ipis_sent, 3);
+        let cals: Vec<u64> = (0..6).map(|cpu| cal(&s, cpu)).collect();
+        assert_eq!(cals, [0, 1, 1, 1, 0, 0]);
+    }
+
+    /// skip_ipi_if_queued (4.13): CPU 1's call to {0, 2, 3} sends no IPI to CPUs 2 and 3, whose
+    /// queues still hold CPU 0's csds (they run an IRQs-off step), only to CPU 0: 3 + 1 IPIs.
+    /// Without it (4.3) every target gets one: 3 + 3; both reach CPUs 2 and 3 while IRQs are off
+    /// and set the same IRR bit, so each takes one interrupt either way. No csd is lost: both
+    /// waits end.
+    #[test]
+    fn no_second_ipi_to_a_cpu_whose_queue_holds_work() {
+        for (skip, ipis) in [("true", 4), ("false", 6)] {
+            let sets = [("kernel.skip_ipi_if_queued", skip)];
+            let mut s = machine(4, "linux-6.3", Then::Spin, &sets);
+            spawn(&mut s, MM, 0, &[Step::TlbRemoveTableSyncOne]);
+            spawn(
+                &mut s,
+                MM,
+                1,
+                &[work(100 * US, true), Step::TlbRemoveTableSyncOne],
+            );
+            spawn(&mut s, MM, 2, &[work(1000 * US, true)]);
+            spawn(&mut s, MM, 3, &[work(1000 * US, true)]);
+            run_until(&mut s, 500 * US);
+            assert_eq!(s.stats.ipis_sent, ipis, "skip_ipi_if_queued={skip}");
+            assert_eq!((s.smp.queue[2].len(), s.smp.queue[3].len()), (2, 2));
+            assert_eq!((s.smp.waiting[0], s.smp.waiting[1]), (2, 2));
+            run_until(&mut s, 2000 * US);
+            assert_eq!((s.smp.waiting[0], s.smp.waiting[1]), (0, 0));
+            assert_eq!(s.stats.ipis_sent, ipis, "skip_ipi_if_queued={skip}");
+            let cals: Vec<u64> = (0..4).map(|cpu| cal(&s, cpu)).collect();
+            assert_eq!(cals, [1, 1, 1, 1], "skip_ipi_if_queued={skip}");
+        }
+    }
+
+    /// 3.8's global_cfd: a call to three CPUs puts the sender's one cfd on the global queue under
+    /// call_function.lock and sends every target an IPI; each handler walks the global queue and
+    /// does one read-modify-write of the cfd's line; the last one unlinks it under the lock. The
+    /// per-CPU queues and their locks are not used.
+    #[test]
+    fn global_cfd_every_handler_walks_the_global_queue() {
+        let mut s = machine(4, "linux-3.8", Then::Spin, &[]);
+        for cpu in 1..=3 {
+            spawn(&mut s, MM, cpu, &[]);
+        }
+        let start = switch_in(&s);
+        run_until(&mut s, start + 1);
+        spawn(&mut s, MM, 0, &[Step::TlbRemoveTableSyncOne]);
+        // Just after the sender's step began: queued, nothing arrived yet (the wire is longer).
+        let t1 = start + 1 + switch_in(&s);
+        run_until(&mut s, t1 + 1);
+        assert_eq!(s.smp.global.queue, vec![0]);
+        assert_eq!(
+            s.smp.global.lock.acquisitions, 1,
+            "the sender's list_add_rcu"
+        );
+        assert_eq!(s.smp.global.cfd[0].refs, 3);
+        run_until(&mut s, t1 + 100 * US);
+        assert!(s.smp.global.queue.is_empty());
+        assert_eq!(s.smp.global.cfd[0].refs, 0);
+        assert_eq!(s.smp.waiting[0], 0);
+        assert_eq!(s.stats.ipis_sent, 3);
+        // The sender's fill, then one cpumask/refs update by each of the three handlers.
+        assert_eq!(s.smp.global.cfd[0].line.acquisitions, 1 + 3);
+        assert_eq!(
+            s.smp.global.lock.acquisitions, 2,
+            "the sender's add and the last target's list_del_rcu"
+        );
+        for cpu in 1..=3 {
+            assert_eq!(cal(&s, cpu), 1);
+            assert_eq!(s.smp.queue_lock[cpu].acquisitions, 0, "CPU {cpu}");
+            let t = s.cpus[cpu].task.unwrap();
+            let walked =
+                s.tasks[t].profile[crate::observe::Func::GenericSmpCallFunctionInterrupt as usize];
+            assert!(walked > 0, "CPU {cpu}'s handler walked the global queue");
+        }
+    }
+
+    /// 3.8 sends a lone target through smp_call_function_single(): the target's own queue under
+    /// its call_single_queue.lock (the sender's add, the handler's list_replace_init), not the
+    /// global queue.
+    #[test]
+    fn global_cfd_a_lone_target_goes_through_its_own_queue() {
+        let mut s = machine(2, "linux-3.8", Then::Spin, &[]);
+        spawn(&mut s, MM, 1, &[]);
+        run_until(&mut s, 10 * US);
+        spawn(&mut s, MM, 0, &[Step::TlbRemoveTableSyncOne]);
+        run_until(&mut s, 100 * US);
+        assert_eq!(s.smp.waiting[0], 0);
+        assert_eq!(s.stats.ipis_sent, 1);
+        assert_eq!(s.smp.global.lock.acquisitions, 0);
+        assert_eq!(s.smp.global.cfd[0].line.acquisitions, 0);
+        assert_eq!(s.smp.queue_lock[1].acquisitions, 2);
+    }
+
+    /// ipi_poll_elision: a single-target call to an idle CPU that polls sends no IPI; the sender
+    /// sets NEED_RESCHED (a line to the target) and the idle loop runs the queue with no
+    /// interrupt entry: done a csd_queue and three line transfers after the call began. Without
+    /// the elision the same call costs an IPI and an interrupt.
+    #[test]
+    fn a_polling_idle_cpu_is_kicked_without_an_ipi() {
+        for (elide, ipis) in [("true", 0), ("false", 1)] {
+            let sets = [("machine.idle", "poll"), ("kernel.ipi_poll_elision", elide)];
+            let mut s = machine(2, "linux-6.3", Then::Sleep, &sets);
+            // CPU 1 runs a task that sleeps at once, so it enters the (polling) idle loop.
+            spawn(&mut s, MM, 1, &[]);
+            run_until(&mut s, 10 * US);
+            assert_eq!(s.cpus[1].mode, Mode::Idle);
+            let t = spawn(
+                &mut s,
+                MM,
+                0,
+                &[Step::TlbRemoveTableSyncOne, work(US, false)],
+            );
+            let t1 = 10 * US + switch_in(&s);
+            if elide == "true" {
+                // The kick's line, the csd's line to the handler, the unlock's line back.
+                let done = t1 + c(&s, CsdQueue) + 3 * c(&s, LineNode);
+                run_until(&mut s, done - 1);
+                assert_eq!(s.cpus[0].mode, Mode::Spin(SpinOn::CsdLockWait));
+                run_until(&mut s, done + 1);
+                assert_eq!(busy_until(&s, 0), done + US);
+            }
+            run_until(&mut s, 100 * US);
+            assert_eq!(s.stats.ipis_sent, ipis, "ipi_poll_elision={elide}");
+            assert_eq!(cal(&s, 1), ipis, "ipi_poll_elision={elide}");
+            let kicks = s.stats.trace[Trace::WakeIdleWithoutIpi as usize];
+            assert_eq!(kicks, 1 - ipis, "ipi_poll_elision={elide}");
+            assert_eq!(s.smp.waiting[0], 0);
+            assert_eq!(s.tasks[t].times.user, US);
+        }
+    }
+}

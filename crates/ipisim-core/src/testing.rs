@@ -1,0 +1,145 @@
+//! A minimal machine for unit tests: N CPUs on one node of host-2cpu's cost table, 64 MiB, a
+//! kernel preset with `--set`-style overrides, and no scenario running. Tests spawn tasks with
+//! the steps they want and drive the event loop; each subsystem is tested on its own.
+
+use crate::arch::x86::X86;
+use crate::arch::Tlb;
+use crate::config::{resolve, RunRequest};
+use crate::engine::{CpuMask, EventQueue, Time, NEVER};
+use crate::machine::Cost;
+use crate::observe::{Irq, Stats};
+use crate::sched::{self, Cpu, Mode, Step, TaskState};
+use crate::sim::{CpuId, Sim, TaskId};
+
+/// The process every test task belongs to (the scenario's, made at start).
+pub(crate) const MM: usize = 0;
+
+/// What a test task does once its steps are done: spin in user space (IRQs on) or sleep.
+#[derive(Clone, Copy)]
+pub(crate) enum Then {
+    Spin,
+    Sleep,
+}
+
+/// `cpus` CPUs on one node, HLT idle, `kernel` with `sets` on top. The scenario (membarrier,
+/// whose threads other than its main one spin or sleep as `then` says) is only a host: its main
+/// thread is taken off the machine before anything ran, so the machine is quiet at time 0.
+pub(crate) fn machine(cpus: usize, kernel: &str, then: Then, sets: &[(&str, &str)]) -> Sim {
+    let n = cpus.to_string();
+    let remote = match then {
+        Then::Spin => "busy",
+        Then::Sleep => "sleeping",
+    };
+    let mut all = vec![
+        ("machine.cpus_per_node", n.as_str()),
+        ("machine.mem_per_node", "64MiB"),
+        ("machine.idle", "hlt"),
+        ("remote", remote),
+        ("remote_threads", "0"),
+    ];
+    all.extend_from_slice(sets);
+    let req = RunRequest {
+        scenario: "membarrier".into(),
+        machine: Some("host-2cpu".into()),
+        kernel: Some(kernel.into()),
+        sets: all
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        seed: 1,
+    };
+    let mut s = Sim::new(&resolve(&req).unwrap()).unwrap();
+    // Undo the main thread's switch-in at time 0: the machine starts idle, with no mm loaded.
+    let n = s.cpus.len();
+    s.q = EventQueue::new();
+    s.cpus = (0..n).map(|_| Cpu::default()).collect();
+    s.tasks[0].state = TaskState::Exited;
+    s.stats = Stats::new(n);
+    s.x86 = X86::new(n);
+    s.tlb = (0..n)
+        .map(|_| Tlb::new(s.m.tlb_entries, s.m.tlb_ways))
+        .collect();
+    s.mem.mms[MM].cpumask = CpuMask::new();
+    s
+}
+
+/// A task of `mm` on `cpu` that runs `steps` in order (then does as the machine's `Then`), woken
+/// now: on an idle CPU it is switched in at once.
+pub(crate) fn spawn(s: &mut Sim, mm: usize, cpu: CpuId, steps: &[Step]) -> TaskId {
+    let t = sched::spawn(s, mm, cpu);
+    s.tasks[t].steps = steps.iter().rev().copied().collect();
+    t
+}
+
+/// A busy step of `ps` charged to user time, with IRQs on or off.
+pub(crate) fn work(ps: Time, irqs_off: bool) -> Step {
+    Step::Work {
+        func: crate::observe::Func::User,
+        ps,
+        irqs_off,
+    }
+}
+
+/// Run the event loop until `t` (the clock is then at `t`).
+pub(crate) fn run_until(s: &mut Sim, t: Time) {
+    s.end = None;
+    s.run(t, &mut |_, _| {});
+}
+
+/// Run the event loop until nothing is left to happen.
+pub(crate) fn run_quiet(s: &mut Sim) {
+    s.end = None;
+    s.run(NEVER, &mut |_, _| {});
+}
+
+/// When `cpu`'s current busy step ends (panics if it is not busy).
+pub(crate) fn busy_until(s: &Sim, cpu: CpuId) -> Time {
+    match s.cpus[cpu].mode {
+        Mode::Busy { until } => until,
+        m => panic!("CPU {cpu} is not busy: {m:?}"),
+    }
+}
+
+/// An IPI (with nothing queued for it, unless a test queued something) reaches `cpu` at `at`.
+pub(crate) fn ipi_at(s: &mut Sim, cpu: CpuId, at: Time) {
+    let cpu = cpu as u32;
+    s.q.schedule(at, crate::sim::Event::IpiArrive { cpu, flow: 0 });
+}
+
+/// Call-function interrupts `cpu` took (its CAL row).
+pub(crate) fn cal(s: &Sim, cpu: CpuId) -> u64 {
+    s.stats.irqs[Irq::Cal as usize][cpu]
+}
+
+/// A cost of the machine's table, in ps.
+pub(crate) fn cost(s: &Sim, c: Cost) -> Time {
+    s.m.cost[c]
+}
+
+/// The time a task switched in on an idle CPU takes before its first step: the context switch
+/// and switch_mm's CR3 write (a kernel thread loads no mm).
+pub(crate) fn switch_in(s: &Sim) -> Time {
+    cost(s, Cost::ContextSwitch) + cost(s, Cost::Cr3Flush)
+}
+
+mod tests {
+    use super::*;
+
+    /// The builder's machine is quiet, and a spawned task's step ends exactly its length after
+    /// the switch-in.
+    #[test]
+    fn a_task_runs_its_steps_after_the_switch_in() {
+        let mut s = machine(2, "linux-6.3", Then::Sleep, &[]);
+        assert!(s.q.peek_time().is_none(), "nothing scheduled");
+        assert_eq!(s.cpus[0].mode, Mode::Idle);
+        let t = spawn(&mut s, MM, 1, &[work(1_000_000, false)]);
+        let start = switch_in(&s);
+        assert_eq!(busy_until(&s, 1), start);
+        run_until(&mut s, start + 1);
+        assert_eq!(busy_until(&s, 1), start + 1_000_000);
+        run_quiet(&mut s);
+        assert_eq!(s.tasks[t].state, TaskState::Sleeping);
+        assert_eq!(s.tasks[t].times.user, 1_000_000);
+        assert_eq!(s.stats.ipis_sent, 0);
+    }
+}
