@@ -29,7 +29,7 @@ pub const LAYERS: &[&str] = &[
 ];
 
 /// The composition root, above every layer: the run's state and its dispatch.
-pub const ROOT: &[&str] = &["lib", "sim", "kernel"];
+pub const ROOT: &[&str] = &["lib", "sim", "kernel", "testing"];
 pub use observe::RunOutput;
 
 /// Resolve the request, run it to completion, and return the result.

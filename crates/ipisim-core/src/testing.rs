@@ -55,6 +55,7 @@ pub(crate) fn machine(cpus: usize, kernel: &str, then: Then, sets: &[(&str, &str
     s.cpus = (0..n).map(|_| Cpu::default()).collect();
     s.tasks[0].state = TaskState::Exited;
     s.stats = Stats::new(n);
+    (0..s.tasks.len()).for_each(|_| s.stats.add_task());
     s.x86 = X86::new(n);
     s.tlb = (0..n)
         .map(|_| Tlb::new(s.m.tlb_entries, s.m.tlb_ways))
@@ -139,7 +140,7 @@ mod tests {
         assert_eq!(busy_until(&s, 1), start + 1_000_000);
         run_quiet(&mut s);
         assert_eq!(s.tasks[t].state, TaskState::Sleeping);
-        assert_eq!(s.tasks[t].times.user, 1_000_000);
+        assert_eq!(s.stats.tasks[t].times.user, 1_000_000);
         assert_eq!(s.stats.ipis_sent, 0);
     }
 }

@@ -812,7 +812,7 @@ mod tests {
         assert_eq!(cal(&s, 1), 1);
         let t = s.cpus[1].task.unwrap();
         assert_eq!(
-            s.tasks[t].times.user,
+            s.stats.tasks[t].times.user,
             100 * US,
             "the step's own time is unchanged"
         );
@@ -918,9 +918,13 @@ mod tests {
             run_until(&mut s, end);
             assert_eq!(s.cpus[1].mode, Mode::Spin(SpinOn::UserForever));
             let handlers = ipis * c(&s, IrqEntryExit);
-            assert_eq!(s.tasks[t].times.user, end - start - handlers, "{ipis} IPIs");
             assert_eq!(
-                s.tasks[t].times.system,
+                s.stats.tasks[t].times.user,
+                end - start - handlers,
+                "{ipis} IPIs"
+            );
+            assert_eq!(
+                s.stats.tasks[t].times.system,
                 switch_in(&s) + handlers,
                 "{ipis} IPIs"
             );
@@ -970,7 +974,7 @@ mod tests {
             assert_eq!(s.tasks[b].state, TaskState::Running);
             // b runs once a sleeps after its step: a context switch out, one in.
             run_until(&mut s, at + 100 * US);
-            assert_eq!(s.tasks[b].times.user, 5 * US);
+            assert_eq!(s.stats.tasks[b].times.user, 5 * US);
         }
     }
 

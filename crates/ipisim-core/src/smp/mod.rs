@@ -883,8 +883,8 @@ mod tests {
             assert_eq!(cal(&s, cpu), 1);
             assert_eq!(s.smp.queue_lock[cpu].acquisitions, 0, "CPU {cpu}");
             let t = s.cpus[cpu].task.unwrap();
-            let walked =
-                s.tasks[t].profile[crate::observe::Func::GenericSmpCallFunctionInterrupt as usize];
+            let walked = s.stats.tasks[t].profile
+                [crate::observe::Func::GenericSmpCallFunctionInterrupt as usize];
             assert!(walked > 0, "CPU {cpu}'s handler walked the global queue");
         }
     }
@@ -940,7 +940,7 @@ mod tests {
             let kicks = s.stats.trace[Trace::WakeIdleWithoutIpi as usize];
             assert_eq!(kicks, 1 - ipis, "ipi_poll_elision={elide}");
             assert_eq!(s.smp.waiting[0], 0);
-            assert_eq!(s.tasks[t].times.user, US);
+            assert_eq!(s.stats.tasks[t].times.user, US);
         }
     }
 }
