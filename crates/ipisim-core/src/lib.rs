@@ -15,6 +15,7 @@ pub mod observe;
 pub mod sched;
 pub mod sim;
 pub mod smp;
+pub mod step;
 #[cfg(test)]
 pub(crate) mod testing;
 pub mod workload;
@@ -22,10 +23,11 @@ pub mod workload;
 pub use config::{ConfigError, RunRequest};
 
 /// The layers, lowest first: engine (time, event queue, bitsets), config (parameters), machine
-/// (topology, costs), observe (counters, accounting, checker, trace), smp (cross-CPU calls and
+/// (topology, costs), observe (counters, accounting, checker, trace), step (what a task executes:
+/// steps, their outcomes, the calls and flushes they carry), smp (cross-CPU calls and
 /// IPIs), arch (TLBs and their flushes), mm, sched (CPUs, tasks, interrupts), workload (scenarios).
 pub const LAYERS: &[&str] = &[
-    "engine", "config", "machine", "observe", "smp", "arch", "mm", "sched", "workload",
+    "engine", "config", "machine", "observe", "step", "smp", "arch", "mm", "sched", "workload",
 ];
 
 /// The composition root, above every layer: the run's state and its dispatch.

@@ -12,6 +12,7 @@ use crate::observe::check::Checker;
 use crate::observe::Stats;
 use crate::sched::{self, Cpu, Task};
 use crate::smp::Smp;
+use crate::step::{CallFunc, Cond};
 use crate::workload::Workload;
 
 /// How often a long run reports progress, in events (about a second of host time).
@@ -93,7 +94,7 @@ impl Sim {
             perturb,
             cpus: (0..n).map(|_| Cpu::default()).collect(),
             tasks: Vec::new(),
-            smp: Smp::new(n),
+            smp: Smp::new(n, SMP_HOOKS),
             x86: X86::new(n),
             tlb: (0..n)
                 .map(|_| Tlb::new(m.tlb_entries, m.tlb_ways))
@@ -188,4 +189,33 @@ fn check_host_memory(r: &Resolved, m: &Machine, need: u64) -> Result<(), ConfigE
         crate::config::format_size(fits),
     );
     Err(r.error("machine.mem_per_node", msg))
+}
+
+/// The code smp's calls run, wired here so that smp names nothing above it.
+pub const SMP_HOOKS: crate::smp::Hooks = crate::smp::Hooks {
+    run: run_call,
+    cond: call_wanted,
+    idle_polling: sched::idle_polling,
+    kick_spinner: sched::kick_spinner,
+};
+
+/// The function a csd runs on its target: the handler's time.
+fn run_call(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId, func: CallFunc) -> Time {
+    match func {
+        CallFunc::FlushTlbFunc => crate::arch::flush_tlb_func(s, cpu, task, sender),
+        CallFunc::FlushTlbBatchPages => crate::arch::tlbbatch_flush(s, cpu, task),
+        CallFunc::FlushTlbPfns => crate::arch::tlbbatch_flush_pfns(s, cpu, task, sender),
+        CallFunc::DrainLocalPages => crate::mm::drain::drain_local_pages(s, cpu, task),
+        // ipi_mb(): one smp_mb(), a few dozen cycles: within the noise of irq_entry_exit.
+        CallFunc::IpiMb => 0,
+        CallFunc::DoSerialize | CallFunc::TlbRemoveTableSmpSync | CallFunc::DoNothingIpi => 0,
+    }
+}
+
+/// on_each_cpu_cond_mask's condition for `cpu`.
+fn call_wanted(s: &Sim, cond: Cond, cpu: CpuId, sender: CpuId) -> bool {
+    match cond {
+        Cond::Always => true,
+        Cond::ShouldFlushTlb => crate::arch::should_flush_tlb(s, cpu, sender),
+    }
 }

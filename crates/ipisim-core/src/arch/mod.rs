@@ -13,8 +13,9 @@ pub use tlb::{Tlb, TlbEntry};
 use crate::engine::{CpuId, TaskId, Time};
 use crate::machine::{Arch, Cost};
 use crate::observe::Func;
-use crate::sched::{Outcome, Step};
 use crate::sim::Sim;
+pub use crate::step::FlushRange;
+use crate::step::{Outcome, Step};
 use x86::MmCpumask;
 
 /// 4 KiB pages per PMD (HPAGE_PMD_NR with 4 KiB pages; the model's page numbers are 4 KiB).
@@ -25,16 +26,6 @@ pub const INIT_MM_CTX_ID: u64 = 1;
 
 /// The mm id meaning "flush everything": `flush_tlb_info.end == TLB_FLUSH_ALL`.
 pub const TLB_FLUSH_ALL: u64 = u64::MAX;
-
-/// The arguments of flush_tlb_mm_range (addresses as page numbers).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct FlushRange {
-    pub mm: u32,
-    pub start: u64,
-    pub end: u64,
-    pub stride_shift: u8,
-    pub freed_tables: bool,
-}
 
 /// The jiffies counter at the current time (CONFIG_HZ ticks since boot).
 pub fn jiffies(s: &Sim) -> u64 {
@@ -80,6 +71,16 @@ pub fn flush_tlb_mm_range(s: &mut Sim, cpu: CpuId, t: TaskId, r: FlushRange) -> 
 /// The remote half of a flush whose local half already ran (flush_tlb_others, before 5.13).
 pub fn flush_tlb_others(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     x86::flush_tlb_multi(s, cpu, t, false)
+}
+
+/// flush_tlb_func() on `cpu` for the flush `sender` is making: the handler's time.
+pub fn flush_tlb_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId) -> Time {
+    x86::flush_tlb_func(s, cpu, task, sender)
+}
+
+/// should_flush_tlb(): does `cpu` need the flush `sender` is sending?
+pub fn should_flush_tlb(s: &Sim, cpu: CpuId, sender: CpuId) -> bool {
+    x86::should_flush_tlb(s, cpu, sender)
 }
 
 /// arch_tlbbatch_flush() on one CPU of a reclaim batch: the handler's time.

@@ -6,9 +6,10 @@ use crate::engine::{CpuId, TaskId};
 use crate::engine::{CpuMask, Time, NEVER};
 use crate::machine::Cost;
 use crate::observe::{Func, Vm};
-use crate::sched::{self, Outcome, Step, KTHREAD};
+use crate::sched::{self, KTHREAD};
 use crate::sim::Sim;
 use crate::smp::{self, CallFunc, Cond};
+use crate::step::{Outcome, Step};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PcpDrain {

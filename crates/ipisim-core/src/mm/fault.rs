@@ -7,8 +7,8 @@ use crate::engine::{CpuId, TaskId};
 use crate::machine::Cost;
 use crate::observe::check::{self, Site, Violation};
 use crate::observe::{Func, Vm};
-use crate::sched::{Outcome, Step};
 use crate::sim::Sim;
+use crate::step::{Outcome, Step};
 
 /// Pages handled per step, so other CPUs' events interleave with a long touch loop.
 const TOUCH_CHUNK: u32 = 64;

@@ -9,8 +9,8 @@ use crate::engine::{CpuId, TaskId};
 use crate::machine::Cost;
 use crate::observe::check::{self, Site, Violation};
 use crate::observe::{Func, Vm};
-use crate::sched::{Outcome, Step};
 use crate::sim::Sim;
+use crate::step::{Outcome, Step};
 
 /// On an LRU list.
 pub const PG_LRU: u16 = 1;

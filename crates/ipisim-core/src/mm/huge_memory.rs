@@ -7,9 +7,9 @@ use crate::engine::CpuMask;
 use crate::engine::{CpuId, TaskId};
 use crate::machine::Cost;
 use crate::observe::Func;
-use crate::sched::{Outcome, Step};
 use crate::sim::Sim;
 use crate::smp::{self, CallFunc};
+use crate::step::{Outcome, Step};
 
 pub use crate::arch::PMD_PAGES;
 /// PMDs per PMD table page: one table maps 1 GiB with 4 KiB or (radix) 64 KiB base pages.

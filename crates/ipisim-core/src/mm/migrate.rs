@@ -15,8 +15,9 @@ use crate::engine::{Time, NEVER};
 use crate::machine::Cost;
 use crate::observe::check::{self, PageEvent, Site};
 use crate::observe::{Func, Vm};
-use crate::sched::{self, Outcome, Step};
+use crate::sched;
 use crate::sim::Sim;
+use crate::step::{Outcome, Step};
 
 /// NR_MAX_BATCHED_MIGRATION: HPAGE_PMD_NR, 512 pages on x86-64.
 pub const NR_MAX_BATCHED_MIGRATION: usize = 512;

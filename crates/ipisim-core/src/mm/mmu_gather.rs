@@ -3,8 +3,8 @@
 
 use crate::arch::{FlushRange, TLB_FLUSH_ALL};
 use crate::engine::TaskId;
-use crate::sched::{Outcome, Step};
 use crate::sim::Sim;
+use crate::step::{Outcome, Step};
 
 /// Pages one gather holds before zap_pte_range must flush: MMU_GATHER_BUNDLE (8) plus
 /// MAX_GATHER_BATCH_COUNT (10000 / 510 = 19) batches of MAX_GATHER_BATCH (510) pointers.

@@ -4,8 +4,9 @@
 
 use crate::engine::TaskId;
 use crate::engine::{Time, NEVER, PS_PER_S};
-use crate::sched::{Outcome, TaskState, KTHREAD};
+use crate::sched::{TaskState, KTHREAD};
 use crate::sim::Sim;
+use crate::step::Outcome;
 
 /// What select_bad_process() found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,8 +5,8 @@ use crate::engine::{CpuId, TaskId};
 use crate::engine::{SpinLock, Time};
 use crate::machine::Cost;
 use crate::observe::Func;
-use crate::sched::Step;
 use crate::sim::Sim;
+use crate::step::Step;
 
 /// One node's memory as one zone (ZONE_NORMAL).
 #[derive(Debug)]

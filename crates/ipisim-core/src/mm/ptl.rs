@@ -7,8 +7,9 @@
 use crate::engine::{CpuId, TaskId};
 use crate::engine::{HeldLock, Time, NEVER};
 use crate::observe::Func;
-use crate::sched::{self, Outcome, SpinOn, Step};
+use crate::sched;
 use crate::sim::Sim;
+use crate::step::{Outcome, SpinOn, Step};
 
 use super::PTRS_PER_PTE;
 

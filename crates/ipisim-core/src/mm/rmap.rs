@@ -9,9 +9,9 @@ use crate::engine::{CpuMask, Time};
 use crate::machine::Cost;
 use crate::observe::check::{self, PageEvent, Site, Violation};
 use crate::observe::{Func, Vm};
-use crate::sched::{Outcome, Step};
 use crate::sim::Sim;
 use crate::smp::{self, CallFunc, Cond};
+use crate::step::{Outcome, Step};
 
 /// `kernel.reclaim_flush`: what try_to_unmap_one does about the TLB.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

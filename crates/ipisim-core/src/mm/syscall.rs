@@ -5,18 +5,10 @@ use super::{merge_vmas, split_at, NONE, PTRS_PER_PTE};
 use crate::engine::{CpuId, TaskId};
 use crate::machine::Cost;
 use crate::observe::Func;
-use crate::sched::{self, Outcome, Step};
+use crate::sched;
 use crate::sim::Sim;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Syscall {
-    /// madvise(addr, len, MADV_DONTNEED)
-    MadviseDontneed { vpn: u64, n: u64 },
-    /// munmap(addr, len)
-    Munmap { vpn: u64, n: u64 },
-    /// mprotect(addr, len, PROT_READ)
-    MprotectRead { vpn: u64, n: u64 },
-}
+pub use crate::step::Syscall;
+use crate::step::{Outcome, Step};
 
 pub fn syscall(s: &mut Sim, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
     let mm = s.tasks[t].mm;

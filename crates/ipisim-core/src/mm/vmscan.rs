@@ -14,8 +14,9 @@ use crate::engine::{CpuId, TaskId};
 use crate::machine::Cost;
 use crate::observe::check::{self, PageEvent, Site};
 use crate::observe::{Func, Trace, Vm};
-use crate::sched::{self, Outcome, Step};
+use crate::sched;
 use crate::sim::Sim;
+use crate::step::{Outcome, Step};
 
 /// Pages isolated per shrink pass.
 pub const SWAP_CLUSTER_MAX: usize = 32;
@@ -648,8 +649,9 @@ pub fn shrink_finish(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
 #[cfg(test)]
 mod tests {
     use crate::observe::{Irq, Vm};
-    use crate::sched::{Step, KTHREAD};
+    use crate::sched::KTHREAD;
     use crate::sim::Sim;
+    use crate::step::Step;
     use crate::testing::{machine, run_until, spawn, Then, MM};
 
     const MS: u64 = 1_000_000_000;

@@ -8,7 +8,8 @@
 mod membarrier;
 mod step;
 
-pub use step::{exec, Outcome, SpinOn, Step};
+pub use crate::step::{Outcome, SpinOn, Step};
+pub use step::exec;
 
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::engine::{CpuId, TaskId};

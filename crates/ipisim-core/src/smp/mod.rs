@@ -6,8 +6,10 @@ use crate::engine::{CpuId, TaskId};
 use crate::engine::{CpuMask, SpinLock, Time};
 use crate::machine::{Apic, Arch, Cost};
 use crate::observe::{Func, Trace};
-use crate::sched::{self, Outcome, Step};
+use crate::sched;
 use crate::sim::{Event, Sim};
+pub use crate::step::{CallFunc, Cond};
+use crate::step::{Outcome, Step};
 
 /// How smp_call_function_many queues work (one module per mechanism: the variants live here).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,35 +73,6 @@ pub struct GlobalCfd {
     pub cfd: Vec<Cfd>,
 }
 
-/// The function a csd runs on its target.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallFunc {
-    /// flush_tlb_func with the sender's flush_tlb_info.
-    FlushTlbFunc,
-    /// percpu_flush_tlb_batch_pages (4.3): a full local flush.
-    FlushTlbBatchPages,
-    /// The PFN-list variant: INVLPG each page of the sender's batch.
-    FlushTlbPfns,
-    /// drain_local_pages: this CPU's pcp lists back to the buddy allocator.
-    DrainLocalPages,
-    /// ipi_mb (kernel/sched/membarrier.c): smp_mb() on the target, for membarrier.
-    IpiMb,
-    /// do_serialize (powerpc serialize_against_pte_lookup): nothing; taking the IPI is the point.
-    DoSerialize,
-    /// tlb_remove_table_smp_sync: nothing; once every CPU took it, no lockless walk remains.
-    TlbRemoveTableSmpSync,
-    /// do_nothing_ipi (the ipistorm module).
-    DoNothingIpi,
-}
-
-/// on_each_cpu_cond_mask's per-CPU condition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Cond {
-    Always,
-    /// should_flush_tlb (x86) with the sender's flush_tlb_info.
-    ShouldFlushTlb,
-}
-
 /// A queued call_single_data: who asked, and what to run.
 #[derive(Debug, Clone, Copy)]
 pub struct Csd {
@@ -110,6 +83,8 @@ pub struct Csd {
 }
 
 pub struct Smp {
+    /// The code above smp that it calls (see [`Hooks`]).
+    pub hooks: Hooks,
     /// call_single_queue of each CPU, in arrival (FIFO) order.
     pub queue: Vec<Vec<Csd>>,
     /// call_single_queue.lock of each CPU (`call_single_queue = spinlock`, to 3.13).
@@ -179,8 +154,9 @@ pub struct Call {
 }
 
 impl Smp {
-    pub fn new(n: usize) -> Smp {
+    pub fn new(n: usize, hooks: Hooks) -> Smp {
         Smp {
+            hooks,
             queue: (0..n).map(|_| Vec::with_capacity(n)).collect(),
             queue_lock: vec![SpinLock::default(); n],
             pass: (0..n)
@@ -203,10 +179,24 @@ impl Smp {
     }
 }
 
+/// What smp needs from the layers above it: the code a csd runs, a call's per-CPU condition, and
+/// the scheduler's view of a CPU. The root wires them (sim.rs), so smp names no code above it.
+#[derive(Clone, Copy)]
+pub struct Hooks {
+    /// Run `func` on `cpu` for `sender` (task: the CPU's current task): the handler's time.
+    pub run: fn(&mut Sim, CpuId, Option<TaskId>, CpuId, CallFunc) -> Time,
+    /// Does `cpu` want the call `sender` is making (on_each_cpu_cond_mask's cond_func)?
+    pub cond: fn(&Sim, Cond, CpuId, CpuId) -> bool,
+    /// Is `cpu` idle and polling its need-resched flag (set_nr_if_polling)?
+    pub idle_polling: fn(&Sim, CpuId) -> bool,
+    /// A CPU spinning in csd_lock or csd_lock_wait looks at its condition again.
+    pub kick_spinner: fn(&mut Sim, CpuId),
+}
+
 fn cond_holds(s: &Sim, cond: Cond, cpu: CpuId, sender: CpuId) -> bool {
     match cond {
         Cond::Always => true,
-        Cond::ShouldFlushTlb => crate::arch::x86::should_flush_tlb(s, cpu, sender),
+        _ => (s.smp.hooks.cond)(s, cond, cpu, sender),
     }
 }
 
@@ -444,7 +434,7 @@ fn queue_loop(s: &mut Sim, cpu: CpuId, task: TaskId, mut st: Sending) -> Outcome
     let mut send: Time = 0;
     if nr_ipi == 1 {
         // send_call_function_single_ipi(): an idle CPU that is polling needs no interrupt.
-        if s.k.ipi_poll_elision && sched::idle_polling(s, last) {
+        if s.k.ipi_poll_elision && (s.smp.hooks.idle_polling)(s, last) {
             s.stats.trace(Trace::WakeIdleWithoutIpi);
             let at = now + setup + s.m.line_transfer(cpu, last);
             s.q.schedule(at, Event::PollKick { cpu: last as u32 });
@@ -598,15 +588,7 @@ pub fn run_local(s: &mut Sim, cpu: CpuId, task: TaskId, func: CallFunc) -> Outco
 }
 
 fn run_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId, func: CallFunc) -> Time {
-    match func {
-        CallFunc::FlushTlbFunc => crate::arch::x86::flush_tlb_func(s, cpu, task, sender),
-        CallFunc::FlushTlbBatchPages => crate::arch::tlbbatch_flush(s, cpu, task),
-        CallFunc::FlushTlbPfns => crate::arch::tlbbatch_flush_pfns(s, cpu, task, sender),
-        CallFunc::DrainLocalPages => crate::mm::drain::drain_local_pages(s, cpu, task),
-        // ipi_mb(): one smp_mb(), a few dozen cycles: within the noise of irq_entry_exit.
-        CallFunc::IpiMb => 0,
-        CallFunc::DoSerialize | CallFunc::TlbRemoveTableSmpSync | CallFunc::DoNothingIpi => 0,
-    }
+    (s.smp.hooks.run)(s, cpu, task, sender, func)
 }
 
 /// __flush_smp_call_function_queue(): detach this CPU's queue and run each csd in order, from
@@ -753,13 +735,13 @@ fn csd_unlock(s: &mut Sim, sender: CpuId, target: CpuId, csd: u32, waited: bool,
     if s.smp.csd_lock_on[sender] == csd {
         s.smp.csd_lock_on[sender] = NO_CPU;
         s.smp.csd_free_at[sender] = seen;
-        sched::kick_spinner(s, sender);
+        (s.smp.hooks.kick_spinner)(s, sender);
     }
     if waited {
         s.smp.waiting[sender] -= 1;
         s.smp.done_at[sender] = s.smp.done_at[sender].max(seen);
         if s.smp.waiting[sender] == 0 {
-            sched::kick_spinner(s, sender);
+            (s.smp.hooks.kick_spinner)(s, sender);
         }
     }
 }
@@ -768,8 +750,9 @@ fn csd_unlock(s: &mut Sim, sender: CpuId, target: CpuId, csd: u32, waited: bool,
 mod tests {
     use crate::machine::Cost::{self, *};
     use crate::observe::Trace;
-    use crate::sched::{Mode, SpinOn, Step};
+    use crate::sched::Mode;
     use crate::sim::Sim;
+    use crate::step::{SpinOn, Step};
     use crate::testing::{busy_until, cal, machine, run_until, spawn, switch_in, work, Then, MM};
 
     const US: u64 = 1_000_000;

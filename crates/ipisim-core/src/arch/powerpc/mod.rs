@@ -3,9 +3,9 @@
 //! PMD used to serialize against lockless page-table walkers with an IPI (seed 002).
 
 use crate::engine::{CpuId, TaskId};
-use crate::sched::Outcome;
 use crate::sim::Sim;
 use crate::smp::{self, CallFunc};
+use crate::step::Outcome;
 
 /// What radix__pmdp_huge_get_and_clear(_full) does besides clearing the PMD.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -8,9 +8,9 @@ use crate::engine::{Time, PS_PER_S};
 use crate::machine::Cost;
 use crate::observe::tracelog::tlb_flush;
 use crate::observe::{Func, Irq, Vm};
-use crate::sched::{Outcome, Step};
 use crate::sim::Sim;
 use crate::smp::{self, CallFunc, Cond};
+use crate::step::{Outcome, Step};
 
 /// tlb_flush reasons (include/linux/mm_types.h: enum tlb_flush_reason).
 const TLB_FLUSH_ON_TASK_SWITCH: u8 = 0;
