@@ -99,7 +99,7 @@ impl Sim {
             tlb: (0..n)
                 .map(|_| Tlb::new(m.tlb_entries, m.tlb_ways))
                 .collect(),
-            mem: Memory::new(m.nodes, m.mem_per_node, n),
+            mem: Memory::new(m.nodes, m.mem_per_node, n, MM_HOOKS),
             stats: Stats::new(n),
             check: Checker::new(r.bool("check.enabled")),
             work,
@@ -190,6 +190,13 @@ fn check_host_memory(r: &Resolved, m: &Machine, need: u64) -> Result<(), ConfigE
     );
     Err(r.error("machine.mem_per_node", msg))
 }
+
+/// The scheduler's entry points mm calls, wired here so that mm names nothing above it.
+pub const MM_HOOKS: crate::mm::Hooks = crate::mm::Hooks {
+    wake: sched::wake,
+    spawn_kthread: |s, cpu| sched::spawn_at(s, sched::KTHREAD, cpu, NEVER),
+    kick_spinner: sched::kick_spinner,
+};
 
 /// The code smp's calls run, wired here so that smp names nothing above it.
 pub const SMP_HOOKS: crate::smp::Hooks = crate::smp::Hooks {

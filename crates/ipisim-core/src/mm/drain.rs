@@ -6,7 +6,6 @@ use crate::engine::{CpuId, TaskId};
 use crate::engine::{CpuMask, Time, NEVER};
 use crate::machine::Cost;
 use crate::observe::{Func, Vm};
-use crate::sched::{self, KTHREAD};
 use crate::sim::Sim;
 use crate::smp::{self, CallFunc, Cond};
 use crate::step::{Outcome, Step};
@@ -123,7 +122,7 @@ pub fn drain_all_pages(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             for c in with.iter() {
                 let w = kworker(s, c);
                 s.tasks[w].steps.push(Step::DrainWork);
-                sched::wake(s, w);
+                (s.mem.hooks.wake)(s, w);
             }
             if s.mem.drain.pending == 0 {
                 s.mem.drain.owner = None;
@@ -140,7 +139,7 @@ fn kworker(s: &mut Sim, cpu: CpuId) -> TaskId {
     if let Some(t) = s.mem.drain.kworkers[cpu] {
         return t;
     }
-    let t = sched::spawn_at(s, KTHREAD, cpu, NEVER);
+    let t = (s.mem.hooks.spawn_kthread)(s, cpu);
     s.tasks[t].comm = format!("kworker/{cpu}:1");
     s.mem.drain.kworkers[cpu] = Some(t);
     t
@@ -152,7 +151,7 @@ pub fn drain_work(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     s.mem.drain.pending -= 1;
     if s.mem.drain.pending == 0 {
         let owner = s.mem.drain.owner.take().expect("a drain is running");
-        sched::wake(s, owner);
+        (s.mem.hooks.wake)(s, owner);
     }
     Outcome::Busy {
         ps,

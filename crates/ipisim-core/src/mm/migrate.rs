@@ -15,7 +15,6 @@ use crate::engine::{Time, NEVER};
 use crate::machine::Cost;
 use crate::observe::check::{self, PageEvent, Site};
 use crate::observe::{Func, Vm};
-use crate::sched;
 use crate::sim::Sim;
 use crate::step::{Outcome, Step};
 
@@ -235,7 +234,7 @@ fn wake_waiters(s: &mut Sim, pfn: u32) {
     while i < s.mem.migration_waiters.len() {
         if s.mem.migration_waiters[i].0 == pfn {
             let (_, t) = s.mem.migration_waiters.swap_remove(i);
-            sched::wake(s, t);
+            (s.mem.hooks.wake)(s, t);
         } else {
             i += 1;
         }

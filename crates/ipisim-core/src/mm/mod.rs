@@ -27,7 +27,8 @@ pub use syscall::{
     free_pgtables, mmap_write_lock, mmap_write_unlock, protect_step, syscall, zap_step, Syscall,
 };
 
-use crate::engine::CpuMask;
+use crate::engine::{CpuId, CpuMask, TaskId};
+use crate::sim::Sim;
 
 pub const PAGE_SHIFT: u32 = 12;
 pub const PTRS_PER_PTE: u64 = 512;
@@ -116,7 +117,23 @@ pub struct File {
     pub ptl_base: u32,
 }
 
+/// The `mm` of a kernel thread: it has none and borrows the previous task's (lazy TLB).
+pub const KTHREAD: usize = usize::MAX;
+
+/// What mm needs from the scheduler above it; the root wires them (sim.rs).
+#[derive(Clone, Copy)]
+pub struct Hooks {
+    /// wake_up_process(): make a sleeping task runnable.
+    pub wake: fn(&mut Sim, TaskId),
+    /// kthread_create_on_cpu(): a kernel thread bound to a CPU, asleep until woken.
+    pub spawn_kthread: fn(&mut Sim, CpuId) -> TaskId,
+    /// A CPU spinning on a lock that was just handed to it looks at it again.
+    pub kick_spinner: fn(&mut Sim, CpuId),
+}
+
 pub struct Memory {
+    /// The scheduler's entry points mm calls (see [`Hooks`]).
+    pub hooks: Hooks,
     pub mms: Vec<Mm>,
     pub tables: Vec<PteTable>,
     free_tables: Vec<u32>,
@@ -146,8 +163,9 @@ pub struct Memory {
 }
 
 impl Memory {
-    pub fn new(nodes: usize, bytes_per_node: u64, ncpus: usize) -> Memory {
+    pub fn new(nodes: usize, bytes_per_node: u64, ncpus: usize, hooks: Hooks) -> Memory {
         Memory {
+            hooks,
             mms: Vec::new(),
             tables: Vec::new(),
             free_tables: Vec::new(),

@@ -7,7 +7,6 @@
 use crate::engine::{CpuId, TaskId};
 use crate::engine::{HeldLock, Time, NEVER};
 use crate::observe::Func;
-use crate::sched;
 use crate::sim::Sim;
 use crate::step::{Outcome, SpinOn, Step};
 
@@ -118,7 +117,7 @@ pub fn unlock(s: &mut Sim, t: TaskId, id: u32) -> Outcome {
             .task
             .expect("a CPU spinning for a lock runs a task");
         s.tasks[waiter].locks_held += 1;
-        sched::kick_spinner(s, next);
+        (s.mem.hooks.kick_spinner)(s, next);
     }
     Outcome::Next
 }

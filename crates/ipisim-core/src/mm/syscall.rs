@@ -5,7 +5,6 @@ use super::{merge_vmas, split_at, NONE, PTRS_PER_PTE};
 use crate::engine::{CpuId, TaskId};
 use crate::machine::Cost;
 use crate::observe::Func;
-use crate::sched;
 use crate::sim::Sim;
 pub use crate::step::Syscall;
 use crate::step::{Outcome, Step};
@@ -118,7 +117,7 @@ pub fn mmap_write_unlock(s: &mut Sim, t: TaskId) -> Outcome {
     let m = &mut s.mem.mms[s.tasks[t].mm];
     m.mmap_lock_writer = None;
     for w in std::mem::take(&mut m.mmap_lock_waiters) {
-        sched::wake(s, w);
+        (s.mem.hooks.wake)(s, w);
     }
     Outcome::Next
 }

@@ -14,7 +14,6 @@ use crate::engine::{CpuId, TaskId};
 use crate::machine::Cost;
 use crate::observe::check::{self, PageEvent, Site};
 use crate::observe::{Func, Trace, Vm};
-use crate::sched;
 use crate::sim::Sim;
 use crate::step::{Outcome, Step};
 
@@ -95,7 +94,7 @@ pub fn wakeup_kswapd(s: &mut Sim, node: usize) {
     if s.mem.reclaim_started.is_none() {
         s.mem.reclaim_started = Some(s.q.now());
     }
-    sched::wake(s, t);
+    (s.mem.hooks.wake)(s, t);
 }
 
 /// A kernel thread with nothing queued: kswapd's loop, or a kworker going back to sleep.
@@ -353,7 +352,7 @@ fn too_many_isolated_wait(
         if s.k.isolated_throttle == IsolatedThrottle::ReclaimThrottle {
             // wake_throttle_isolated(): whoever sees the node below the limit wakes the sleepers.
             for i in 0..s.mem.lru[node].throttled.len() {
-                sched::wake(s, s.mem.lru[node].throttled[i] as usize);
+                (s.mem.hooks.wake)(s, s.mem.lru[node].throttled[i] as usize);
             }
             s.mem.lru[node].throttled.clear();
         }

@@ -161,8 +161,7 @@ pub struct Task {
     pub timer_at: Time,
 }
 
-/// The `mm` of a kernel thread: it has none and borrows the previous task's (lazy TLB).
-pub const KTHREAD: usize = usize::MAX;
+pub use crate::mm::KTHREAD;
 
 /// Create a task of `mm` pinned to `cpu`; it becomes runnable at once.
 pub fn spawn(s: &mut Sim, mm: usize, cpu: CpuId) -> TaskId {

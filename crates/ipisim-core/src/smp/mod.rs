@@ -6,10 +6,9 @@ use crate::engine::{CpuId, TaskId};
 use crate::engine::{CpuMask, SpinLock, Time};
 use crate::machine::{Apic, Arch, Cost};
 use crate::observe::{Func, Trace};
-use crate::sched;
 use crate::sim::{Event, Sim};
 pub use crate::step::{CallFunc, Cond};
-use crate::step::{Outcome, Step};
+use crate::step::{Outcome, SpinOn, Step};
 
 /// How smp_call_function_many queues work (one module per mechanism: the variants live here).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -337,7 +336,7 @@ pub fn smp_call_function_many_cond(
             run_local,
         });
         s.tasks[task].steps.push(Step::SmpCallFunctionMany);
-        return Outcome::Spin(sched::SpinOn::CsdLock);
+        return Outcome::Spin(SpinOn::CsdLock);
     }
     if global {
         return global_cfd_call(
