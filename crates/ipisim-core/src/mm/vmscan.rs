@@ -221,42 +221,13 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
     // shrink_inactive_list() and shrink_active_list() begin with lru_add_drain(): this CPU's
     // pagevec goes onto the LRU before anything is isolated (charged there, as __pagevec_lru_add).
     let drain = super::lru::lru_add_drain(s, cpu, t);
-    let mut ps: Time = 0;
     let lists = s.mem.lru[node].lists(anon);
-    let mut young = [0u32; SWAP_CLUSTER_MAX];
-    let mut nr_young = 0;
-    let mut nr_scanned_active = 0;
-    if lists.inactive.len() < lists.active.len() {
-        // shrink_active_list(): page_referenced() clears the accessed bits (no flush on x86
-        // since 3.15), then every page but executable file pages is deactivated.
-        let n = SWAP_CLUSTER_MAX.min(lists.active.len());
-        nr_scanned_active = n;
-        let mut moved = [0u32; SWAP_CLUSTER_MAX];
-        for slot in moved.iter_mut().take(n) {
-            let lists = s.mem.lru[node].lists(anon);
-            let p = lists.active.pop_back().expect("counted");
-            *slot = p;
-            let page = &mut s.mem.page[p as usize];
-            if super::filemap::exec_referenced(page.flags) {
-                // "give them one more trip around the active list" (VM_EXEC, 2.6.31).
-                page.flags &= !PG_REFERENCED;
-                lists.active.push_front(p);
-                ps += s.m.cost[Cost::RmapWalk];
-                continue;
-            }
-            lists.inactive.push_front(p);
-            page.flags &= !PG_ACTIVE;
-            if page.flags & PTE_MAPPED != 0 {
-                if page.flags & PTE_YOUNG != 0 {
-                    young[nr_young] = p;
-                    nr_young += 1;
-                }
-                page.flags &= !PTE_YOUNG;
-                ps += s.m.cost[Cost::RmapWalk];
-            }
-        }
-        ps += lock_lru(s, cpu, node, &moved[..n]);
-    }
+    let (mut ps, young, nr_young, nr_scanned_active) = if lists.inactive.len() < lists.active.len()
+    {
+        shrink_active_list(s, cpu, node, anon)
+    } else {
+        (0, [0; SWAP_CLUSTER_MAX], 0, 0)
+    };
     let mut isolated = std::mem::take(&mut s.tasks[t].reclaim.isolated);
     isolated.clear();
     for _ in 0..nr.min(SWAP_CLUSTER_MAX) {
@@ -304,6 +275,47 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
         ps: drain + ps,
         irqs_off: true,
     }
+}
+
+/// shrink_active_list(): page_referenced() clears the accessed bits (no flush on x86 since 3.15),
+/// then every page but executable file pages is deactivated. Its time, the pages whose accessed
+/// bit was set (the first `n` of the array), and how many pages it scanned.
+fn shrink_active_list(
+    s: &mut Sim,
+    cpu: CpuId,
+    node: usize,
+    anon: bool,
+) -> (Time, [u32; SWAP_CLUSTER_MAX], usize, usize) {
+    let mut ps: Time = 0;
+    let mut young = [0u32; SWAP_CLUSTER_MAX];
+    let mut nr_young = 0;
+    let n = SWAP_CLUSTER_MAX.min(s.mem.lru[node].lists(anon).active.len());
+    let mut moved = [0u32; SWAP_CLUSTER_MAX];
+    for slot in moved.iter_mut().take(n) {
+        let lists = s.mem.lru[node].lists(anon);
+        let p = lists.active.pop_back().expect("counted");
+        *slot = p;
+        let page = &mut s.mem.page[p as usize];
+        if super::filemap::exec_referenced(page.flags) {
+            // "give them one more trip around the active list" (VM_EXEC, 2.6.31).
+            page.flags &= !PG_REFERENCED;
+            lists.active.push_front(p);
+            ps += s.m.cost[Cost::RmapWalk];
+            continue;
+        }
+        lists.inactive.push_front(p);
+        page.flags &= !PG_ACTIVE;
+        if page.flags & PTE_MAPPED != 0 {
+            if page.flags & PTE_YOUNG != 0 {
+                young[nr_young] = p;
+                nr_young += 1;
+            }
+            page.flags &= !PTE_YOUNG;
+            ps += s.m.cost[Cost::RmapWalk];
+        }
+    }
+    ps += lock_lru(s, cpu, node, &moved[..n]);
+    (ps, young, nr_young, n)
 }
 
 /// too_many_isolated(): a direct reclaimer (never kswapd) finds more of this type isolated than
@@ -384,137 +396,20 @@ fn too_many_isolated_wait(
 /// reclaim and take them out of the page cache. Stops when an unmap needs a flush now.
 pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     let mut ps: Time = 0;
-    let walk = s.m.cost[Cost::RmapWalk];
-    let delete = s.m.cost[Cost::PagecacheDelete];
     while s.tasks[t].reclaim.pos < s.tasks[t].reclaim.isolated.len() {
         let r = &mut s.tasks[t].reclaim;
         let pfn = r.isolated[r.pos];
         r.pos += 1;
-        // page_check_address() in the rmap walks: the page's PTE lock, held from the accessed-bit
-        // test to the unmap (the kernel takes it twice; one hold is close enough).
-        let ptl =
-            (s.mem.page[pfn as usize].flags & PTE_MAPPED != 0).then(|| ptl::ptl_of_page(s, pfn));
-        if let Some(id) = ptl {
-            if ps > 0 && !ptl::free_or_mine(s, cpu, id) {
-                // Spend this pass's time first, then come back to this page and wait.
-                s.tasks[t].reclaim.pos -= 1;
-                s.tasks[t].steps.push(Step::ShrinkPageList);
-                return Outcome::Busy {
-                    ps,
-                    irqs_off: false,
-                };
+        let ptl = match lock_page_ptl(s, cpu, t, pfn, ps) {
+            Ok((ptl, moved)) => {
+                ps += moved;
+                ptl
             }
-            match ptl::lock_or_spin(s, cpu, t, id, Step::ShrinkPageList) {
-                Ok(moved) => ps += moved,
-                Err(spin) => {
-                    s.tasks[t].reclaim.pos -= 1;
-                    return spin;
-                }
-            }
-        }
-        // trylock_page() and the rest write the struct page.
-        ps += super::filemap::touch_page(s, cpu, pfn);
-        let flags = s.mem.page[pfn as usize].flags;
-        // page_check_dirty_writeback(): PG_dirty before the unmap (writeback is synchronous here).
-        if flags & PG_DIRTY != 0 {
-            s.tasks[t].reclaim.unqueued_dirty += 1;
-        }
-        if super::filemap::exec_referenced(flags) {
-            // page_check_references(): "Activate file-backed executable pages after first usage".
-            s.mem.page[pfn as usize].flags &= !PG_REFERENCED;
-            ps += walk;
-            s.stats.charge(Some(t), Func::PageReferenced, walk);
-            s.tasks[t].reclaim.activate.push(pfn);
-            continue;
-        }
-        // page_referenced(): an rmap walk if mapped; clearing the accessed bit needs no flush
-        // on x86 (ptep_clear_flush_young).
-        let mapped = flags & PTE_MAPPED != 0;
-        let referenced_ptes = mapped && flags & PTE_YOUNG != 0;
-        if mapped {
-            ps += walk;
-            s.stats.charge(Some(t), Func::PageReferenced, walk);
-        }
-        let referenced_page = flags & PG_REFERENCED != 0;
-        let swapbacked = flags & PG_SWAPBACKED != 0;
-        let p = &mut s.mem.page[pfn as usize];
-        p.flags &= !(PTE_YOUNG | PG_REFERENCED);
-        if referenced_ptes {
-            p.flags |= PG_REFERENCED;
-            // PAGEREF_ACTIVATE for anonymous pages and pages referenced before, else KEEP.
-            let r = &mut s.tasks[t].reclaim;
-            if referenced_page || swapbacked {
-                r.activate.push(pfn);
-            } else {
-                r.keep.push(pfn);
-            }
-            let id = ptl.expect("a young page is mapped");
-            if s.k.young_flush {
-                // ptep_clear_flush_young() before 3.15: flush the page with its PTE lock held,
-                // then on down the list.
-                let (mm, vpn) = rmap::mapping_of(s, pfn);
-                let steps = &mut s.tasks[t].steps;
-                steps.push(Step::ShrinkPageList);
-                steps.push(Step::PtlUnlock { id });
-                steps.push(rmap::flush_tlb_page(mm, vpn));
-                return Outcome::Busy {
-                    ps,
-                    irqs_off: false,
-                };
-            }
-            ptl::unlock(s, t, id);
-            continue;
-        }
-        // PAGEREF_RECLAIM_CLEAN: a file page referenced before is reclaimed only if clean.
-        let reclaim_clean = referenced_page && !swapbacked;
-        if swapbacked && flags & PG_SWAPCACHE == 0 {
-            // add_to_swap(): a swap slot and a place in the swap cache; dirty until written.
-            let add = s.m.cost[Cost::PagecacheInsert];
-            s.stats.charge(Some(t), Func::AddToSwap, add);
-            ps += add;
-            s.mem.page[pfn as usize].flags |= PG_DIRTY | PG_SWAPCACHE;
-        }
-        // PAGEREF_RECLAIM(_CLEAN): unmap, then write out if dirty, then __remove_mapping().
-        let mut flush_now = false;
-        if let Some(id) = ptl {
-            let (cost, pushed) = rmap::try_to_unmap_one(s, cpu, t, pfn, flags & PTE_DIRTY != 0);
-            ps += cost;
-            flush_now = pushed;
-            if !flush_now {
-                ptl::unlock(s, t, id);
-            }
-        }
-        let dirty = s.mem.page[pfn as usize].flags & PG_DIRTY != 0;
-        let node = s.tasks[t].reclaim.node;
-        let kswapd_writes = is_kswapd(s, t) && s.mem.lru[node].zone_dirty;
-        // Anonymous pages go to swap from any reclaimer. Only kswapd writes file pages, once the
-        // zone is ZONE_DIRTY, and a RECLAIM_CLEAN page is kept rather than written.
-        let write = dirty && (swapbacked || (kswapd_writes && !reclaim_clean));
-        if dirty && !write {
-            if !kswapd_writes {
-                s.stats.vm(Vm::NrVmscanImmediateReclaim, 1);
-            }
-            s.tasks[t].reclaim.keep.push(pfn);
-        } else if !dirty {
-            ps += remove_mapping(s, t, pfn, delete);
-        }
-        if flush_now || write {
-            // The unmap's own flush, then try_to_unmap_flush_dirty() (no writable TLB entry may
-            // outlive the start of the I/O), then pageout(), then on down the list.
-            // ptep_clear_flush() runs with the PTE lock held; the lock goes after it.
-            let steps = &mut s.tasks[t].steps;
-            let flush = if flush_now { steps.pop() } else { None };
-            steps.push(Step::ShrinkPageList);
-            if write {
-                steps.push(Step::Pageout { pfn });
-                if s.tasks[t].reclaim.ubc.writable && s.k.flush_dirty_before_pageout {
-                    s.tasks[t].steps.push(Step::TryToUnmapFlush);
-                }
-            }
-            if let Some(flush) = flush {
-                let id = ptl.expect("an unmap flush is of a mapped page");
-                s.tasks[t].steps.extend([Step::PtlUnlock { id }, flush]);
-            }
+            Err(out) => return out,
+        };
+        let (spent, stop) = shrink_page(s, cpu, t, pfn, ptl);
+        ps += spent;
+        if stop {
             return Outcome::Busy {
                 ps,
                 irqs_off: false,
@@ -534,6 +429,192 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         ps,
         irqs_off: false,
     }
+}
+
+/// page_check_address() in the rmap walks: the page's PTE lock, held from the accessed-bit test
+/// to the unmap (the kernel takes it twice; one hold is close enough). Ok: the lock (None if the
+/// page is not mapped) and the time taking it moved on; Err: come back to this page, after the
+/// pass's time `ps` so far or a spin.
+fn lock_page_ptl(
+    s: &mut Sim,
+    cpu: CpuId,
+    t: TaskId,
+    pfn: u32,
+    ps: Time,
+) -> Result<(Option<u32>, Time), Outcome> {
+    if s.mem.page[pfn as usize].flags & PTE_MAPPED == 0 {
+        return Ok((None, 0));
+    }
+    let id = ptl::ptl_of_page(s, pfn);
+    if ps > 0 && !ptl::free_or_mine(s, cpu, id) {
+        // Spend this pass's time first, then come back to this page and wait.
+        s.tasks[t].reclaim.pos -= 1;
+        s.tasks[t].steps.push(Step::ShrinkPageList);
+        return Err(Outcome::Busy {
+            ps,
+            irqs_off: false,
+        });
+    }
+    match ptl::lock_or_spin(s, cpu, t, id, Step::ShrinkPageList) {
+        Ok(moved) => Ok((Some(id), moved)),
+        Err(spin) => {
+            s.tasks[t].reclaim.pos -= 1;
+            Err(spin)
+        }
+    }
+}
+
+/// One page of shrink_page_list, its PTE lock `ptl` held if it is mapped: its time, and whether
+/// the pass stops here for the steps it pushed.
+fn shrink_page(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, ptl: Option<u32>) -> (Time, bool) {
+    // trylock_page() and the rest write the struct page.
+    let mut ps = super::filemap::touch_page(s, cpu, pfn);
+    let flags = s.mem.page[pfn as usize].flags;
+    // page_check_dirty_writeback(): PG_dirty before the unmap (writeback is synchronous here).
+    if flags & PG_DIRTY != 0 {
+        s.tasks[t].reclaim.unqueued_dirty += 1;
+    }
+    let (walked, verdict) = page_check_references(s, t, pfn, ptl, flags);
+    ps += walked;
+    match verdict {
+        PageRef::Done { stop } => (ps, stop),
+        PageRef::Reclaim { clean } => {
+            let (spent, stop) = reclaim_page(s, cpu, t, pfn, ptl, flags, clean);
+            (ps + spent, stop)
+        }
+    }
+}
+
+/// What page_check_references() decided for a page.
+enum PageRef {
+    /// Activated or kept; `stop`: the pass stops for the flush steps it pushed.
+    Done { stop: bool },
+    /// PAGEREF_RECLAIM, or PAGEREF_RECLAIM_CLEAN (`clean`: reclaim only if clean).
+    Reclaim { clean: bool },
+}
+
+/// page_check_references(): activate or keep a page in use, else reclaim it. Its time (the rmap
+/// walk) and the decision; a page it keeps has its PTE lock released.
+fn page_check_references(
+    s: &mut Sim,
+    t: TaskId,
+    pfn: u32,
+    ptl: Option<u32>,
+    flags: u16,
+) -> (Time, PageRef) {
+    let walk = s.m.cost[Cost::RmapWalk];
+    if super::filemap::exec_referenced(flags) {
+        // "Activate file-backed executable pages after first usage".
+        s.mem.page[pfn as usize].flags &= !PG_REFERENCED;
+        s.stats.charge(Some(t), Func::PageReferenced, walk);
+        s.tasks[t].reclaim.activate.push(pfn);
+        return (walk, PageRef::Done { stop: false });
+    }
+    // page_referenced(): an rmap walk if mapped; clearing the accessed bit needs no flush
+    // on x86 (ptep_clear_flush_young).
+    let mapped = flags & PTE_MAPPED != 0;
+    let referenced_ptes = mapped && flags & PTE_YOUNG != 0;
+    let mut ps = 0;
+    if mapped {
+        ps += walk;
+        s.stats.charge(Some(t), Func::PageReferenced, walk);
+    }
+    let referenced_page = flags & PG_REFERENCED != 0;
+    let swapbacked = flags & PG_SWAPBACKED != 0;
+    let p = &mut s.mem.page[pfn as usize];
+    p.flags &= !(PTE_YOUNG | PG_REFERENCED);
+    if !referenced_ptes {
+        // PAGEREF_RECLAIM_CLEAN: a file page referenced before is reclaimed only if clean.
+        let clean = referenced_page && !swapbacked;
+        return (ps, PageRef::Reclaim { clean });
+    }
+    p.flags |= PG_REFERENCED;
+    // PAGEREF_ACTIVATE for anonymous pages and pages referenced before, else KEEP.
+    let r = &mut s.tasks[t].reclaim;
+    if referenced_page || swapbacked {
+        r.activate.push(pfn);
+    } else {
+        r.keep.push(pfn);
+    }
+    let id = ptl.expect("a young page is mapped");
+    if s.k.young_flush {
+        // ptep_clear_flush_young() before 3.15: flush the page with its PTE lock held,
+        // then on down the list.
+        let (mm, vpn) = rmap::mapping_of(s, pfn);
+        let steps = &mut s.tasks[t].steps;
+        steps.push(Step::ShrinkPageList);
+        steps.push(Step::PtlUnlock { id });
+        steps.push(rmap::flush_tlb_page(mm, vpn));
+        return (ps, PageRef::Done { stop: true });
+    }
+    ptl::unlock(s, t, id);
+    (ps, PageRef::Done { stop: false })
+}
+
+/// PAGEREF_RECLAIM(_CLEAN) of a page whose `flags` were read before the references check:
+/// unmap, then write out if dirty, then __remove_mapping(). Its time, and whether the pass stops
+/// here for the flush and pageout steps it pushed.
+fn reclaim_page(
+    s: &mut Sim,
+    cpu: CpuId,
+    t: TaskId,
+    pfn: u32,
+    ptl: Option<u32>,
+    flags: u16,
+    reclaim_clean: bool,
+) -> (Time, bool) {
+    let mut ps = 0;
+    let swapbacked = flags & PG_SWAPBACKED != 0;
+    if swapbacked && flags & PG_SWAPCACHE == 0 {
+        // add_to_swap(): a swap slot and a place in the swap cache; dirty until written.
+        let add = s.m.cost[Cost::PagecacheInsert];
+        s.stats.charge(Some(t), Func::AddToSwap, add);
+        ps += add;
+        s.mem.page[pfn as usize].flags |= PG_DIRTY | PG_SWAPCACHE;
+    }
+    let mut flush_now = false;
+    if let Some(id) = ptl {
+        let (cost, pushed) = rmap::try_to_unmap_one(s, cpu, t, pfn, flags & PTE_DIRTY != 0);
+        ps += cost;
+        flush_now = pushed;
+        if !flush_now {
+            ptl::unlock(s, t, id);
+        }
+    }
+    let dirty = s.mem.page[pfn as usize].flags & PG_DIRTY != 0;
+    let node = s.tasks[t].reclaim.node;
+    let kswapd_writes = is_kswapd(s, t) && s.mem.lru[node].zone_dirty;
+    // Anonymous pages go to swap from any reclaimer. Only kswapd writes file pages, once the
+    // zone is ZONE_DIRTY, and a RECLAIM_CLEAN page is kept rather than written.
+    let write = dirty && (swapbacked || (kswapd_writes && !reclaim_clean));
+    if dirty && !write {
+        if !kswapd_writes {
+            s.stats.vm(Vm::NrVmscanImmediateReclaim, 1);
+        }
+        s.tasks[t].reclaim.keep.push(pfn);
+    } else if !dirty {
+        ps += remove_mapping(s, t, pfn, s.m.cost[Cost::PagecacheDelete]);
+    }
+    if !(flush_now || write) {
+        return (ps, false);
+    }
+    // The unmap's own flush, then try_to_unmap_flush_dirty() (no writable TLB entry may outlive
+    // the start of the I/O), then pageout(), then on down the list. ptep_clear_flush() runs with
+    // the PTE lock held; the lock goes after it.
+    let steps = &mut s.tasks[t].steps;
+    let flush = if flush_now { steps.pop() } else { None };
+    steps.push(Step::ShrinkPageList);
+    if write {
+        steps.push(Step::Pageout { pfn });
+        if s.tasks[t].reclaim.ubc.writable && s.k.flush_dirty_before_pageout {
+            s.tasks[t].steps.push(Step::TryToUnmapFlush);
+        }
+    }
+    if let Some(flush) = flush {
+        let id = ptl.expect("an unmap flush is of a mapped page");
+        s.tasks[t].steps.extend([Step::PtlUnlock { id }, flush]);
+    }
+    (ps, true)
 }
 
 /// __remove_mapping(): out of the page cache, onto the pass's free list.
