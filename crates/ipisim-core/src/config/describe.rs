@@ -157,8 +157,9 @@ pub fn describe(thing: &str) -> Result<Value, ConfigError> {
             .iter()
             .map(|p| param_json(p, value(p)))
             .collect();
+        let k = crate::kernel::KernelConfig::from_resolved(&r)?;
         Ok(
-            json!({"kind": "kernel", "name": r.str("kernel.name"), "description": r.str("kernel.description"), "params": params}),
+            json!({"kind": "kernel", "name": k.name, "description": k.description, "params": params}),
         )
     }
 }

@@ -12,8 +12,8 @@ pub use builtin::{builtin_kernel, builtin_machine, kernel_names, machine_names};
 pub use describe::{describe, list};
 pub use param::{format_size, parse_size, Kind, Param, Value, MAX_DURATION, MAX_SIZE};
 pub use resolve::{resolve, Resolved, RunRequest};
-pub(crate) use typed::named_enum;
 pub use typed::FromValue;
+pub(crate) use typed::{named_enum, params};
 
 use std::fmt;
 

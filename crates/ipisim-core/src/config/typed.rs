@@ -99,6 +99,39 @@ macro_rules! named_enum {
 }
 pub(crate) use named_enum;
 
+/// A parameter group declared once per parameter (field, key, kind, unit, default, doc, and an
+/// optional conversion of the read value): generates the `Param` table in declaration order
+/// (what `describe` prints) and the typed struct with `from_resolved`, read once per run.
+macro_rules! params {
+    (
+        $(#[$m:meta])* $vis:vis struct $name:ident;
+        $pvis:vis const $params:ident = {
+            $($(#[$fm:meta])* $field:ident : $ty:ty = $key:literal, $kind:expr, $unit:literal,
+              $default:literal, $doc:literal $(=> $conv:expr)?;)*
+        }
+    ) => {
+        $pvis const $params: &[$crate::config::Param] = &[
+            $($crate::config::Param { key: $key, kind: $kind, unit: $unit, default: $default, doc: $doc },)*
+        ];
+
+        $(#[$m])*
+        $vis struct $name { $($(#[$fm])* pub $field: $ty,)* }
+
+        impl $name {
+            pub fn from_resolved(
+                r: &$crate::config::Resolved,
+            ) -> Result<$name, $crate::config::ConfigError> {
+                Ok($name { $($field: {
+                    let v = r.typed($key)?;
+                    $(let v = ($conv)(v);)?
+                    v
+                },)* })
+            }
+        }
+    };
+}
+pub(crate) use params;
+
 #[cfg(test)]
 mod tests {
     use super::FromValue;
