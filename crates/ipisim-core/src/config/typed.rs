@@ -1,5 +1,4 @@
-//! Declare-once macros: a named enum's variants with their names, and a parameter group's
-//! `Param` table with the typed struct read from it, so no name or key is written twice.
+//! Declare-once macros for named enums and parameter groups, so no name or key is written twice.
 
 use super::{ConfigError, Resolved, Value};
 
@@ -44,8 +43,7 @@ impl FromValue for i64 {
     }
 }
 
-// Unsigned fields take an integer (range-checked by its Kind) or a size or duration; `as` is
-// what the hand-written reads did.
+// Unsigned fields take a range-checked integer, size or duration; `as`, as the old reads did.
 macro_rules! unsigned_from_value {
     ($($t:ty),*) => {$(
         impl FromValue for $t {
@@ -68,8 +66,7 @@ impl Resolved {
     }
 }
 
-/// An enum whose variants are each declared once with their name: generates `ALL`, `NAMES`,
-/// `name()` and `from_name()`, which returns None for an unknown name (no fallback variant).
+/// Variants declared once with their names; `from_name` is None for an unknown name: no default.
 macro_rules! named_enum {
     ($(#[$m:meta])* $name:ident { $($(#[$vm:meta])* $variant:ident = $text:literal,)* }) => {
         $(#[$m])*
@@ -99,9 +96,8 @@ macro_rules! named_enum {
 }
 pub(crate) use named_enum;
 
-/// A parameter group declared once per parameter (field, key, kind, unit, default, doc, and an
-/// optional conversion of the read value): generates the `Param` table in declaration order
-/// (what `describe` prints) and the typed struct with `from_resolved`, read once per run.
+/// One line per parameter (field: type = key, kind, unit, default, doc [=> conversion]) gives
+/// the `Param` table in `describe` order and the typed struct whose `from_resolved` reads it once.
 macro_rules! params {
     (
         $(#[$m:meta])* $vis:vis struct $name:ident;
@@ -111,7 +107,9 @@ macro_rules! params {
         }
     ) => {
         $pvis const $params: &[$crate::config::Param] = &[
-            $($crate::config::Param { key: $key, kind: $kind, unit: $unit, default: $default, doc: $doc },)*
+            $($crate::config::Param {
+                key: $key, kind: $kind, unit: $unit, default: $default, doc: $doc,
+            },)*
         ];
 
         $(#[$m])*
