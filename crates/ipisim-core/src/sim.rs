@@ -101,7 +101,7 @@ impl Sim {
                 .collect(),
             mem: Memory::new(m.nodes, m.mem_per_node, n, MM_HOOKS),
             stats: Stats::new(n),
-            check: Checker::new(r.bool("check.enabled")),
+            check: Checker::new(crate::observe::check::CheckParams::from_resolved(r)?.enabled),
             work,
             end: None,
             trace: None,

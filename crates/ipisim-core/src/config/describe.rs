@@ -149,16 +149,18 @@ pub fn describe(thing: &str) -> Result<Value, ConfigError> {
             .zip(&r.costs)
             .map(|((_, name, doc), e)| json!({"key": format!("machine.cost.{name}"), "unit": "cycles", "value": e.cycles, "source": e.source, "description": doc}))
             .collect();
+        let m = crate::machine::MachineParams::from_resolved(&r)?;
         Ok(
-            json!({"kind": "machine", "name": r.str("machine.name"), "description": r.str("machine.description"), "params": params, "costs": costs}),
+            json!({"kind": "machine", "name": m.name, "description": m.description, "params": params, "costs": costs}),
         )
     } else {
         let params: Vec<Value> = crate::kernel::PARAMS
             .iter()
             .map(|p| param_json(p, value(p)))
             .collect();
+        let k = crate::kernel::KernelConfig::from_resolved(&r)?;
         Ok(
-            json!({"kind": "kernel", "name": r.str("kernel.name"), "description": r.str("kernel.description"), "params": params}),
+            json!({"kind": "kernel", "name": k.name, "description": k.description, "params": params}),
         )
     }
 }

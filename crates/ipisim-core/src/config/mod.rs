@@ -6,11 +6,14 @@ mod builtin;
 mod describe;
 mod param;
 mod resolve;
+mod typed;
 
 pub use builtin::{builtin_kernel, builtin_machine, kernel_names, machine_names};
 pub use describe::{describe, list};
 pub use param::{format_size, parse_size, Kind, Param, Value, MAX_DURATION, MAX_SIZE};
 pub use resolve::{resolve, Resolved, RunRequest};
+pub use typed::FromValue;
+pub(crate) use typed::{named_enum, params};
 
 use std::fmt;
 

@@ -35,7 +35,7 @@ pub struct Resolved {
 }
 
 impl Resolved {
-    fn get(&self, key: &str) -> &Value {
+    pub(super) fn get(&self, key: &str) -> &Value {
         self.values
             .get(key)
             .unwrap_or_else(|| panic!("undeclared parameter {key}"))

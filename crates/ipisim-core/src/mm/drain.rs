@@ -2,6 +2,7 @@
 //! allocator, as four kernel eras did it (`kernel.pcp_drain`).
 
 use super::page_alloc::Frames;
+use crate::config::named_enum;
 use crate::engine::{CpuId, TaskId};
 use crate::engine::{CpuMask, Time, NEVER};
 use crate::machine::Cost;
@@ -10,28 +11,16 @@ use crate::sim::Sim;
 use crate::smp::{self, CallFunc, Cond};
 use crate::step::{Outcome, Step};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PcpDrain {
-    /// on_each_cpu(drain_local_pages, NULL, 1): an IPI to every CPU (before 3.4).
-    AllCpus,
-    /// on_each_cpu_mask(cpus_with_pcps, ...): only CPUs holding pages (74046494ea68, 3.4).
-    CpusWithPages,
-    /// A work item on each CPU with pages, then flush_work, under pcpu_drain_mutex (0ccce3b92421, 4.11).
-    Workqueue,
-    /// The caller drains every CPU's lists itself under each pcp->lock: no IPI, no work (6.0).
-    RemoteNoIpi,
-}
-
-impl PcpDrain {
-    pub const NAMES: &'static [&'static str] =
-        &["all_cpus", "cpus_with_pages", "workqueue", "remote_no_ipi"];
-    pub fn from_name(n: &str) -> PcpDrain {
-        match n {
-            "all_cpus" => PcpDrain::AllCpus,
-            "cpus_with_pages" => PcpDrain::CpusWithPages,
-            "workqueue" => PcpDrain::Workqueue,
-            _ => PcpDrain::RemoteNoIpi,
-        }
+named_enum! {
+    PcpDrain {
+        /// on_each_cpu(drain_local_pages, NULL, 1): an IPI to every CPU (before 3.4).
+        AllCpus = "all_cpus",
+        /// on_each_cpu_mask(cpus_with_pcps, ...): only CPUs holding pages (74046494ea68, 3.4).
+        CpusWithPages = "cpus_with_pages",
+        /// A work item on each CPU with pages, then flush_work, under pcpu_drain_mutex (0ccce3b92421, 4.11).
+        Workqueue = "workqueue",
+        /// The caller drains every CPU's lists itself under each pcp->lock: no IPI, no work (6.0).
+        RemoteNoIpi = "remote_no_ipi",
     }
 }
 

@@ -10,6 +10,7 @@ use super::filemap::{
 use super::lru::{lock_lru, lru_add_drain, lru_cache_add};
 use super::page_alloc::{alloc_page_on_node, free_page};
 use super::rmap::{self, flush_tlb_page};
+use crate::config::named_enum;
 use crate::engine::{CpuId, TaskId};
 use crate::engine::{Time, NEVER};
 use crate::machine::Cost;
@@ -21,26 +22,16 @@ use crate::step::{Outcome, Step};
 /// NR_MAX_BATCHED_MIGRATION: HPAGE_PMD_NR, 512 pages on x86-64.
 pub const NR_MAX_BATCHED_MIGRATION: usize = 512;
 
-/// `kernel.migrate_flush`: when migration flushes the TLB for the pages it unmaps.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MigrateFlush {
-    /// try_to_migrate_one's ptep_clear_flush(): one flush per page, page by page (to 6.3).
-    Immediate,
-    /// 6.4: unmap up to 512 pages with TTU_BATCH_FLUSH, one try_to_unmap_flush(), then move.
-    Batched,
-    /// An unsafe what-if: move (copy, restore, free) the batch first and flush after, which
-    /// seed 001 warned about. The checker must catch it.
-    BatchedUnsafe,
-}
-
-impl MigrateFlush {
-    pub const NAMES: &'static [&'static str] = &["immediate", "batched", "batched_unsafe"];
-    pub fn from_name(n: &str) -> MigrateFlush {
-        match n {
-            "immediate" => MigrateFlush::Immediate,
-            "batched_unsafe" => MigrateFlush::BatchedUnsafe,
-            _ => MigrateFlush::Batched,
-        }
+named_enum! {
+    /// `kernel.migrate_flush`: when migration flushes the TLB for the pages it unmaps.
+    MigrateFlush {
+        /// try_to_migrate_one's ptep_clear_flush(): one flush per page, page by page (to 6.3).
+        Immediate = "immediate",
+        /// 6.4: unmap up to 512 pages with TTU_BATCH_FLUSH, one try_to_unmap_flush(), then move.
+        Batched = "batched",
+        /// An unsafe what-if: move (copy, restore, free) the batch first and flush after, which
+        /// seed 001 warned about. The checker must catch it.
+        BatchedUnsafe = "batched_unsafe",
     }
 }
 

@@ -4,6 +4,7 @@
 
 use super::filemap::{PG_DIRTY, PTE_DIRTY, PTE_MAPPED, PTE_YOUNG};
 use crate::arch::{self, FlushRange};
+use crate::config::named_enum;
 use crate::engine::{CpuId, TaskId};
 use crate::engine::{CpuMask, Time};
 use crate::machine::Cost;
@@ -13,28 +14,17 @@ use crate::sim::Sim;
 use crate::smp::{self, CallFunc, Cond};
 use crate::step::{Outcome, Step};
 
-/// `kernel.reclaim_flush`: what try_to_unmap_one does about the TLB.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ReclaimFlush {
-    /// ptep_clear_flush(): flush_tlb_page(), an IPI to the mm's other CPUs for every page.
-    Immediate,
-    /// TTU_BATCH_FLUSH: collect the CPUs, one IPI each per batch, each doing a full flush.
-    BatchFull,
-    /// TTU_BATCH_FLUSH with a list of `batch_pfn_size` PFNs, each target INVLPGs every one.
-    BatchPfn,
-    /// Debug only: clear the PTE and never flush, so the checker has something to catch.
-    None,
-}
-
-impl ReclaimFlush {
-    pub const NAMES: &'static [&'static str] = &["immediate", "batch_full", "batch_pfn", "none"];
-    pub fn from_name(n: &str) -> ReclaimFlush {
-        match n {
-            "immediate" => ReclaimFlush::Immediate,
-            "batch_pfn" => ReclaimFlush::BatchPfn,
-            "none" => ReclaimFlush::None,
-            _ => ReclaimFlush::BatchFull,
-        }
+named_enum! {
+    /// `kernel.reclaim_flush`: what try_to_unmap_one does about the TLB.
+    ReclaimFlush {
+        /// ptep_clear_flush(): flush_tlb_page(), an IPI to the mm's other CPUs for every page.
+        Immediate = "immediate",
+        /// TTU_BATCH_FLUSH: collect the CPUs, one IPI each per batch, each doing a full flush.
+        BatchFull = "batch_full",
+        /// TTU_BATCH_FLUSH with a list of `batch_pfn_size` PFNs, each target INVLPGs every one.
+        BatchPfn = "batch_pfn",
+        /// Debug only: clear the PTE and never flush, so the checker has something to catch.
+        None = "none",
     }
 }
 

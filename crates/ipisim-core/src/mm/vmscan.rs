@@ -9,6 +9,7 @@ use super::lru::lock_lru;
 use super::page_alloc::{free_page, zonelist, WMARK_HIGH};
 use super::rmap::{self, TlbUbc};
 use super::{ptl, NONE, SWAPPED};
+use crate::config::named_enum;
 use crate::engine::Time;
 use crate::engine::{CpuId, TaskId};
 use crate::machine::Cost;
@@ -20,24 +21,15 @@ use crate::step::{Outcome, Step};
 /// Pages isolated per shrink pass.
 pub const SWAP_CLUSTER_MAX: usize = 32;
 
-/// What a direct reclaimer does when too many pages are isolated (shrink_inactive_list).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum IsolatedThrottle {
-    /// 2.6.32-5.15: `congestion_wait(BLK_RW_ASYNC, HZ/10)` and check again, for as long as it
-    /// takes; nobody wakes it early without a congested device.
-    CongestionWait,
-    /// 5.16: `reclaim_throttle(pgdat, VMSCAN_THROTTLE_ISOLATED)` once, up to HZ/50, woken when a
-    /// reclaimer finds the node below the limit; still too many then: scan nothing.
-    ReclaimThrottle,
-}
-
-impl IsolatedThrottle {
-    pub const NAMES: &'static [&'static str] = &["congestion_wait", "reclaim_throttle"];
-    pub fn from_name(name: &str) -> IsolatedThrottle {
-        match name {
-            "congestion_wait" => IsolatedThrottle::CongestionWait,
-            _ => IsolatedThrottle::ReclaimThrottle,
-        }
+named_enum! {
+    /// What a direct reclaimer does when too many pages are isolated (shrink_inactive_list).
+    IsolatedThrottle {
+        /// 2.6.32-5.15: `congestion_wait(BLK_RW_ASYNC, HZ/10)` and check again, for as long as it
+        /// takes; nobody wakes it early without a congested device.
+        CongestionWait = "congestion_wait",
+        /// 5.16: `reclaim_throttle(pgdat, VMSCAN_THROTTLE_ISOLATED)` once, up to HZ/50, woken when a
+        /// reclaimer finds the node below the limit; still too many then: scan nothing.
+        ReclaimThrottle = "reclaim_throttle",
     }
 }
 

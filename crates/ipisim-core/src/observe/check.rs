@@ -4,19 +4,20 @@
 //! page (the invariants of try_to_unmap_flush() and of migrate_pages_batch(), 7e12beb8ca2a).
 //! A ring of recent page events gives each violation its history.
 
-use crate::config::{Kind as ParamKind, Param};
+use crate::config::{params, Kind as ParamKind};
 use crate::engine::CpuId;
 use crate::engine::{secs, Time};
 use crate::sim::Sim;
 use serde_json::{json, Value};
 
-pub const PARAMS: &[Param] = &[Param {
-    key: "check.enabled",
-    kind: ParamKind::Bool,
-    unit: "",
-    default: "true",
-    doc: "check every TLB hit, free and pageout for a stale translation (the TLB-coherence checker); false (`--no-check`) skips it",
-}];
+params! {
+    /// The checker's switch as declared (check.*).
+    #[derive(Debug, Clone)]
+    pub struct CheckParams;
+    pub const PARAMS = {
+        enabled: bool = "check.enabled", ParamKind::Bool, "", "true", "check every TLB hit, free and pageout for a stale translation (the TLB-coherence checker); false (`--no-check`) skips it";
+    }
+}
 
 /// What went wrong.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! The functions simulated CPU time is charged to, named as `perf report` would show them.
 
-use super::named_enum;
+use crate::config::named_enum;
 
 named_enum! {
     Func {

@@ -10,22 +10,8 @@ pub use func::Func;
 pub use result::{to_json, RunOutput};
 pub use tracelog::TraceLog;
 
+use crate::config::named_enum;
 use crate::engine::{TaskId, Time};
-
-macro_rules! named_enum {
-    ($(#[$m:meta])* $name:ident { $($variant:ident = $text:literal,)* }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-        pub enum $name { $($variant,)* }
-        impl $name {
-            pub const ALL: &'static [$name] = &[$($name::$variant,)*];
-            pub fn name(self) -> &'static str {
-                match self { $($name::$variant => $text,)* }
-            }
-        }
-    };
-}
-pub(crate) use named_enum;
 
 named_enum! {
     /// /proc/vmstat counters (the TLB ones exist only with CONFIG_DEBUG_TLBFLUSH).

@@ -11,17 +11,30 @@ mod step;
 pub use crate::step::{Outcome, SpinOn, Step};
 pub use step::exec;
 
-use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::config::{named_enum, params, ConfigError, Kind, Resolved};
 use crate::engine::{CpuId, TaskId};
 use crate::engine::{Rng, Time, NEVER};
 use crate::machine::{Cost, Idle};
 use crate::observe::{Func, Irq};
 use crate::sim::{Event, Sim};
 
-pub const PARAMS: &[Param] = &[
-    Param { key: "sched.jitter", kind: Kind::Float { min: 0.0, max: 1.0 }, unit: "", default: "0", doc: "stretch every busy step by a seeded random fraction up to this (timing noise for `ipisim check`); 0: none" },
-    Param { key: "sched.placement", kind: Kind::Choice(&["as_scenario", "shuffled"]), unit: "", default: "as_scenario", doc: "as_scenario: user tasks run on the CPUs the scenario names; shuffled: on a seeded permutation of them (`ipisim check`)" },
-];
+named_enum! {
+    /// Where user tasks run (sched.placement).
+    Placement {
+        AsScenario = "as_scenario",
+        Shuffled = "shuffled",
+    }
+}
+
+params! {
+    /// The seeded perturbations as declared (sched.*).
+    #[derive(Debug, Clone)]
+    pub struct SchedParams;
+    pub const PARAMS = {
+        jitter: f64 = "sched.jitter", Kind::Float { min: 0.0, max: 1.0 }, "", "0", "stretch every busy step by a seeded random fraction up to this (timing noise for `ipisim check`); 0: none";
+        placement: Placement = "sched.placement", Kind::Choice(Placement::NAMES), "", "as_scenario", "as_scenario: user tasks run on the CPUs the scenario names; shuffled: on a seeded permutation of them (`ipisim check`)";
+    }
+}
 
 /// The seeded perturbations of a run: timing jitter and thread placement (sched.*).
 pub struct Perturb {
@@ -33,12 +46,13 @@ pub struct Perturb {
 
 impl Perturb {
     pub fn new(r: &Resolved, ncpus: usize, rng: &mut Rng) -> Result<Perturb, ConfigError> {
-        let j = r.float("sched.jitter");
+        let p = SchedParams::from_resolved(r)?;
+        let j = p.jitter;
         if !(0.0..=1.0).contains(&j) {
             return Err(r.error("sched.jitter", "must be in [0, 1]"));
         }
         let mut placement: Vec<CpuId> = (0..ncpus).collect();
-        if r.str("sched.placement") == "shuffled" {
+        if p.placement == Placement::Shuffled {
             // Fisher-Yates, from the seed.
             for i in (1..ncpus).rev() {
                 placement.swap(i, rng.below(i as u64 + 1) as usize);

@@ -2,6 +2,7 @@
 //! the IPIs that announce queued work, and the handler pass that runs it. Before 3.9 a call to
 //! several CPUs went through one global queue instead (`global_cfd`).
 
+use crate::config::named_enum;
 use crate::engine::{CpuId, TaskId};
 use crate::engine::{CpuMask, SpinLock, Time};
 use crate::machine::{Apic, Arch, Cost};
@@ -10,44 +11,26 @@ use crate::sim::{Event, Sim};
 pub use crate::step::{CallFunc, Cond};
 use crate::step::{Outcome, SpinOn, Step};
 
-/// How smp_call_function_many queues work (one module per mechanism: the variants live here).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallFunction {
-    /// To 3.8: each sender's one cfd_data goes on the global call_function.queue under
-    /// call_function.lock; every target walks the whole queue (generic_smp_call_function_interrupt).
-    GlobalCfd,
-    /// 3.9 (9a46ad6d6df3): a queue per target CPU and a csd per (sender, target) pair.
-    PercpuCsd,
-}
-
-impl CallFunction {
-    pub const NAMES: &'static [&'static str] = &["global_cfd", "percpu_csd"];
-    pub fn from_name(name: &str) -> CallFunction {
-        match name {
-            "global_cfd" => CallFunction::GlobalCfd,
-            _ => CallFunction::PercpuCsd,
-        }
+named_enum! {
+    /// How smp_call_function_many queues work (one module per mechanism: the variants live here).
+    CallFunction {
+        /// To 3.8: each sender's one cfd_data goes on the global call_function.queue under
+        /// call_function.lock; every target walks the whole queue (generic_smp_call_function_interrupt).
+        GlobalCfd = "global_cfd",
+        /// 3.9 (9a46ad6d6df3): a queue per target CPU and a csd per (sender, target) pair.
+        PercpuCsd = "percpu_csd",
     }
 }
 
-/// How a CPU's call_single_queue is guarded.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum CallSingleQueue {
-    /// To 3.13: a list under `call_single_queue.lock`, taken by each sender to add a csd
-    /// (raw_spin_lock_irqsave in generic_exec_single / smp_call_function_many) and by the
-    /// handler to detach the list (generic_smp_call_function_single_interrupt).
-    Spinlock,
-    /// 3.14 (6897fc22ea01): a lock-free llist, llist_add by senders and llist_del_all.
-    Llist,
-}
-
-impl CallSingleQueue {
-    pub const NAMES: &'static [&'static str] = &["spinlock", "llist"];
-    pub fn from_name(name: &str) -> CallSingleQueue {
-        match name {
-            "spinlock" => CallSingleQueue::Spinlock,
-            _ => CallSingleQueue::Llist,
-        }
+named_enum! {
+    /// How a CPU's call_single_queue is guarded.
+    CallSingleQueue {
+        /// To 3.13: a list under `call_single_queue.lock`, taken by each sender to add a csd
+        /// (raw_spin_lock_irqsave in generic_exec_single / smp_call_function_many) and by the
+        /// handler to detach the list (generic_smp_call_function_single_interrupt).
+        Spinlock = "spinlock",
+        /// 3.14 (6897fc22ea01): a lock-free llist, llist_add by senders and llist_del_all.
+        Llist = "llist",
     }
 }
 

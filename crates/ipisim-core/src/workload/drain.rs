@@ -4,7 +4,7 @@
 //! who waits for whom, depend on `kernel.pcp_drain`.
 
 use super::{ScenarioDecl, ScenarioKind};
-use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{secs, Time};
 use crate::engine::{CpuId, TaskId};
 use crate::machine::Machine;
@@ -14,40 +14,23 @@ use crate::sim::Sim;
 
 const OTHERS: &[&str] = &["idle", "busy"];
 
+params! {
+    /// The drain parameters as declared, read once per run.
+    #[derive(Debug, Clone)]
+    pub struct Params;
+    const PARAMS = {
+        drainers: usize = "drainers", Kind::Int { min: 1, max: 1023 }, "tasks", "1", "tasks on CPUs 0..D calling drain_all_pages together";
+        holders: usize = "holders", Kind::Int { min: 0, max: 1023 }, "CPUs", "1", "CPUs 1..N hold pages on their per-CPU lists";
+        pages: usize = "pages", Kind::Int { min: 1, max: 65536 }, "pages", "31", "pages on each holder's list";
+        others: String = "others", Kind::Choice(OTHERS), "", "idle", "what CPUs other than 0 do: nothing, or spin in user space";
+    }
+}
+
 pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "drain",
     description:
         "microbenchmark: some CPUs hold per-CPU pages, others call drain_all_pages at once",
-    params: &[
-        Param {
-            key: "drainers",
-            kind: Kind::Int { min: 1, max: 1023 },
-            unit: "tasks",
-            default: "1",
-            doc: "tasks on CPUs 0..D calling drain_all_pages together",
-        },
-        Param {
-            key: "holders",
-            kind: Kind::Int { min: 0, max: 1023 },
-            unit: "CPUs",
-            default: "1",
-            doc: "CPUs 1..N hold pages on their per-CPU lists",
-        },
-        Param {
-            key: "pages",
-            kind: Kind::Int { min: 1, max: 65536 },
-            unit: "pages",
-            default: "31",
-            doc: "pages on each holder's list",
-        },
-        Param {
-            key: "others",
-            kind: Kind::Choice(OTHERS),
-            unit: "",
-            default: "idle",
-            doc: "what CPUs other than 0 do: nothing, or spin in user space",
-        },
-    ],
+    params: PARAMS,
     kind: ScenarioKind::Drain,
     machine: None,
     check: &[],
@@ -66,14 +49,15 @@ pub struct Drain {
 
 impl Drain {
     pub fn new(r: &Resolved, m: &Machine) -> Result<Drain, ConfigError> {
-        let (drainers, holders) = (r.int("drainers") as usize, r.int("holders") as usize);
+        let p = Params::from_resolved(r)?;
+        let (drainers, holders) = (p.drainers, p.holders);
         let what = format!("{drainers} drainers and {holders} holders");
         super::need_cpus(r, m, "holders", what, drainers + holders)?;
         Ok(Drain {
             drainers,
             holders,
-            pages: r.int("pages") as usize,
-            busy: r.str("others") == "busy",
+            pages: p.pages,
+            busy: p.others == "busy",
             started: 0,
             issued: vec![false; drainers],
             finished: 0,

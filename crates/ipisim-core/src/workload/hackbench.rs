@@ -23,7 +23,7 @@
 use std::collections::VecDeque;
 
 use super::{ScenarioDecl, ScenarioKind};
-use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{secs, Time, NEVER};
 use crate::engine::{CpuId, TaskId};
 use crate::machine::{Cost, Machine};
@@ -53,46 +53,23 @@ const SOCKET_QUEUE_MSGS: usize = 212992 / (SKB_HEAD_BYTES + SKB_DATA_BYTES);
 /// PIPE_DEF_BUFFERS.
 const PIPE_QUEUE_PAGES: usize = 16;
 
+params! {
+    /// The hackbench parameters as declared, read once per run.
+    #[derive(Debug, Clone)]
+    pub struct Params;
+    const PARAMS = {
+        groups: usize = "groups", Kind::Int { min: 1, max: 4000 }, "groups", "10", "groups of 20 senders + 20 receivers (hackbench's first argument)";
+        loops: usize = "loops", Kind::Int { min: 1, max: 100000 }, "messages", "100", "messages each sender writes to each receiver of its group (hackbench -l)";
+        ipc: String = "ipc", Kind::Choice(IPC), "", "sockets", "unix socket pairs (an skb per message: a 256-byte sk_buff and a kmalloc-512 for its data, from SLUB slabs of the order calculate_order() gives for the CPU count) or pipes (-pipe: 40 messages per page)";
+        footprint: usize = "footprint", Kind::Int { min: 0, max: 65536 }, "pages", "24", "pages fork allocates for each process and its exit frees (kernel stack, page tables, first user pages, socket buffers)";
+        text: usize = "text", Kind::Int { min: 0, max: 1 << 20 }, "pages", "512", "page-cache pages of the program and libraries every process reads as it runs (reclaim evicts them, the next reader reads them back)";
+    }
+}
+
 pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "hackbench",
     description: "groups of 20 senders and 20 receivers exchange messages through sockets or pipes; each process holds kernel memory, so many groups run the machine out of memory",
-    params: &[
-        Param {
-            key: "groups",
-            kind: Kind::Int { min: 1, max: 4000 },
-            unit: "groups",
-            default: "10",
-            doc: "groups of 20 senders + 20 receivers (hackbench's first argument)",
-        },
-        Param {
-            key: "loops",
-            kind: Kind::Int { min: 1, max: 100000 },
-            unit: "messages",
-            default: "100",
-            doc: "messages each sender writes to each receiver of its group (hackbench -l)",
-        },
-        Param {
-            key: "ipc",
-            kind: Kind::Choice(IPC),
-            unit: "",
-            default: "sockets",
-            doc: "unix socket pairs (an skb per message: a 256-byte sk_buff and a kmalloc-512 for its data, from SLUB slabs of the order calculate_order() gives for the CPU count) or pipes (-pipe: 40 messages per page)",
-        },
-        Param {
-            key: "footprint",
-            kind: Kind::Int { min: 0, max: 65536 },
-            unit: "pages",
-            default: "24",
-            doc: "pages fork allocates for each process and its exit frees (kernel stack, page tables, first user pages, socket buffers)",
-        },
-        Param {
-            key: "text",
-            kind: Kind::Int { min: 0, max: 1 << 20 },
-            unit: "pages",
-            default: "512",
-            doc: "page-cache pages of the program and libraries every process reads as it runs (reclaim evicts them, the next reader reads them back)",
-        },
-    ],
+    params: PARAMS,
     kind: ScenarioKind::Hackbench,
     machine: None,
     check: &[],
@@ -166,9 +143,10 @@ pub struct Hackbench {
 
 impl Hackbench {
     pub fn new(r: &Resolved, m: &Machine) -> Result<Hackbench, ConfigError> {
-        let groups = r.int("groups") as usize;
-        let loops = r.int("loops") as usize;
-        let footprint = r.int("footprint") as usize;
+        let p = Params::from_resolved(r)?;
+        let groups = p.groups;
+        let loops = p.loops;
+        let footprint = p.footprint;
         let ntasks = groups * 2 * FDS;
         // Far past OOM nothing more is learnt, and the bookkeeping would not fit in memory.
         let pages = (m.mem_per_node * m.nodes as u64) >> 12;
@@ -182,9 +160,9 @@ impl Hackbench {
         Ok(Hackbench {
             groups,
             loops,
-            pipes: r.str("ipc") == "pipes",
+            pipes: p.ipc == "pipes",
             footprint,
-            text_pages: r.int("text") as usize,
+            text_pages: p.text,
             text_file: 0,
             ntasks,
             phase: vec![Phase::Start; ntasks],

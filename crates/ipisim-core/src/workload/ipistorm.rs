@@ -6,7 +6,7 @@
 //! 7dcc37b3eff9.
 
 use super::{ScenarioDecl, ScenarioKind};
-use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{CpuId, TaskId};
 use crate::engine::{CpuMask, Time};
 use crate::machine::Machine;
@@ -15,16 +15,23 @@ use crate::sched::Outcome;
 use crate::sim::Sim;
 use crate::smp::{self, CallFunc};
 
+params! {
+    /// The ipistorm parameters as declared, read once per run.
+    #[derive(Debug, Clone)]
+    pub struct Params;
+    const PARAMS = {
+        cpus: usize = "cpus", Kind::Int { min: 0, max: 1024 }, "CPUs", "0", "CPUs 0..cpus-1 run a thread each (the online CPUs of the module); 0: all";
+        single: bool = "single", Kind::Bool, "", "true", "IPI one CPU, (cpu + offset) % cpus; false: every other CPU";
+        offset: usize = "offset", Kind::Int { min: 1, max: 1023 }, "CPUs", "8", "single: the target's distance (8 skips a POWER9 core's threads, as the README's XIVE example)";
+        wait: bool = "wait", Kind::Bool, "", "true", "wait for the call to run, as ipistorm does; false: return at once (wait = 0), so the next call to the same CPU spins in csd_lock() until the previous one ran";
+        duration: Time = "duration", Kind::Duration, "s", "10ms", "how long the threads loop";
+    }
+}
+
 pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "ipistorm",
     description: "ipistorm: a thread per CPU calls smp_call_function(_single) with wait in a loop; interrupts per second",
-    params: &[
-        Param { key: "cpus", kind: Kind::Int { min: 0, max: 1024 }, unit: "CPUs", default: "0", doc: "CPUs 0..cpus-1 run a thread each (the online CPUs of the module); 0: all" },
-        Param { key: "single", kind: Kind::Bool, unit: "", default: "true", doc: "IPI one CPU, (cpu + offset) % cpus; false: every other CPU" },
-        Param { key: "offset", kind: Kind::Int { min: 1, max: 1023 }, unit: "CPUs", default: "8", doc: "single: the target's distance (8 skips a POWER9 core's threads, as the README's XIVE example)" },
-        Param { key: "wait", kind: Kind::Bool, unit: "", default: "true", doc: "wait for the call to run, as ipistorm does; false: return at once (wait = 0), so the next call to the same CPU spins in csd_lock() until the previous one ran" },
-        Param { key: "duration", kind: Kind::Duration, unit: "s", default: "10ms", doc: "how long the threads loop" },
-    ],
+    params: PARAMS,
     kind: ScenarioKind::Ipistorm,
     // Le Goater's machine, where the default offset 8 skips a core's threads.
     machine: Some("power9-128c"),
@@ -44,17 +51,14 @@ pub struct Ipistorm {
 
 impl Ipistorm {
     pub fn new(r: &Resolved, m: &Machine) -> Result<Ipistorm, ConfigError> {
-        let all = r.int("cpus") == 0;
-        let cpus = if all {
-            m.ncpus()
-        } else {
-            r.int("cpus") as usize
-        };
+        let p = Params::from_resolved(r)?;
+        let all = p.cpus == 0;
+        let cpus = if all { m.ncpus() } else { p.cpus };
         super::need_cpus(r, m, "cpus", format!("{cpus} ipistorm threads"), cpus)?;
         if cpus < 2 {
             return Err(r.error("cpus", "at least 2, so there is a CPU to interrupt"));
         }
-        let (single, offset) = (r.bool("single"), r.int("offset") as usize);
+        let (single, offset) = (p.single, p.offset);
         if single && offset % cpus == 0 {
             // Each thread would call its own CPU: no IPI, no time, and the loop never ends.
             let given = if r.is_set("offset") {
@@ -76,9 +80,9 @@ impl Ipistorm {
         Ok(Ipistorm {
             cpus,
             single,
-            wait: r.bool("wait"),
+            wait: p.wait,
             offset,
-            duration: r.uint("duration"),
+            duration: p.duration,
             calls: 0,
             running: cpus,
             window: Default::default(),

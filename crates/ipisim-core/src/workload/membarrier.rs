@@ -5,7 +5,7 @@
 //! The same program runs for real in python/ipisim/native/membarrier.c.
 
 use super::{ScenarioDecl, ScenarioKind};
-use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::Time;
 use crate::engine::{CpuId, TaskId};
 use crate::machine::Machine;
@@ -15,15 +15,22 @@ use crate::sim::Sim;
 
 const REMOTE: &[&str] = &["busy", "sleeping", "none"];
 
+params! {
+    /// The membarrier parameters as declared, read once per run.
+    #[derive(Debug, Clone)]
+    pub struct Params;
+    const PARAMS = {
+        calls: u64 = "calls", Kind::Int { min: 1, max: 1 << 30 }, "calls", "10000", "membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) calls";
+        remote: String = "remote", Kind::Choice(REMOTE), "", "busy", "the other threads: spinning in user space, blocked, or not created";
+        remote_threads: usize = "remote_threads", Kind::Int { min: 0, max: 1023 }, "threads", "1", "threads on CPUs 1..N (ignored with remote=none)";
+        settle: Time = "settle", Kind::Duration, "s", "50ms", "the main thread sleeps this long before the first call, so the remote threads spin or idle";
+    }
+}
+
 pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "membarrier",
     description: "microbenchmark: one thread calls membarrier(PRIVATE_EXPEDITED) while other threads of its process spin, sleep or are absent",
-    params: &[
-        Param { key: "calls", kind: Kind::Int { min: 1, max: 1 << 30 }, unit: "calls", default: "10000", doc: "membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) calls" },
-        Param { key: "remote", kind: Kind::Choice(REMOTE), unit: "", default: "busy", doc: "the other threads: spinning in user space, blocked, or not created" },
-        Param { key: "remote_threads", kind: Kind::Int { min: 0, max: 1023 }, unit: "threads", default: "1", doc: "threads on CPUs 1..N (ignored with remote=none)" },
-        Param { key: "settle", kind: Kind::Duration, unit: "s", default: "50ms", doc: "the main thread sleeps this long before the first call, so the remote threads spin or idle" },
-    ],
+    params: PARAMS,
     kind: ScenarioKind::Membarrier,
     machine: None,
     check: &[],
@@ -42,22 +49,23 @@ pub struct Membarrier {
 
 impl Membarrier {
     pub fn new(r: &Resolved, m: &Machine) -> Result<Membarrier, ConfigError> {
+        let p = Params::from_resolved(r)?;
         let remote = REMOTE
             .iter()
-            .find(|n| **n == r.str("remote"))
+            .find(|n| **n == p.remote)
             .expect("validated choice");
         let remote_threads = if *remote == "none" {
             0
         } else {
-            r.int("remote_threads") as usize
+            p.remote_threads
         };
         let what = format!("{remote_threads} remote threads");
         super::need_cpus(r, m, "remote_threads", what, remote_threads + 1)?;
         Ok(Membarrier {
-            calls: r.int("calls") as u64,
+            calls: p.calls,
             remote,
             remote_threads,
-            settle: r.uint("settle"),
+            settle: p.settle,
             main: 0,
             settled: false,
             done: 0,

@@ -4,7 +4,7 @@
 //! node to the other and back, `passes` times. The metric is pages migrated per second.
 
 use super::{ScenarioDecl, ScenarioKind};
-use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::Time;
 use crate::engine::{CpuId, TaskId};
 use crate::machine::{Cost, Machine};
@@ -13,46 +13,24 @@ use crate::observe::{Func, Irq, Vm};
 use crate::sched::{self, Outcome, Step};
 use crate::sim::Sim;
 
+params! {
+    /// The migrate parameters as declared, read once per run.
+    #[derive(Debug, Clone)]
+    pub struct Params;
+    const PARAMS = {
+        threads: usize = "threads", Kind::Int { min: 0, max: 1024 }, "threads", "0", "accessing threads, one per CPU from CPU 0; 0: every CPU but the last, where migratepages runs";
+        memory: u64 = "memory", Kind::Size, "bytes", "256MiB", "the region the threads access and migratepages moves; at most half a node, as all of it lands on one";
+        write_percent: u64 = "write_percent", Kind::Int { min: 0, max: 100 }, "%", "50", "share of random accesses that are stores (chosen: pmbench takes a read/write ratio)";
+        passes: u32 = "passes", Kind::Int { min: 1, max: 1000 }, "passes", "4", "migrate_pages() calls, alternating node 0 -> 1 and 1 -> 0";
+        #[allow(dead_code)] // Sim::new reads scale for every scenario, before the machine exists
+        scale: f64 = "scale", Kind::Float { min: 0.0, max: 1.0 }, "", "1", "simulate this fraction of the machine's memory (1 = full scale); `memory` is not scaled";
+    }
+}
+
 pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "migrate",
     description: "pmbench-like threads access random pages of one region while migratepages moves it between two nodes",
-    params: &[
-        Param {
-            key: "threads",
-            kind: Kind::Int { min: 0, max: 1024 },
-            unit: "threads",
-            default: "0",
-            doc: "accessing threads, one per CPU from CPU 0; 0: every CPU but the last, where migratepages runs",
-        },
-        Param {
-            key: "memory",
-            kind: Kind::Size,
-            unit: "bytes",
-            default: "256MiB",
-            doc: "the region the threads access and migratepages moves; at most half a node, as all of it lands on one",
-        },
-        Param {
-            key: "write_percent",
-            kind: Kind::Int { min: 0, max: 100 },
-            unit: "%",
-            default: "50",
-            doc: "share of random accesses that are stores (chosen: pmbench takes a read/write ratio)",
-        },
-        Param {
-            key: "passes",
-            kind: Kind::Int { min: 1, max: 1000 },
-            unit: "passes",
-            default: "4",
-            doc: "migrate_pages() calls, alternating node 0 -> 1 and 1 -> 0",
-        },
-        Param {
-            key: "scale",
-            kind: Kind::Float { min: 0.0, max: 1.0 },
-            unit: "",
-            default: "1",
-            doc: "simulate this fraction of the machine's memory (1 = full scale); `memory` is not scaled",
-        },
-    ],
+    params: PARAMS,
     kind: ScenarioKind::Migrate,
     machine: Some("xeon-2s-2013"),
     check: &[("scale", "0.01"), ("memory", "32MiB"), ("passes", "2")],
@@ -90,13 +68,14 @@ pub struct Migrate {
 
 impl Migrate {
     pub fn new(r: &Resolved, m: &Machine) -> Result<Migrate, ConfigError> {
+        let p = Params::from_resolved(r)?;
         if m.nodes < 2 {
             return Err(r.error(
                 "machine.nodes",
                 "migrate needs a machine with 2 or more nodes",
             ));
         }
-        let threads = match r.int("threads") as usize {
+        let threads = match p.threads {
             0 => m.ncpus() - 1,
             n => n,
         };
@@ -107,7 +86,7 @@ impl Migrate {
             format!("{threads} threads and migratepages"),
             threads + 1,
         )?;
-        let bytes = r.uint("memory");
+        let bytes = p.memory;
         let pages = bytes >> 12;
         if pages < threads as u64 {
             return Err(r.error("memory", "less than a page per thread"));
@@ -125,8 +104,8 @@ impl Migrate {
         Ok(Migrate {
             threads,
             pages,
-            write_percent: r.int("write_percent") as u64,
-            passes: r.int("passes") as u32,
+            write_percent: p.write_percent,
+            passes: p.passes,
             start: 0,
             mm: 0,
             file: 0,

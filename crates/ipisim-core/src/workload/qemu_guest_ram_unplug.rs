@@ -5,7 +5,7 @@
 //! call_rcu thread then munmaps the region. The metric is the munmap time in ms.
 
 use super::{ScenarioDecl, ScenarioKind};
-use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{CpuId, TaskId};
 use crate::engine::{Time, NEVER};
 use crate::machine::{Cost, Machine};
@@ -14,17 +14,25 @@ use crate::observe::{Func, Irq};
 use crate::sched::{Outcome, Step};
 use crate::sim::Sim;
 
+params! {
+    /// The qemu-guest-ram-unplug parameters as declared, read once per run.
+    #[derive(Debug, Clone)]
+    pub struct Params;
+    const PARAMS = {
+        vcpus: usize = "vcpus", Kind::Int { min: 0, max: 1024 }, "threads", "0", "vCPU threads, one per CPU from CPU 0; 0: one per CPU";
+        guest_ram: u64 = "guest_ram", Kind::Size, "bytes", "496GiB", "the guest RAM QEMU unmaps, all of it touched and mapped by 2 MiB PMDs";
+        busy_vcpus: usize = "busy_vcpus", Kind::Int { min: 0, max: 1024 }, "threads", "8", "vCPUs that keep running guest code (chosen: the guest is mostly idle while its memory is unplugged); the others are ceded and their CPUs idle";
+        guest_fault_interval: Time = "guest_fault_interval", Kind::Duration, "s", "100us", "a busy vCPU runs this long in the guest between faults that exit to the host (chosen)";
+        walk_irqs_off: Time = "walk_irqs_off", Kind::Duration, "s", "1us", "the host fault handler's lockless walk (__find_linux_pte) with IRQs off (chosen: a 4-level walk with cache misses; no published figure)";
+        settle: Time = "settle", Kind::Duration, "s", "1ms", "the munmap starts this long after the vCPU threads";
+    }
+}
+
 pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "qemu-guest-ram-unplug",
-    description: "QEMU munmaps the THP-backed RAM of a KVM guest whose vCPU threads ran on every CPU",
-    params: &[
-        Param { key: "vcpus", kind: Kind::Int { min: 0, max: 1024 }, unit: "threads", default: "0", doc: "vCPU threads, one per CPU from CPU 0; 0: one per CPU" },
-        Param { key: "guest_ram", kind: Kind::Size, unit: "bytes", default: "496GiB", doc: "the guest RAM QEMU unmaps, all of it touched and mapped by 2 MiB PMDs" },
-        Param { key: "busy_vcpus", kind: Kind::Int { min: 0, max: 1024 }, unit: "threads", default: "8", doc: "vCPUs that keep running guest code (chosen: the guest is mostly idle while its memory is unplugged); the others are ceded and their CPUs idle" },
-        Param { key: "guest_fault_interval", kind: Kind::Duration, unit: "s", default: "100us", doc: "a busy vCPU runs this long in the guest between faults that exit to the host (chosen)" },
-        Param { key: "walk_irqs_off", kind: Kind::Duration, unit: "s", default: "1us", doc: "the host fault handler's lockless walk (__find_linux_pte) with IRQs off (chosen: a 4-level walk with cache misses; no published figure)" },
-        Param { key: "settle", kind: Kind::Duration, unit: "s", default: "1ms", doc: "the munmap starts this long after the vCPU threads" },
-    ],
+    description:
+        "QEMU munmaps the THP-backed RAM of a KVM guest whose vCPU threads ran on every CPU",
+    params: PARAMS,
     kind: ScenarioKind::QemuGuestRamUnplug,
     machine: Some("power9-128c"),
     check: &[],
@@ -55,16 +63,17 @@ pub struct QemuGuestRamUnplug {
 
 impl QemuGuestRamUnplug {
     pub fn new(r: &Resolved, m: &Machine) -> Result<QemuGuestRamUnplug, ConfigError> {
-        let vcpus = match r.int("vcpus") as usize {
+        let p = Params::from_resolved(r)?;
+        let vcpus = match p.vcpus {
             0 => m.ncpus(),
             n => n,
         };
         super::need_cpus(r, m, "vcpus", format!("{vcpus} vCPU threads"), vcpus)?;
-        let busy_vcpus = r.int("busy_vcpus") as usize;
+        let busy_vcpus = p.busy_vcpus;
         if busy_vcpus > vcpus {
             return Err(r.error("busy_vcpus", format!("more than the {vcpus} vCPUs")));
         }
-        let bytes = r.uint("guest_ram");
+        let bytes = p.guest_ram;
         let pmds = bytes >> 21;
         if pmds == 0 || bytes % (2 << 20) != 0 {
             return Err(r.error("guest_ram", "must be a positive multiple of 2MiB"));
@@ -82,9 +91,9 @@ impl QemuGuestRamUnplug {
             vcpus,
             busy_vcpus,
             pmds,
-            fault_interval: r.uint("guest_fault_interval"),
-            walk: r.uint("walk_irqs_off"),
-            settle: r.uint("settle"),
+            fault_interval: p.guest_fault_interval,
+            walk: p.walk_irqs_off,
+            settle: p.settle,
             unmapper: 0,
             first_vcpu: 0,
             phase: Phase::Settle,

@@ -7,7 +7,7 @@
 //! processes write private anonymous memory instead: deactivated once, then swapped out.
 
 use super::{ScenarioDecl, ScenarioKind};
-use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::NEVER;
 use crate::engine::{CpuId, TaskId};
 use crate::machine::Machine;
@@ -19,57 +19,25 @@ const ACCESS: &[&str] = &["read", "write"];
 const RECLAIMER: &[&str] = &["direct", "kswapd"];
 const MEMORY: &[&str] = &["file", "anon"];
 
+params! {
+    /// The reclaim parameters as declared, read once per run.
+    #[derive(Debug, Clone)]
+    pub struct Params;
+    const PARAMS = {
+        processes: usize = "processes", Kind::Int { min: 1, max: 1023 }, "processes", "1", "reader processes, on CPUs 1..N";
+        pages: u64 = "pages", Kind::Int { min: 1, max: 1 << 24 }, "pages", "512", "pages each process maps and reads";
+        remote: String = "remote", Kind::Choice(REMOTE), "", "busy", "after reading, the processes spin in user space or sleep";
+        memory: String = "memory", Kind::Choice(MEMORY), "", "file", "each process maps its own file (MAP_SHARED), or private anonymous memory (swapped out)";
+        access: String = "access", Kind::Choice(ACCESS), "", "read", "the processes read their pages (PROT_READ) or write them (PROT_WRITE: dirty)";
+        reclaimer: String = "reclaimer", Kind::Choice(RECLAIMER), "", "direct", "the reclaimer counts as direct reclaim, or as node 0's kswapd (which alone writes dirty file pages)";
+    }
+}
+
 pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "reclaim",
     description:
         "microbenchmark: processes on CPUs 1..N read file pages, then CPU 0 reclaims them all",
-    params: &[
-        Param {
-            key: "processes",
-            kind: Kind::Int { min: 1, max: 1023 },
-            unit: "processes",
-            default: "1",
-            doc: "reader processes, on CPUs 1..N",
-        },
-        Param {
-            key: "pages",
-            kind: Kind::Int {
-                min: 1,
-                max: 1 << 24,
-            },
-            unit: "pages",
-            default: "512",
-            doc: "pages each process maps and reads",
-        },
-        Param {
-            key: "remote",
-            kind: Kind::Choice(REMOTE),
-            unit: "",
-            default: "busy",
-            doc: "after reading, the processes spin in user space or sleep",
-        },
-        Param {
-            key: "memory",
-            kind: Kind::Choice(MEMORY),
-            unit: "",
-            default: "file",
-            doc: "each process maps its own file (MAP_SHARED), or private anonymous memory (swapped out)",
-        },
-        Param {
-            key: "access",
-            kind: Kind::Choice(ACCESS),
-            unit: "",
-            default: "read",
-            doc: "the processes read their pages (PROT_READ) or write them (PROT_WRITE: dirty)",
-        },
-        Param {
-            key: "reclaimer",
-            kind: Kind::Choice(RECLAIMER),
-            unit: "",
-            default: "direct",
-            doc: "the reclaimer counts as direct reclaim, or as node 0's kswapd (which alone writes dirty file pages)",
-        },
-    ],
+    params: PARAMS,
     kind: ScenarioKind::Reclaim,
     machine: None,
     check: &[],
@@ -90,7 +58,8 @@ pub struct Reclaim {
 
 impl Reclaim {
     pub fn new(r: &Resolved, m: &Machine) -> Result<Reclaim, ConfigError> {
-        let processes = r.int("processes") as usize;
+        let p = Params::from_resolved(r)?;
+        let processes = p.processes;
         super::need_cpus(
             r,
             m,
@@ -98,9 +67,9 @@ impl Reclaim {
             format!("{processes} processes"),
             processes + 1,
         )?;
-        let pages = r.int("pages") as u64;
-        let (write, kswapd) = (r.str("access") == "write", r.str("reclaimer") == "kswapd");
-        let anon = r.str("memory") == "anon";
+        let pages = p.pages;
+        let (write, kswapd) = (p.access == "write", p.reclaimer == "kswapd");
+        let anon = p.memory == "anon";
         if anon && !write {
             return Err(r.error(
                 "access",
@@ -119,7 +88,7 @@ impl Reclaim {
         Ok(Reclaim {
             processes,
             pages,
-            busy: r.str("remote") == "busy",
+            busy: p.remote == "busy",
             write,
             kswapd,
             anon,

@@ -4,7 +4,7 @@
 //! The same program runs for real in python/ipisim/native/shootdown.c.
 
 use super::{ScenarioDecl, ScenarioKind};
-use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::Time;
 use crate::engine::{CpuId, TaskId};
 use crate::machine::Machine;
@@ -16,18 +16,25 @@ use crate::sim::Sim;
 const OPS: &[&str] = &["madvise", "munmap", "mprotect"];
 const REMOTE: &[&str] = &["busy", "sleeping", "none"];
 
+params! {
+    /// The shootdown parameters as declared, read once per run.
+    #[derive(Debug, Clone)]
+    pub struct Params;
+    const PARAMS = {
+        pages: u64 = "pages", Kind::Int { min: 1, max: 1 << 26 }, "pages", "512", "4 KiB pages touched, then operated on";
+        op: String = "op", Kind::Choice(OPS), "", "madvise", "madvise(MADV_DONTNEED), munmap or mprotect(PROT_READ)";
+        batch: u64 = "batch", Kind::Int { min: 1, max: 1 << 26 }, "pages", "1", "pages per call; the last call may be shorter";
+        remote: String = "remote", Kind::Choice(REMOTE), "", "busy", "the other threads: spinning in user space, blocked, or not created";
+        remote_threads: usize = "remote_threads", Kind::Int { min: 0, max: 1023 }, "threads", "1", "threads on CPUs 1..N (ignored with remote=none)";
+        misalign: bool = "misalign", Kind::Bool, "", "false", "start the region one page past a 2 MiB boundary (default: aligned)";
+        settle: Time = "settle", Kind::Duration, "s", "50ms", "remote=sleeping: the main thread sleeps this long first, so the remote CPUs are idle";
+    }
+}
+
 pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "shootdown",
     description: "microbenchmark: one thread unmaps or protects pages while other threads of its process spin, sleep or are absent",
-    params: &[
-        Param { key: "pages", kind: Kind::Int { min: 1, max: 1 << 26 }, unit: "pages", default: "512", doc: "4 KiB pages touched, then operated on" },
-        Param { key: "op", kind: Kind::Choice(OPS), unit: "", default: "madvise", doc: "madvise(MADV_DONTNEED), munmap or mprotect(PROT_READ)" },
-        Param { key: "batch", kind: Kind::Int { min: 1, max: 1 << 26 }, unit: "pages", default: "1", doc: "pages per call; the last call may be shorter" },
-        Param { key: "remote", kind: Kind::Choice(REMOTE), unit: "", default: "busy", doc: "the other threads: spinning in user space, blocked, or not created" },
-        Param { key: "remote_threads", kind: Kind::Int { min: 0, max: 1023 }, unit: "threads", default: "1", doc: "threads on CPUs 1..N (ignored with remote=none)" },
-        Param { key: "misalign", kind: Kind::Bool, unit: "", default: "false", doc: "start the region one page past a 2 MiB boundary (default: aligned)" },
-        Param { key: "settle", kind: Kind::Duration, unit: "s", default: "50ms", doc: "remote=sleeping: the main thread sleeps this long first, so the remote CPUs are idle" },
-    ],
+    params: PARAMS,
     kind: ScenarioKind::Shootdown,
     machine: None,
     check: &[],
@@ -61,26 +68,27 @@ fn pick(names: &'static [&'static str], v: &str) -> &'static str {
 
 impl Shootdown {
     pub fn new(r: &Resolved, m: &Machine) -> Result<Shootdown, ConfigError> {
-        let remote = pick(REMOTE, r.str("remote"));
+        let p = Params::from_resolved(r)?;
+        let remote = pick(REMOTE, &p.remote);
         let remote_threads = if remote == "none" {
             0
         } else {
-            r.int("remote_threads") as usize
+            p.remote_threads
         };
         let what = format!("{remote_threads} remote threads");
         super::need_cpus(r, m, "remote_threads", what, remote_threads + 1)?;
-        let pages = r.int("pages") as u64;
+        let pages = p.pages;
         if pages * 4096 > m.mem_per_node * m.nodes as u64 / 2 {
             return Err(r.error("pages", "more than half the machine's memory"));
         }
         Ok(Shootdown {
             pages,
-            op: pick(OPS, r.str("op")),
-            batch: r.int("batch") as u64,
+            op: pick(OPS, &p.op),
+            batch: p.batch,
             remote,
             remote_threads,
-            misalign: r.bool("misalign"),
-            settle: r.uint("settle"),
+            misalign: p.misalign,
+            settle: p.settle,
             main: 0,
             region: 0,
             phase: Phase::Touch,

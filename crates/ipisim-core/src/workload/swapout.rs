@@ -3,7 +3,7 @@
 //! continuously. Every flush targets the process's whole mm_cpumask: the threads' CPUs.
 
 use super::{ScenarioDecl, ScenarioKind};
-use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{secs, Time};
 use crate::engine::{CpuId, TaskId};
 use crate::machine::Machine;
@@ -11,25 +11,21 @@ use crate::observe::Vm;
 use crate::sched::{self, Outcome, Step};
 use crate::sim::Sim;
 
+params! {
+    /// The swapout parameters as declared, read once per run.
+    #[derive(Debug, Clone)]
+    pub struct Params;
+    const PARAMS = {
+        threads: usize = "threads", Kind::Int { min: 1, max: 1024 }, "threads", "10", "writer threads of the one process, spread evenly over the CPUs";
+        #[allow(dead_code)] // Sim::new reads scale for every scenario, before the machine exists
+        scale: f64 = "scale", Kind::Float { min: 0.0, max: 1.0 }, "", "1", "simulate this fraction of the machine's memory; the regions shrink with it (1 = full scale)";
+    }
+}
+
 pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "swapout",
     description: "threads of one process each write their own anonymous region (2 x RAM in all) while reclaim swaps out",
-    params: &[
-        Param {
-            key: "threads",
-            kind: Kind::Int { min: 1, max: 1024 },
-            unit: "threads",
-            default: "10",
-            doc: "writer threads of the one process, spread evenly over the CPUs",
-        },
-        Param {
-            key: "scale",
-            kind: Kind::Float { min: 0.0, max: 1.0 },
-            unit: "",
-            default: "1",
-            doc: "simulate this fraction of the machine's memory; the regions shrink with it (1 = full scale)",
-        },
-    ],
+    params: PARAMS,
     kind: ScenarioKind::Swapout,
     // Seed 003's machine: the default 10 threads need more than host-2cpu's 2 CPUs.
     machine: Some("xeon-2s-2013"),
@@ -50,7 +46,8 @@ pub struct Swapout {
 
 impl Swapout {
     pub fn new(r: &Resolved, m: &Machine) -> Result<Swapout, ConfigError> {
-        let threads = r.int("threads") as usize;
+        let p = Params::from_resolved(r)?;
+        let threads = p.threads;
         super::need_cpus(r, m, "threads", format!("{threads} threads"), threads)?;
         let mem = m.mem_per_node * m.nodes as u64;
         Ok(Swapout {

@@ -4,7 +4,7 @@
 //! thread mode the tasks share one mm, so every madvise shoots down the other threads' CPUs.
 
 use super::{ScenarioDecl, ScenarioKind};
-use crate::config::{ConfigError, Kind, Param, Resolved};
+use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{secs, Time};
 use crate::engine::{CpuId, TaskId};
 use crate::machine::Cost;
@@ -16,39 +16,17 @@ use crate::sim::Sim;
 
 const MODES: &[&str] = &["thread", "process"];
 
-const PARAMS: &[Param] = &[
-    Param {
-        key: "mode",
-        kind: Kind::Choice(MODES),
-        unit: "",
-        default: "thread",
-        doc: "thread: tasks are threads of one process; process: one process each",
-    },
-    Param {
-        key: "tasks",
-        kind: Kind::Int { min: 0, max: 1024 },
-        unit: "tasks",
-        default: "0",
-        doc: "tasks, task i pinned to CPU i; 0 = one per CPU",
-    },
-    Param {
-        key: "duration",
-        kind: Kind::Duration,
-        unit: "s",
-        default: "100ms",
-        doc: "simulated time to run",
-    },
-    Param {
-        key: "loops",
-        kind: Kind::Int {
-            min: 0,
-            max: 1 << 40,
-        },
-        unit: "iterations",
-        default: "0",
-        doc: "each task exits after this many iterations; 0 = run for `duration`",
-    },
-];
+params! {
+    /// The will-it-scale tlb_flush* parameters as declared, read once per run.
+    #[derive(Debug, Clone)]
+    pub struct Params;
+    const PARAMS = {
+        mode: String = "mode", Kind::Choice(MODES), "", "thread", "thread: tasks are threads of one process; process: one process each";
+        tasks: usize = "tasks", Kind::Int { min: 0, max: 1024 }, "tasks", "0", "tasks, task i pinned to CPU i; 0 = one per CPU";
+        duration: Time = "duration", Kind::Duration, "s", "100ms", "simulated time to run";
+        loops: u64 = "loops", Kind::Int { min: 0, max: 1 << 40 }, "iterations", "0", "each task exits after this many iterations; 0 = run for `duration`";
+    }
+}
 
 // tlb_flush1.c / tlb_flush3.c: FILESIZE 128 MiB of a tmp file; tlb_flush2.c: MEMORYSIZE 1 MiB.
 pub const TLB_FLUSH1: ScenarioDecl = ScenarioDecl {
@@ -127,7 +105,8 @@ impl WillItScale {
         mapping: Mapping,
         bytes: u64,
     ) -> Result<WillItScale, ConfigError> {
-        let tasks = match r.int("tasks") as usize {
+        let p = Params::from_resolved(r)?;
+        let tasks = match p.tasks {
             0 => m.ncpus(),
             n => n,
         };
@@ -161,12 +140,12 @@ impl WillItScale {
         Ok(WillItScale {
             mapping,
             pages,
-            threads: r.str("mode") == "thread",
-            duration: match r.int("loops") {
-                0 => r.uint("duration"),
+            threads: p.mode == "thread",
+            duration: match p.loops {
+                0 => p.duration,
                 _ => crate::engine::NEVER,
             },
-            loops: r.int("loops") as u64,
+            loops: p.loops,
             tasks: vec![task; tasks],
         })
     }

@@ -2,32 +2,23 @@
 //! `tlbie` instructions, not IPIs, and mm_cpumask only grows until the mm exits. Clearing a huge
 //! PMD used to serialize against lockless page-table walkers with an IPI (seed 002).
 
+use crate::config::named_enum;
 use crate::engine::{CpuId, TaskId};
 use crate::sim::Sim;
 use crate::smp::{self, CallFunc};
 use crate::step::Outcome;
 
-/// What radix__pmdp_huge_get_and_clear(_full) does besides clearing the PMD.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum PmdClear {
-    /// To 5.7: serialize_against_pte_lookup(), an empty IPI to mm_cpumask, waiting for all
-    /// (13bd817bb884), so that no __find_linux_pte()/GUP-fast walk with IRQs off still reads it.
-    SerializeIpi,
-    /// The seed's series without its last patch: walkers tolerate a stale PMD, no IPI.
-    Lockless,
-    /// As merged in 5.8: no IPI, but flush_pmd_tlb_range() at once unless the whole mm is being
-    /// torn down, as a parallel fault may turn the PMD into a table pointer (93a98695f2f9).
-    LocklessFlush,
-}
-
-impl PmdClear {
-    pub const NAMES: &'static [&'static str] = &["serialize_ipi", "lockless", "lockless_flush"];
-    pub fn from_name(n: &str) -> PmdClear {
-        match n {
-            "serialize_ipi" => PmdClear::SerializeIpi,
-            "lockless" => PmdClear::Lockless,
-            _ => PmdClear::LocklessFlush,
-        }
+named_enum! {
+    /// What radix__pmdp_huge_get_and_clear(_full) does besides clearing the PMD.
+    PmdClear {
+        /// To 5.7: serialize_against_pte_lookup(), an empty IPI to mm_cpumask, waiting for all
+        /// (13bd817bb884), so that no __find_linux_pte()/GUP-fast walk with IRQs off still reads it.
+        SerializeIpi = "serialize_ipi",
+        /// The seed's series without its last patch: walkers tolerate a stale PMD, no IPI.
+        Lockless = "lockless",
+        /// As merged in 5.8: no IPI, but flush_pmd_tlb_range() at once unless the whole mm is being
+        /// torn down, as a parallel fault may turn the PMD into a table pointer (93a98695f2f9).
+        LocklessFlush = "lockless_flush",
     }
 }
 

@@ -10,43 +10,26 @@ pub use tlb::{
 
 use crate::arch::tlb::NR_ASID_SLOTS;
 pub use crate::arch::{FlushRange, INIT_MM_CTX_ID, TLB_FLUSH_ALL};
+use crate::config::named_enum;
 
-/// When a CPU leaves an mm's `mm_cpumask`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum MmCpumask {
-    /// switch_mm_irqs_off clears the CPU's bit in the previous mm (up to 6.12).
-    ClearOnSwitch,
-    /// Bits stay set; flush_tlb_func clears a CPU found on another mm, and flush_tlb_mm_range
-    /// asks those CPUs at most once per second (209954cbc7d0 + 6db2526c1d69, 6.13).
-    LazyTrim,
-}
-
-impl MmCpumask {
-    pub const NAMES: &'static [&'static str] = &["clear_on_switch", "lazy_trim"];
-    pub fn from_name(n: &str) -> MmCpumask {
-        match n {
-            "clear_on_switch" => MmCpumask::ClearOnSwitch,
-            _ => MmCpumask::LazyTrim,
-        }
+named_enum! {
+    /// When a CPU leaves an mm's `mm_cpumask`.
+    MmCpumask {
+        /// switch_mm_irqs_off clears the CPU's bit in the previous mm (up to 6.12).
+        ClearOnSwitch = "clear_on_switch",
+        /// Bits stay set; flush_tlb_func clears a CPU found on another mm, and flush_tlb_mm_range
+        /// asks those CPUs at most once per second (209954cbc7d0 + 6db2526c1d69, 6.13).
+        LazyTrim = "lazy_trim",
     }
 }
 
-/// How flushes treat CPUs in lazy TLB mode (idle or a kernel thread, with the old mm loaded).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum LazyTlb {
-    /// Lazy CPUs get the IPI and leave the mm (leave_mm / switch to init_mm): up to 4.18.
-    LeaveMmOnIpi,
-    /// should_flush_tlb skips lazy CPUs unless page tables were freed (4.19).
-    SkipLazyCpus,
-}
-
-impl LazyTlb {
-    pub const NAMES: &'static [&'static str] = &["leave_mm_on_ipi", "skip_lazy_cpus"];
-    pub fn from_name(n: &str) -> LazyTlb {
-        match n {
-            "leave_mm_on_ipi" => LazyTlb::LeaveMmOnIpi,
-            _ => LazyTlb::SkipLazyCpus,
-        }
+named_enum! {
+    /// How flushes treat CPUs in lazy TLB mode (idle or a kernel thread, with the old mm loaded).
+    LazyTlb {
+        /// Lazy CPUs get the IPI and leave the mm (leave_mm / switch to init_mm): up to 4.18.
+        LeaveMmOnIpi = "leave_mm_on_ipi",
+        /// should_flush_tlb skips lazy CPUs unless page tables were freed (4.19).
+        SkipLazyCpus = "skip_lazy_cpus",
     }
 }
 
