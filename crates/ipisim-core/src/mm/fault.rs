@@ -61,28 +61,9 @@ pub fn touch(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) 
                         .unwrap_or_else(|| panic!("workload touched unmapped page {v:#x}")),
                 );
             }
-            let vma = vma.unwrap();
-            let (new, cost) = handle_mm_fault(s, t, vma, v, write);
+            let (new, cost, stop) = touch_fault(s, t, vma.unwrap(), (v, end), write, (tab, idx));
             fault += cost;
-            if !pte.present() {
-                s.mem.tables[tab].present += 1;
-                if !write {
-                    fault += fault_around(s, t, vma, v, tab);
-                }
-            } else if new.pfn() != pte.pfn() {
-                // do_wp_page() -> wp_page_copy() of a present PTE (a read-only page-cache page
-                // of a private mapping, or the zero page): ptep_clear_flush() before the new
-                // PTE is used, so other CPUs drop the old translation. Resume after the flush.
-                s.mem.tables[tab].pte[idx] = new;
-                let steps = &mut s.tasks[t].steps;
-                if v + 1 < end {
-                    steps.push(Step::Touch {
-                        vpn: v + 1,
-                        n: (end - v - 1) as u32,
-                        write,
-                    });
-                }
-                steps.push(crate::mm::rmap::flush_tlb_page(mm, v));
+            if stop {
                 break;
             }
             pte = new;
@@ -97,6 +78,44 @@ pub fn touch(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) 
         ps: user + fault,
         irqs_off: false,
     }
+}
+
+/// The fault of a touch at `v` (of [v, end)) whose PTE at `at` (table, index) is none, or
+/// read-only for a write: handle_mm_fault(), then fault-around or a copy-on-write flush. The PTE
+/// to use, the fault's time, and whether the touch stops here for the flush.
+fn touch_fault(
+    s: &mut Sim,
+    t: TaskId,
+    vma: Vma,
+    (v, end): (u64, u64),
+    write: bool,
+    (tab, idx): (usize, usize),
+) -> (Pte, Time, bool) {
+    let pte = s.mem.tables[tab].pte[idx];
+    let (new, mut cost) = handle_mm_fault(s, t, vma, v, write);
+    if !pte.present() {
+        s.mem.tables[tab].present += 1;
+        if !write {
+            cost += fault_around(s, t, vma, v, tab);
+        }
+    } else if new.pfn() != pte.pfn() {
+        // do_wp_page() -> wp_page_copy() of a present PTE (a read-only page-cache page of a
+        // private mapping, or the zero page): ptep_clear_flush() before the new PTE is used, so
+        // other CPUs drop the old translation. Resume after the flush.
+        s.mem.tables[tab].pte[idx] = new;
+        let mm = s.tasks[t].mm;
+        let steps = &mut s.tasks[t].steps;
+        if v + 1 < end {
+            steps.push(Step::Touch {
+                vpn: v + 1,
+                n: (end - v - 1) as u32,
+                write,
+            });
+        }
+        steps.push(crate::mm::rmap::flush_tlb_page(mm, v));
+        return (new, cost, true);
+    }
+    (new, cost, false)
 }
 
 /// do_fault_around() on a read fault of a file mapping (3.15): map every page-cache page of the

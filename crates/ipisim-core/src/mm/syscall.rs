@@ -39,59 +39,65 @@ pub fn syscall(s: &mut Sim, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
                 reclaim_pt: s.k.pt_reclaim,
             });
         }
-        Syscall::Munmap { vpn, n } => {
-            // do_vmi_munmap(): split, detach, then unmap_region(): unmap_vmas + free_pgtables
-            // between the neighbouring VMAs, all under one mmu_gather.
-            let m = &mut s.mem.mms[mm];
-            split_at(m, vpn);
-            split_at(m, vpn + n);
-            let i = m.vmas.partition_point(|v| v.end <= vpn);
-            let j = m.vmas.partition_point(|v| v.start < vpn + n);
-            let floor = if i > 0 { m.vmas[i - 1].end } else { 0 };
-            let ceiling = m.vmas.get(j).map_or(0, |v| v.start);
-            m.vmas.drain(i..j);
-            let steps = &mut s.tasks[t].steps;
-            steps.push(Step::MmapWriteUnlock);
-            steps.push(Step::TlbFinishMmu);
-            steps.push(Step::FreePgtables {
-                start: vpn,
-                end: vpn + n,
-                floor,
-                ceiling,
-            });
-            steps.push(Step::Zap {
-                from: vpn,
-                end: vpn + n,
-                reclaim_pt: false,
-            });
-        }
-        Syscall::MprotectRead { vpn, n } => {
-            // mprotect_fixup(): split, change the VMA's protection, merge; change_protection()
-            // under one mmu_gather.
-            let m = &mut s.mem.mms[mm];
-            split_at(m, vpn);
-            split_at(m, vpn + n);
-            for v in m
-                .vmas
-                .iter_mut()
-                .filter(|v| v.start >= vpn && v.end <= vpn + n)
-            {
-                v.write = false;
-            }
-            merge_vmas(m);
-            let steps = &mut s.tasks[t].steps;
-            steps.push(Step::MmapWriteUnlock);
-            steps.push(Step::TlbFinishMmu);
-            steps.push(Step::Protect {
-                from: vpn,
-                end: vpn + n,
-            });
-        }
+        Syscall::Munmap { vpn, n } => munmap(s, t, mm, vpn, n),
+        Syscall::MprotectRead { vpn, n } => mprotect_read(s, t, mm, vpn, n),
     }
     Outcome::Busy {
         ps: entry,
         irqs_off: false,
     }
+}
+
+/// munmap(vpn, n) after the entry, mmap_lock held for writing: pushes its steps.
+fn munmap(s: &mut Sim, t: TaskId, mm: usize, vpn: u64, n: u64) {
+    // do_vmi_munmap(): split, detach, then unmap_region(): unmap_vmas + free_pgtables
+    // between the neighbouring VMAs, all under one mmu_gather.
+    let m = &mut s.mem.mms[mm];
+    split_at(m, vpn);
+    split_at(m, vpn + n);
+    let i = m.vmas.partition_point(|v| v.end <= vpn);
+    let j = m.vmas.partition_point(|v| v.start < vpn + n);
+    let floor = if i > 0 { m.vmas[i - 1].end } else { 0 };
+    let ceiling = m.vmas.get(j).map_or(0, |v| v.start);
+    m.vmas.drain(i..j);
+    let steps = &mut s.tasks[t].steps;
+    steps.push(Step::MmapWriteUnlock);
+    steps.push(Step::TlbFinishMmu);
+    steps.push(Step::FreePgtables {
+        start: vpn,
+        end: vpn + n,
+        floor,
+        ceiling,
+    });
+    steps.push(Step::Zap {
+        from: vpn,
+        end: vpn + n,
+        reclaim_pt: false,
+    });
+}
+
+/// mprotect(vpn, n, PROT_READ) after the entry, mmap_lock held for writing: pushes its steps.
+fn mprotect_read(s: &mut Sim, t: TaskId, mm: usize, vpn: u64, n: u64) {
+    // mprotect_fixup(): split, change the VMA's protection, merge; change_protection()
+    // under one mmu_gather.
+    let m = &mut s.mem.mms[mm];
+    split_at(m, vpn);
+    split_at(m, vpn + n);
+    for v in m
+        .vmas
+        .iter_mut()
+        .filter(|v| v.start >= vpn && v.end <= vpn + n)
+    {
+        v.write = false;
+    }
+    merge_vmas(m);
+    let steps = &mut s.tasks[t].steps;
+    steps.push(Step::MmapWriteUnlock);
+    steps.push(Step::TlbFinishMmu);
+    steps.push(Step::Protect {
+        from: vpn,
+        end: vpn + n,
+    });
 }
 
 /// mmap_write_lock(): take the task's mm's mmap_lock for writing, or queue to sleep for it

@@ -336,31 +336,9 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
         match exec(s, cpu, t, step) {
             Outcome::Next => continue,
             Outcome::Busy { ps, irqs_off } => {
-                let until = s.q.now() + jittered(s, ps);
-                if let Some(tr) = s.trace.as_mut() {
-                    tr.step_begin(cpu, step.name(), s.q.now());
-                }
-                if !s.q.due_by(until) {
-                    // Nothing happens anywhere before this step ends: run on without an event
-                    // (the Resume would be the very next event popped).
-                    s.q.advance_to(until);
-                    let c = &mut s.cpus[cpu];
-                    c.mode = Mode::Busy { until };
-                    c.irqs_off = irqs_off;
+                if start_busy(s, cpu, step, ps, irqs_off) {
                     continue;
                 }
-                let c = &mut s.cpus[cpu];
-                c.mode = Mode::Busy { until };
-                c.irqs_off = irqs_off;
-                c.gen = c.gen.wrapping_add(1);
-                let gen = c.gen;
-                s.q.schedule(
-                    until,
-                    Event::Resume {
-                        cpu: cpu as u32,
-                        gen,
-                    },
-                );
                 return;
             }
             Outcome::Spin(on) => {
@@ -370,14 +348,7 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
                 return;
             }
             Outcome::Sleep(until) => {
-                s.tasks[t].state = TaskState::Sleeping;
-                s.tasks[t].timer_at = until;
-                if until != NEVER {
-                    s.q.schedule(until, Event::Wake { task: t as u32 });
-                }
-                s.stats
-                    .charge(Some(t), Func::Schedule, s.m.cost[Cost::ContextSwitch]);
-                switch_out(s, cpu);
+                sleep(s, cpu, t, until);
                 return;
             }
             Outcome::Exit => {
@@ -389,6 +360,48 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
         }
     }
     panic!("CPU {cpu} ran a million zero-time steps: a workload loops without spending time");
+}
+
+/// Keep `cpu` busy with `step` for `ps` (jittered). True: nothing happens anywhere before the
+/// step ends, so the CPU ran on to its end without an event and takes the next step now.
+fn start_busy(s: &mut Sim, cpu: CpuId, step: Step, ps: Time, irqs_off: bool) -> bool {
+    let until = s.q.now() + jittered(s, ps);
+    if let Some(tr) = s.trace.as_mut() {
+        tr.step_begin(cpu, step.name(), s.q.now());
+    }
+    if !s.q.due_by(until) {
+        // The Resume would be the very next event popped: run on without it.
+        s.q.advance_to(until);
+        let c = &mut s.cpus[cpu];
+        c.mode = Mode::Busy { until };
+        c.irqs_off = irqs_off;
+        return true;
+    }
+    let c = &mut s.cpus[cpu];
+    c.mode = Mode::Busy { until };
+    c.irqs_off = irqs_off;
+    c.gen = c.gen.wrapping_add(1);
+    let gen = c.gen;
+    s.q.schedule(
+        until,
+        Event::Resume {
+            cpu: cpu as u32,
+            gen,
+        },
+    );
+    false
+}
+
+/// The task on `cpu` sleeps until `until` (NEVER: until woken) and leaves the CPU.
+fn sleep(s: &mut Sim, cpu: CpuId, t: TaskId, until: Time) {
+    s.tasks[t].state = TaskState::Sleeping;
+    s.tasks[t].timer_at = until;
+    if until != NEVER {
+        s.q.schedule(until, Event::Wake { task: t as u32 });
+    }
+    s.stats
+        .charge(Some(t), Func::Schedule, s.m.cost[Cost::ContextSwitch]);
+    switch_out(s, cpu);
 }
 
 /// The current task left the CPU: run the next runnable task, or go idle.

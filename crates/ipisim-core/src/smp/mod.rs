@@ -369,40 +369,74 @@ fn queue_loop(s: &mut Sim, cpu: CpuId, task: TaskId, mut st: Sending) -> Outcome
                 irqs_off: false,
             };
         }
-        st.left.clear(t);
-        s.smp.locked[cpu].set(t);
-        if st.wait {
-            wait_for_one_more(s, cpu);
-        }
-        s.stats.trace(Trace::CsdQueueCpu);
-        // llist_add() (or list_empty() under the lock) tells whether the queue was empty.
-        let tail = s.smp.queue[t].last().map(|c| c.sender as usize);
-        if tail.is_none() {
-            st.was_empty.set(t);
-        }
-        s.smp.queue[t].push(Csd {
-            sender: cpu as u32,
-            func: st.func,
-            wait: st.wait,
-        });
-        let mut add = s.m.cost[Cost::CsdQueue];
-        if s.k.call_single_queue == CallSingleQueue::Spinlock {
-            // list_add_tail() sets the last queued csd's next: a write to its sender's line.
-            if let Some(tail) = tail {
-                add += s.m.line_transfer(tail, cpu);
-            }
-            // raw_spin_lock_irqsave(&dst->lock): its line comes from the last sender or the
-            // target's handler; the list_add_tail happens under it.
-            let m = &s.m;
-            let wait =
-                s.smp.queue_lock[t].acquire(now + setup, cpu, add, |a, b| m.line_transfer(a, b));
-            s.stats.charge(Some(task), Func::RawSpinLockIrqsave, wait);
-            setup += wait;
-            queue_lock_wait += wait;
-        }
-        setup += add;
-        st.queued.set(t);
+        let (add, wait) = queue_csd(s, cpu, task, &mut st, t, now + setup);
+        setup += wait + add;
+        queue_lock_wait += wait;
     }
+    let nr_queued = st.queued.weight();
+    let send = send_call_ipis(s, cpu, &st, now + setup);
+    if st.wait && nr_queued > 0 {
+        s.tasks[task].steps.push(Step::CsdLockWait);
+    }
+    if st.run_local {
+        s.tasks[task].steps.push(Step::LocalCall(st.func));
+    }
+    // The ICR writes follow the queueing with nothing in between: one busy period for both.
+    s.stats
+        .charge(Some(task), scf_func(s), setup - queue_lock_wait);
+    s.stats.charge(Some(task), send_ipi_func(s), send);
+    Outcome::Busy {
+        ps: setup + send,
+        irqs_off: false,
+    }
+}
+
+/// Queue `st`'s csd on target `t` at `at` (llist_add, or list_add_tail under the queue lock
+/// before 3.14): the time it adds, and the time spent waiting for the queue lock.
+fn queue_csd(
+    s: &mut Sim,
+    cpu: CpuId,
+    task: TaskId,
+    st: &mut Sending,
+    t: CpuId,
+    at: Time,
+) -> (Time, Time) {
+    st.left.clear(t);
+    s.smp.locked[cpu].set(t);
+    if st.wait {
+        wait_for_one_more(s, cpu);
+    }
+    s.stats.trace(Trace::CsdQueueCpu);
+    // llist_add() (or list_empty() under the lock) tells whether the queue was empty.
+    let tail = s.smp.queue[t].last().map(|c| c.sender as usize);
+    if tail.is_none() {
+        st.was_empty.set(t);
+    }
+    s.smp.queue[t].push(Csd {
+        sender: cpu as u32,
+        func: st.func,
+        wait: st.wait,
+    });
+    let mut add = s.m.cost[Cost::CsdQueue];
+    let mut wait = 0;
+    if s.k.call_single_queue == CallSingleQueue::Spinlock {
+        // list_add_tail() sets the last queued csd's next: a write to its sender's line.
+        if let Some(tail) = tail {
+            add += s.m.line_transfer(tail, cpu);
+        }
+        // raw_spin_lock_irqsave(&dst->lock): its line comes from the last sender or the
+        // target's handler; the list_add_tail happens under it.
+        let m = &s.m;
+        wait = s.smp.queue_lock[t].acquire(at, cpu, add, |a, b| m.line_transfer(a, b));
+        s.stats.charge(Some(task), Func::RawSpinLockIrqsave, wait);
+    }
+    st.queued.set(t);
+    (add, wait)
+}
+
+/// The IPIs after the queueing, from `at`: to the targets whose queue was empty (or to all
+/// queued ones before 4.13 with two or more), or a poll kick to a polling idle CPU. Their time.
+fn send_call_ipis(s: &mut Sim, cpu: CpuId, st: &Sending, at: Time) -> Time {
     let nr_queued = st.queued.weight();
     // A lone target (smp_call_function_single before 4.13) and, since 4.13, every target gets an
     // IPI only if its queue was empty: a non-empty queue is already going to be run.
@@ -418,30 +452,17 @@ fn queue_loop(s: &mut Sim, cpu: CpuId, task: TaskId, mut st: Sending) -> Outcome
         // send_call_function_single_ipi(): an idle CPU that is polling needs no interrupt.
         if s.k.ipi_poll_elision && (s.smp.hooks.idle_polling)(s, last) {
             s.stats.trace(Trace::WakeIdleWithoutIpi);
-            let at = now + setup + s.m.line_transfer(cpu, last);
+            let at = at + s.m.line_transfer(cpu, last);
             s.q.schedule(at, Event::PollKick { cpu: last as u32 });
         } else {
             crate::observe::tracelog::ipi_send_cpu(s, cpu, last, st.callsite);
             send += s.m.cost[Cost::IpiSend];
-            send_ipi(s, cpu, last, now + setup + send);
+            send_ipi(s, cpu, last, at + send);
         }
     } else if nr_ipi > 1 {
-        send = send_ipi_mask(s, cpu, &ipi_mask, now + setup, st.callsite);
+        send = send_ipi_mask(s, cpu, &ipi_mask, at, st.callsite);
     }
-    if st.wait && nr_queued > 0 {
-        s.tasks[task].steps.push(Step::CsdLockWait);
-    }
-    if st.run_local {
-        s.tasks[task].steps.push(Step::LocalCall(st.func));
-    }
-    // The ICR writes follow the queueing with nothing in between: one busy period for both.
-    s.stats
-        .charge(Some(task), scf_func(s), setup - queue_lock_wait);
-    s.stats.charge(Some(task), send_ipi_func(s), send);
-    Outcome::Busy {
-        ps: setup + send,
-        irqs_off: false,
-    }
+    send
 }
 
 /// smp_call_function_many() of 3.8 for two or more targets: fill this CPU's cfd_data (its line
