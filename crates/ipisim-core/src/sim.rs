@@ -92,7 +92,7 @@ impl Sim {
             q: EventQueue::new(),
             rng,
             perturb,
-            cpus: (0..n).map(|_| Cpu::default()).collect(),
+            cpus: (0..n).map(|_| Cpu::idle_since_boot(m.idle)).collect(),
             tasks: Vec::new(),
             smp: Smp::new(n, SMP_HOOKS),
             x86: X86::new(n),

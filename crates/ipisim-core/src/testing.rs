@@ -52,7 +52,7 @@ pub(crate) fn machine(cpus: usize, kernel: &str, then: Then, sets: &[(&str, &str
     // Undo the main thread's switch-in at time 0: the machine starts idle, with no mm loaded.
     let n = s.cpus.len();
     s.q = EventQueue::new();
-    s.cpus = (0..n).map(|_| Cpu::default()).collect();
+    s.cpus = (0..n).map(|_| Cpu::idle_since_boot(s.m.idle)).collect();
     s.tasks[0].state = TaskState::Exited;
     s.stats = Stats::new(n);
     (0..s.tasks.len()).for_each(|_| s.stats.add_task());

@@ -123,6 +123,16 @@ pub struct Cpu {
 }
 
 impl Cpu {
+    /// A CPU that has run no task since boot: idle long enough that a halt-polling loop has
+    /// halted, while idle=poll polls for ever (cpu_idle_poll).
+    pub fn idle_since_boot(idle: Idle) -> Cpu {
+        let poll_until = if idle == Idle::Poll { NEVER } else { 0 };
+        Cpu {
+            poll_until,
+            ..Cpu::default()
+        }
+    }
+
     /// Running an interrupt handler at `now` (IRQs are off).
     pub fn in_irq(&self, now: Time) -> bool {
         self.exit_queued || now < self.irq_end

@@ -929,4 +929,23 @@ mod tests {
             assert_eq!(s.stats.tasks[t].times.user, US);
         }
     }
+
+    #[test]
+    fn a_cpu_idle_since_boot_polls_under_idle_poll() {
+        // CPU 1 never ran a task: with idle=poll it has polled since boot (a kick, no IPI); a
+        // halting idle loop has long halted (an IPI).
+        for (idle, ipis) in [("poll", 0), ("hlt", 1), ("haltpoll", 1)] {
+            let mut s = machine(2, "linux-6.3", Then::Sleep, &[("machine.idle", idle)]);
+            spawn(
+                &mut s,
+                MM,
+                0,
+                &[Step::TlbRemoveTableSyncOne, work(US, false)],
+            );
+            run_until(&mut s, 100 * US);
+            assert_eq!(s.stats.ipis_sent, ipis, "idle={idle}");
+            let kicks = s.stats.trace[Trace::WakeIdleWithoutIpi as usize];
+            assert_eq!(kicks, 1 - ipis, "idle={idle}");
+        }
+    }
 }
