@@ -62,36 +62,6 @@ impl Resolved {
             .get(key)
             .unwrap_or_else(|| panic!("undeclared parameter {key}"))
     }
-    pub fn int(&self, key: &str) -> i64 {
-        match self.get(key) {
-            Value::Int(v) => *v,
-            v => panic!("{key} is not an integer: {v:?}"),
-        }
-    }
-    pub fn uint(&self, key: &str) -> u64 {
-        match self.get(key) {
-            Value::UInt(v) => *v,
-            v => panic!("{key} is not a size or duration: {v:?}"),
-        }
-    }
-    pub fn float(&self, key: &str) -> f64 {
-        match self.get(key) {
-            Value::Float(v) => *v,
-            v => panic!("{key} is not a number: {v:?}"),
-        }
-    }
-    pub fn bool(&self, key: &str) -> bool {
-        match self.get(key) {
-            Value::Bool(v) => *v,
-            v => panic!("{key} is not a bool: {v:?}"),
-        }
-    }
-    pub fn str(&self, key: &str) -> &str {
-        match self.get(key) {
-            Value::Str(v) => v,
-            v => panic!("{key} is not a string: {v:?}"),
-        }
-    }
 
     /// An error about `key`, naming where its value came from.
     pub fn error(&self, key: &str, reason: impl Into<String>) -> ConfigError {
