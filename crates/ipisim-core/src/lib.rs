@@ -7,6 +7,7 @@
 
 pub mod arch;
 pub mod config;
+pub mod describe;
 pub mod engine;
 pub mod kernel;
 pub mod machine;
@@ -31,8 +32,44 @@ pub const LAYERS: &[&str] = &[
 ];
 
 /// The composition root, above every layer: the run's state and its dispatch.
-pub const ROOT: &[&str] = &["lib", "sim", "kernel", "testing"];
+pub const ROOT: &[&str] = &["lib", "sim", "kernel", "describe", "testing"];
 pub use observe::RunOutput;
+
+/// Every parameter a run of `scenario` accepts, in `describe` order: the machine's, the kernel's,
+/// the scheduler's, the checker's, then the scenario's own.
+pub fn all_params(scenario: &workload::ScenarioDecl) -> Vec<&'static config::Param> {
+    machine::PARAMS
+        .iter()
+        .chain(kernel::PARAMS.iter())
+        .chain(sched::PARAMS.iter())
+        .chain(observe::check::PARAMS.iter())
+        .chain(scenario.params.iter())
+        .collect()
+}
+
+/// Resolve a request: find its scenario, then let `config::resolve` check it against every
+/// layer's declarations (gathered here, since config is below them).
+pub fn resolve(req: &RunRequest) -> Result<config::Resolved, ConfigError> {
+    let scenario = workload::find(&req.scenario).ok_or_else(|| {
+        let names: Vec<&str> = workload::SCENARIOS.iter().map(|s| s.name).collect();
+        ConfigError::new(
+            "",
+            "scenario",
+            format!(
+                "unknown scenario {:?} (one of: {})",
+                req.scenario,
+                names.join(", ")
+            ),
+        )
+    })?;
+    let schema = config::Schema {
+        scenario: scenario.name,
+        machine: scenario.machine,
+        params: all_params(scenario),
+        costs: machine::COST_NAMES,
+    };
+    config::resolve(req, schema)
+}
 
 /// Resolve the request, run it to completion, and return the result.
 pub fn run(req: &RunRequest) -> Result<RunOutput, ConfigError> {
@@ -47,7 +84,7 @@ pub fn check(req: &RunRequest) -> Result<(), ConfigError> {
 
 /// [`check`] with a limit on the host memory the run may use (None: what the host has free).
 pub fn check_limited(req: &RunRequest, max_memory: Option<u64>) -> Result<(), ConfigError> {
-    let mut r = config::resolve(req)?;
+    let mut r = resolve(req)?;
     r.max_memory = max_memory;
     sim::Sim::new(&r).map(|_| ())
 }
@@ -76,7 +113,7 @@ pub fn run_limited(
     window: Option<(f64, f64)>,
     progress: &mut dyn FnMut(f64, u64),
 ) -> Result<(RunOutput, Option<TraceOutput>), ConfigError> {
-    let mut r = config::resolve(req)?;
+    let mut r = resolve(req)?;
     r.max_memory = max_memory;
     let mut s = sim::Sim::new(&r)?;
     if let Some((from, to)) = window {

@@ -69,11 +69,11 @@ impl Sim {
     pub fn new(r: &Resolved) -> Result<Sim, ConfigError> {
         let mut m = Machine::from_resolved(r)?;
         let mut mem_floor = None;
-        if r.scenario.params.iter().any(|p| p.key == "scale") {
+        if let Some(f) = crate::workload::scale(r)? {
             // Scenarios with a `scale` simulate that fraction of the machine's memory.
-            let f = r.float("scale");
             if !(f > 0.0 && f <= 1.0) {
-                return Err(r.error("scale", format!("{f} is out of range (0, 1]")));
+                let msg = format!("{f} is out of range (0, 1]");
+                return Err(r.error(crate::workload::SCALE, msg));
             }
             let scaled = (m.mem_per_node as f64 * f) as u64;
             // The floor stays (results depend on it); the result's config says it was applied.

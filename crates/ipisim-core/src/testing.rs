@@ -4,10 +4,11 @@
 
 use crate::arch::x86::X86;
 use crate::arch::Tlb;
-use crate::config::{resolve, RunRequest};
+use crate::config::RunRequest;
 use crate::engine::{CpuMask, EventQueue, Time, NEVER};
 use crate::machine::Cost;
 use crate::observe::{Irq, Stats};
+use crate::resolve;
 use crate::sched::{self, Cpu, Mode, Step, TaskState};
 use crate::sim::{CpuId, Sim, TaskId};
 

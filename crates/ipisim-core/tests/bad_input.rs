@@ -1,7 +1,8 @@
 //! Bad input is refused with one line naming the key, the value and the allowed range, before
 //! anything runs; it never wraps, aborts or panics (issue 26).
 
-use ipisim_core::config::{builtin_machine, resolve};
+use ipisim_core::config::builtin_machine;
+use ipisim_core::resolve;
 use ipisim_core::{check, check_limited, run, ConfigError, RunRequest};
 
 fn req(scenario: &str, machine: Option<&str>, sets: &[(&str, &str)]) -> RunRequest {

@@ -317,7 +317,7 @@ fn configs_resolve_or_give_one_line_errors_never_panic() {
             };
             match check_limited(&req, Some(MAX_MEMORY)) {
                 Ok(()) => {
-                    assert_in_range(c.scenario, &config::resolve(&req).unwrap());
+                    assert_in_range(c.scenario, &ipisim_core::resolve(&req).unwrap());
                     ok.fetch_add(1, Ordering::Relaxed);
                 }
                 Err(e) => {

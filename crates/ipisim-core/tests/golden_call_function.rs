@@ -15,7 +15,7 @@ fn result(scenario: &str, kernel: &str, sets: &[(&str, &str)]) -> Value {
 /// The same run on the 4-socket Xeon before it starts, to drive by hand.
 fn sim(scenario: &str, kernel: &str, sets: &[(&str, &str)]) -> ipisim_core::sim::Sim {
     let req = common::request(scenario, "xeon-4n-48c-64g", kernel, sets);
-    ipisim_core::sim::Sim::new(&ipisim_core::config::resolve(&req).unwrap()).unwrap()
+    ipisim_core::sim::Sim::new(&ipisim_core::resolve(&req).unwrap()).unwrap()
 }
 
 /// A built-in machine profile, resolved.
@@ -27,7 +27,7 @@ fn machine(name: &str) -> Machine {
         sets: vec![],
         seed: 1,
     };
-    Machine::from_resolved(&ipisim_core::config::resolve(&req).unwrap()).unwrap()
+    Machine::from_resolved(&ipisim_core::resolve(&req).unwrap()).unwrap()
 }
 
 /// One sender, `threads` busy CPUs in the mm: both designs send one IPI per target per call

@@ -3,7 +3,7 @@
 
 use ipisim_core::mm::oom_kill::{out_of_memory, select_bad_process, Selected};
 use ipisim_core::sched::Outcome;
-use ipisim_core::{config, run, sim::Sim, RunRequest};
+use ipisim_core::{run, sim::Sim, RunRequest};
 use serde_json::Value;
 
 fn req(kernel: &str, sets: &[(&str, &str)]) -> RunRequest {
@@ -34,7 +34,7 @@ fn one_group() -> Sim {
 fn group_on(kernel: &str, sets: &[(&str, &str)]) -> Sim {
     let mut all = vec![("groups".to_string(), "1".to_string())];
     all.extend(sets.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-    let r = config::resolve(&RunRequest {
+    let r = ipisim_core::resolve(&RunRequest {
         scenario: "hackbench".into(),
         machine: Some("kvm-8cpu".into()),
         kernel: Some(kernel.into()),

@@ -142,13 +142,13 @@ fn check(
 /// Built-in scenarios, machines and kernels, as JSON.
 #[pyfunction]
 fn list_builtins() -> String {
-    config::list().to_string()
+    ipisim_core::describe::list().to_string()
 }
 
 /// Every parameter of a scenario, machine or kernel preset, as JSON.
 #[pyfunction]
 fn describe(thing: &str) -> PyResult<String> {
-    config::describe(thing)
+    ipisim_core::describe::describe(thing)
         .map(|v| v.to_string())
         .map_err(to_py)
 }

@@ -1,17 +1,17 @@
 //! Configuration: every parameter is declared once (key, kind, unit, default, description), so
 //! `ipisim describe`, validation and the docs all come from the same table. A run is
 //! `machine profile + kernel preset + scenario + --set overrides`, resolved here into typed structs.
+//! The declarations live in the layers above, so config names none of them: the root gathers them
+//! into a [`Schema`] for [`resolve`] (`crate::resolve`), and `ipisim describe` is the root's too.
 
 mod builtin;
-mod describe;
 mod param;
 mod resolve;
 mod typed;
 
 pub use builtin::{builtin_kernel, builtin_machine, kernel_names, machine_names};
-pub use describe::{describe, list};
-pub use param::{format_size, parse_size, Kind, Param, Value, MAX_DURATION, MAX_SIZE};
-pub use resolve::{resolve, Resolved, RunRequest};
+pub use param::{format_size, parse_size, Kind, Param, Value, MAX_CYCLES, MAX_DURATION, MAX_SIZE};
+pub use resolve::{resolve, CostEntry, Resolved, RunRequest, Schema};
 pub use typed::FromValue;
 pub(crate) use typed::{named_enum, params};
 

@@ -75,6 +75,10 @@ pub const MAX_SIZE: u64 = 1 << 50;
 /// days), and the per-10-ms interrupt bins of a run that long stay under 8 MB.
 pub const MAX_DURATION: u64 = 10_000 * 1_000_000_000_000;
 
+/// The largest cost of one operation, in cycles: 10^9 (0.4 s at 2.5 GHz), far above any kernel
+/// path, so that every time computed from costs stays far below 2^64 ps.
+pub const MAX_CYCLES: f64 = 1e9;
+
 /// A byte count as a size a user would write: `64MiB`, `1.5GiB`, `4096B`.
 pub fn format_size(bytes: u64) -> String {
     let units = [("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10)];

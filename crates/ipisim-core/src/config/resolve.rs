@@ -2,9 +2,7 @@
 //! defaults and finally `--set` overrides. Every error names the file (or `--set`), key and reason.
 
 use super::builtin::{builtin_kernel, builtin_machine, kernel_names, machine_names};
-use super::{ConfigError, Param, Value};
-use crate::machine::{CostEntry, COSTS, MAX_CYCLES};
-use crate::workload::{self, ScenarioDecl};
+use super::{ConfigError, Param, Value, MAX_CYCLES};
 use std::collections::BTreeMap;
 
 /// What the user asked for. `machine` and `kernel` are built-in names or paths to TOML files.
@@ -17,17 +15,41 @@ pub struct RunRequest {
     pub seed: u64,
 }
 
+/// What resolution checks a request against, declared by the layers above config and gathered
+/// by the root (`crate::resolve`): the scenario, every parameter and every machine cost.
+#[derive(Debug, Clone)]
+pub struct Schema {
+    /// The scenario's name.
+    pub scenario: &'static str,
+    /// The scenario's machine profile when none is given (else [`DEFAULT_MACHINE`]).
+    pub machine: Option<&'static str>,
+    /// Every parameter a run of the scenario accepts, in `describe` order.
+    pub params: Vec<&'static Param>,
+    /// The names of the machine's costs, in the order of [`Resolved::costs`].
+    pub costs: &'static [&'static str],
+}
+
+/// One entry of a profile's `[cost]` table, as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CostEntry {
+    pub cycles: f64,
+    pub source: String,
+}
+
 pub const DEFAULT_MACHINE: &str = "host-2cpu";
 pub const DEFAULT_KERNEL: &str = "linux-6.18";
 
 /// A fully resolved configuration: every declared key has a value.
 #[derive(Debug, Clone)]
 pub struct Resolved {
-    pub scenario: &'static ScenarioDecl,
+    /// The scenario's name.
+    pub scenario: &'static str,
     pub seed: u64,
     values: BTreeMap<&'static str, Value>,
-    /// Cost entries in [`COSTS`] order.
+    /// Cost entries, in the order of [`Schema::costs`].
     pub costs: Vec<CostEntry>,
+    /// The names of [`costs`](Self::costs).
+    cost_names: &'static [&'static str],
     /// Where the value being checked came from, for error messages.
     origin: BTreeMap<&'static str, String>,
     /// The host memory a run may use (`--max-memory`); None: what /proc/meminfo says is available.
@@ -40,36 +62,6 @@ impl Resolved {
             .get(key)
             .unwrap_or_else(|| panic!("undeclared parameter {key}"))
     }
-    pub fn int(&self, key: &str) -> i64 {
-        match self.get(key) {
-            Value::Int(v) => *v,
-            v => panic!("{key} is not an integer: {v:?}"),
-        }
-    }
-    pub fn uint(&self, key: &str) -> u64 {
-        match self.get(key) {
-            Value::UInt(v) => *v,
-            v => panic!("{key} is not a size or duration: {v:?}"),
-        }
-    }
-    pub fn float(&self, key: &str) -> f64 {
-        match self.get(key) {
-            Value::Float(v) => *v,
-            v => panic!("{key} is not a number: {v:?}"),
-        }
-    }
-    pub fn bool(&self, key: &str) -> bool {
-        match self.get(key) {
-            Value::Bool(v) => *v,
-            v => panic!("{key} is not a bool: {v:?}"),
-        }
-    }
-    pub fn str(&self, key: &str) -> &str {
-        match self.get(key) {
-            Value::Str(v) => v,
-            v => panic!("{key} is not a string: {v:?}"),
-        }
-    }
 
     /// An error about `key`, naming where its value came from.
     pub fn error(&self, key: &str, reason: impl Into<String>) -> ConfigError {
@@ -80,12 +72,12 @@ impl Resolved {
     /// The whole resolved configuration as JSON, so a result can be reproduced from itself.
     pub fn to_json(&self) -> serde_json::Value {
         let mut m = serde_json::Map::new();
-        m.insert("scenario".into(), self.scenario.name.into());
+        m.insert("scenario".into(), self.scenario.into());
         m.insert("seed".into(), self.seed.into());
         for (k, v) in &self.values {
             m.insert((*k).into(), v.to_json());
         }
-        for ((_, name, _), e) in COSTS.iter().zip(&self.costs) {
+        for (name, e) in self.cost_names.iter().zip(&self.costs) {
             m.insert(
                 format!("machine.cost.{name}"),
                 serde_json::json!({"cycles": e.cycles, "source": e.source}),
@@ -103,17 +95,6 @@ impl Resolved {
     pub fn values(&self) -> impl Iterator<Item = (&'static str, &Value)> {
         self.values.iter().map(|(k, v)| (*k, v))
     }
-}
-
-/// All parameters a run of `scenario` accepts, in `describe` order.
-pub fn all_params(scenario: &ScenarioDecl) -> Vec<&'static Param> {
-    crate::machine::PARAMS
-        .iter()
-        .chain(crate::kernel::PARAMS.iter())
-        .chain(crate::sched::PARAMS.iter())
-        .chain(crate::observe::check::PARAMS.iter())
-        .chain(scenario.params.iter())
-        .collect()
 }
 
 fn find<'a>(params: &[&'a Param], key: &str) -> Option<&'a Param> {
@@ -166,25 +147,21 @@ fn load(kind: &str, what: &str) -> Result<(String, toml::Table), ConfigError> {
     Ok((label, table))
 }
 
-pub fn resolve(req: &RunRequest) -> Result<Resolved, ConfigError> {
-    let scenario = workload::find(&req.scenario).ok_or_else(|| {
-        let names: Vec<&str> = workload::SCENARIOS.iter().map(|s| s.name).collect();
-        ConfigError::new(
-            "",
-            "scenario",
-            format!(
-                "unknown scenario {:?} (one of: {})",
-                req.scenario,
-                names.join(", ")
-            ),
-        )
-    })?;
-    let params = all_params(scenario);
+/// Resolve `req` against `schema`: declared defaults, the machine profile, the kernel preset,
+/// then `--set` overrides.
+pub fn resolve(req: &RunRequest, schema: Schema) -> Result<Resolved, ConfigError> {
+    let Schema {
+        scenario,
+        machine,
+        params,
+        costs,
+    } = schema;
     let mut r = Resolved {
         scenario,
         seed: req.seed,
         values: params.iter().map(|p| (p.key, p.default_value())).collect(),
         costs: Vec::new(),
+        cost_names: costs,
         origin: BTreeMap::new(),
         max_memory: None,
     };
@@ -194,7 +171,7 @@ pub fn resolve(req: &RunRequest) -> Result<Resolved, ConfigError> {
         "machine",
         req.machine
             .as_deref()
-            .or(scenario.machine)
+            .or(machine)
             .unwrap_or(DEFAULT_MACHINE),
     )?;
     apply_section(
@@ -205,19 +182,16 @@ pub fn resolve(req: &RunRequest) -> Result<Resolved, ConfigError> {
         "machine",
         &["machine", "cost"],
     )?;
-    r.costs = parse_costs(&mfile, &mtable)?;
+    r.costs = parse_costs(&mfile, &mtable, costs)?;
 
     let (kfile, ktable) = load("kernel", req.kernel.as_deref().unwrap_or(DEFAULT_KERNEL))?;
     apply_section(&mut r, &params, &kfile, &ktable, "kernel", &["kernel"])?;
 
     for (key, text) in &req.sets {
         if let Some(name) = key.strip_prefix("machine.cost.") {
-            let idx = COSTS
-                .iter()
-                .position(|(_, n, _)| *n == name)
-                .ok_or_else(|| {
-                    ConfigError::new("--set", key, "unknown cost (see `ipisim describe machine`)")
-                })?;
+            let idx = costs.iter().position(|n| *n == name).ok_or_else(|| {
+                ConfigError::new("--set", key, "unknown cost (see `ipisim describe machine`)")
+            })?;
             let cycles: f64 = text
                 .trim()
                 .parse()
@@ -242,7 +216,7 @@ pub fn resolve(req: &RunRequest) -> Result<Resolved, ConfigError> {
                 key,
                 format!(
                     "unknown key for scenario {} (see `ipisim describe {}`)",
-                    scenario.name, scenario.name
+                    scenario, scenario
                 ),
             )
         })?;
@@ -291,7 +265,11 @@ fn apply_section(
     Ok(())
 }
 
-fn parse_costs(file: &str, table: &toml::Table) -> Result<Vec<CostEntry>, ConfigError> {
+fn parse_costs(
+    file: &str,
+    table: &toml::Table,
+    names: &[&str],
+) -> Result<Vec<CostEntry>, ConfigError> {
     let empty = toml::Table::new();
     let cost = match table.get("cost") {
         Some(toml::Value::Table(t)) => t,
@@ -299,7 +277,7 @@ fn parse_costs(file: &str, table: &toml::Table) -> Result<Vec<CostEntry>, Config
         None => &empty,
     };
     for k in cost.keys() {
-        if !COSTS.iter().any(|(_, n, _)| n == k) {
+        if !names.contains(&k.as_str()) {
             return Err(ConfigError::new(
                 file,
                 format!("cost.{k}"),
@@ -307,9 +285,9 @@ fn parse_costs(file: &str, table: &toml::Table) -> Result<Vec<CostEntry>, Config
             ));
         }
     }
-    COSTS
+    names
         .iter()
-        .map(|(_, name, _)| {
+        .map(|name| {
             let key = format!("cost.{name}");
             let e = cost.get(*name).ok_or_else(|| {
                 ConfigError::new(

@@ -11,6 +11,9 @@ macro_rules! cost_table {
 
         /// Declaration order = the order of [`Costs`]: (operation, name in `[cost]`, what it is).
         pub const COSTS: &[(Cost, &str, &str)] = &[$((Cost::$variant, $name, $doc),)*];
+
+        /// The names of [`COSTS`], in its order: what resolution checks a profile's `[cost]` against.
+        pub const COST_NAMES: &[&str] = &[$($name,)*];
     };
 }
 
@@ -57,16 +60,7 @@ cost_table! {
     MembarrierMask = "membarrier_mask": "membarrier_private_expedited: cpumask alloc, cpus_read_lock, the rq->curr scan, two smp_mb(), no IPI",
 }
 
-/// One entry of a profile's `[cost]` table, as written.
-#[derive(Debug, Clone, PartialEq)]
-pub struct CostEntry {
-    pub cycles: f64,
-    pub source: String,
-}
-
-/// The largest cost of one operation, in cycles: 10^9 (0.4 s at 2.5 GHz), far above any kernel
-/// path, so that every time computed from costs stays far below 2^64 ps.
-pub const MAX_CYCLES: f64 = 1e9;
+pub use crate::config::{CostEntry, MAX_CYCLES};
 /// The longest one operation can take, in picoseconds (10 s): MAX_CYCLES at the slowest clock.
 const MAX_COST_PS: f64 = 1e13;
 

@@ -3,7 +3,7 @@
 
 mod cost;
 
-pub use cost::{Cost, CostEntry, Costs, COSTS, MAX_CYCLES};
+pub use cost::{Cost, CostEntry, Costs, COSTS, COST_NAMES, MAX_CYCLES};
 
 use crate::config::{named_enum, params, ConfigError, Kind, Resolved};
 use crate::engine::Time;

@@ -215,7 +215,8 @@ fn handle_mm_fault(s: &mut Sim, t: TaskId, vma: Vma, v: u64, write: bool) -> (Pt
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{resolve, RunRequest};
+    use crate::config::RunRequest;
+    use crate::resolve;
 
     /// A store through a translation whose frame went back to the allocator (as if a flush were
     /// skipped) is a use-after-free; the same store before the free is not.

@@ -372,7 +372,8 @@ pub fn readahead(s: &mut Sim, cpu: CpuId, t: TaskId, file: u32, index: u64, n: u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{resolve, RunRequest};
+    use crate::config::RunRequest;
+    use crate::resolve;
 
     /// A reclaim setup with one page of the reader's file mapped writable, cached clean (it was
     /// only read) in CPU 1's TLB, then unmapped and not yet flushed: the batched-reclaim window.

@@ -72,7 +72,8 @@ pub fn complete(s: &mut Sim, now: Time) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::{resolve, RunRequest};
+    use crate::config::RunRequest;
+    use crate::resolve;
 
     fn sim(bandwidth: &str, latency: &str) -> Sim {
         let req = RunRequest {

@@ -4,7 +4,7 @@
 //! page (the invariants of try_to_unmap_flush() and of migrate_pages_batch(), 7e12beb8ca2a).
 //! A ring of recent page events gives each violation its history.
 
-use crate::config::{params, Kind as ParamKind};
+use crate::config::{named_enum, params, Kind as ParamKind};
 use crate::engine::CpuId;
 use crate::engine::{secs, Time};
 use crate::sim::Sim;
@@ -19,30 +19,16 @@ params! {
     }
 }
 
-/// What went wrong.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Violation {
-    /// A translation reached a frame that was freed (or reused), or survived the free.
-    UseAfterFree,
-    /// A write that the kernel cannot see: through a stale entry to a page already written out or
-    /// migrated away, or a writable entry alive when pageout starts.
-    LostWrite,
-    /// A read of a migrated page's old frame.
-    StaleRead,
-}
-
-impl Violation {
-    pub const ALL: [Violation; 3] = [
-        Violation::UseAfterFree,
-        Violation::LostWrite,
-        Violation::StaleRead,
-    ];
-    pub fn name(self) -> &'static str {
-        match self {
-            Violation::UseAfterFree => "use-after-free",
-            Violation::LostWrite => "lost-write",
-            Violation::StaleRead => "stale-read",
-        }
+named_enum! {
+    /// What went wrong.
+    Violation {
+        /// A translation reached a frame that was freed (or reused), or survived the free.
+        UseAfterFree = "use-after-free",
+        /// A write that the kernel cannot see: through a stale entry to a page already written
+        /// out or migrated away, or a writable entry alive when pageout starts.
+        LostWrite = "lost-write",
+        /// A read of a migrated page's old frame.
+        StaleRead = "stale-read",
     }
 }
 
@@ -142,7 +128,7 @@ pub struct Checker {
     next: usize,
     /// The last deferred-flush batch number handed out.
     pub batches: u32,
-    counts: [u64; 3],
+    counts: [u64; Violation::ALL.len()],
     /// Violations by site: access, free, pageout.
     sites: [u64; 3],
     reports: Vec<Report>,
@@ -155,7 +141,7 @@ impl Checker {
             ring: Vec::with_capacity(if enabled { RING } else { 0 }),
             next: 0,
             batches: 0,
-            counts: [0; 3],
+            counts: [0; Violation::ALL.len()],
             sites: [0; 3],
             reports: Vec::new(),
         }

@@ -100,7 +100,7 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         config["machine.simulated_mem_per_node"] = bytes.into();
     }
     let json = json!({
-        "scenario": r.scenario.name,
+        "scenario": r.scenario,
         "machine": s.m.name,
         "kernel": s.k.name,
         "elapsed_s": secs(end),
@@ -110,7 +110,7 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         "vmstat": vmstat,
         "tracepoints": tracepoints,
         "ops": crate::workload::ops(s),
-        "metrics": crate::workload::metrics(r.scenario.kind).iter().map(|(name, lower)| json!({"name": name, "better": if *lower { "lower" } else { "higher" }})).collect::<Vec<_>>(),
+        "metrics": crate::workload::metrics(crate::workload::decl(r).kind).iter().map(|(name, lower)| json!({"name": name, "better": if *lower { "lower" } else { "higher" }})).collect::<Vec<_>>(),
         "check": super::check::to_json(&s.check),
         "latency": {
             "direct_reclaim": latency_json(&st.direct_reclaim_latency),

@@ -166,6 +166,24 @@ pub fn find(name: &str) -> Option<&'static ScenarioDecl> {
     SCENARIOS.iter().find(|s| s.name == name)
 }
 
+/// The declaration of the scenario `r` was resolved for.
+pub fn decl(r: &Resolved) -> &'static ScenarioDecl {
+    find(r.scenario).expect("a resolved scenario is declared")
+}
+
+/// The key of the `scale` that scenarios with large memory declare: the fraction of the machine's
+/// memory to simulate.
+pub const SCALE: &str = "scale";
+
+/// The scenario's `scale`, when it declares one.
+pub fn scale(r: &Resolved) -> Result<Option<f64>, ConfigError> {
+    if decl(r).params.iter().any(|p| p.key == SCALE) {
+        r.typed(SCALE).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
 pub enum Workload {
     Shootdown(shootdown::Shootdown),
     WillItScale(will_it_scale::WillItScale),
@@ -203,18 +221,19 @@ impl Workload {
 
     pub fn from_resolved(r: &Resolved, m: &Machine) -> Result<Workload, ConfigError> {
         // Only the huge-PMD scenario and ipistorm have powerpc paths; the others flush the x86 way.
+        let kind = decl(r).kind;
         let any_arch = matches!(
-            r.scenario.kind,
+            kind,
             ScenarioKind::QemuGuestRamUnplug | ScenarioKind::Ipistorm
         );
         if m.arch != crate::machine::Arch::X86 && !any_arch {
             let msg = format!(
                 "scenario {} models x86 TLB flushes only; machine {} is powerpc_radix",
-                r.scenario.name, m.name
+                r.scenario, m.name
             );
             return Err(r.error("machine.arch", msg));
         }
-        match r.scenario.kind {
+        match kind {
             ScenarioKind::Shootdown => shootdown::Shootdown::new(r, m).map(Workload::Shootdown),
             ScenarioKind::WillItScale(mapping, bytes) => {
                 will_it_scale::WillItScale::new(r, m, mapping, bytes).map(Workload::WillItScale)

@@ -1,9 +1,12 @@
 //! `ipisim list` and `ipisim describe`: generated from the same declarations that validate input.
+//! A root module: it reads every layer's declarations (machine, kernel, sched, check, scenarios).
 
-use super::builtin::{builtin_kernel, builtin_machine, kernel_names, machine_names};
-use super::resolve::{resolve, RunRequest};
-use super::{ConfigError, Kind, Param};
+use crate::config::{
+    builtin_kernel, builtin_machine, kernel_names, machine_names, ConfigError, Kind, Param,
+    RunRequest,
+};
 use crate::machine::COSTS;
+use crate::resolve;
 use crate::workload::SCENARIOS;
 use serde_json::{json, Value};
 
