@@ -32,7 +32,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("mm/rmap.rs", "sim"),
     ("mm/syscall.rs", "sim"),
     ("mm/vmscan.rs", "sim"),
-    ("observe/check.rs", "sim"),
     ("observe/result.rs", "sched"),
     ("observe/result.rs", "sim"),
     ("observe/result.rs", "workload"),

@@ -5,7 +5,7 @@ use super::{Backing, Pte, Vma, NONE, PTRS_PER_PTE, ZERO_PFN};
 use crate::engine::Time;
 use crate::engine::{CpuId, TaskId};
 use crate::machine::Cost;
-use crate::observe::check::{self, Site, Violation};
+use crate::observe::check::{Site, Violation};
 use crate::observe::{Func, Vm};
 use crate::sim::Sim;
 use crate::step::{Outcome, Step};
@@ -37,7 +37,13 @@ pub fn touch(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) 
             // is zapped but not yet freed is the user racing its own madvise: allowed.)
             if s.check.enabled && e.pfn != ZERO_PFN && s.mem.frames.is_free(e.pfn) {
                 let site = Site::Access { write };
-                check::violation(s, Violation::UseAfterFree, site, cpu, mm, v, e.pfn);
+                s.check.violation(
+                    s.q.now(),
+                    Violation::UseAfterFree,
+                    site,
+                    cpu,
+                    (mm, v, e.pfn),
+                );
             }
             continue;
         }

@@ -7,7 +7,7 @@ use super::{Backing, Vma, NONE, SWAPPED};
 use crate::engine::Time;
 use crate::engine::{CpuId, TaskId};
 use crate::machine::Cost;
-use crate::observe::check::{self, Site, Violation};
+use crate::observe::check::{Site, Violation};
 use crate::observe::{Func, Vm};
 use crate::sim::Sim;
 use crate::step::{Outcome, Step};
@@ -203,7 +203,8 @@ fn check_hit(
     } else {
         return;
     };
-    check::violation(s, kind, Site::Access { write }, cpu, mm, v, frame);
+    s.check
+        .violation(s.q.now(), kind, Site::Access { write }, cpu, (mm, v, frame));
 }
 
 /// page_cache_sync_readahead() of the missing page at `index`, then the fault (`retry`) again.

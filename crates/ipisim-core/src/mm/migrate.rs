@@ -14,7 +14,7 @@ use crate::config::named_enum;
 use crate::engine::{CpuId, TaskId};
 use crate::engine::{Time, NEVER};
 use crate::machine::Cost;
-use crate::observe::check::{self, PageEvent, Site};
+use crate::observe::check::{PageEvent, Site};
 use crate::observe::{Func, Vm};
 use crate::sim::Sim;
 use crate::step::{Outcome, Step};
@@ -130,7 +130,8 @@ pub fn unmap_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         if defer {
             rmap::set_tlb_ubc_flush_pending(s, cpu, t, mm, src, dirty);
         } else {
-            check::record(s, cpu, src, PageEvent::Unmap { batch: 0 });
+            s.check
+                .record(s.q.now(), cpu, src, PageEvent::Unmap { batch: 0 });
             flushes.push(flush_tlb_page(mm, vpn));
         }
         s.tasks[t].migrate.batch.push((src, dst));
@@ -175,10 +176,11 @@ pub fn move_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             ..info
         };
         s.mem.files[info.file as usize].pages[info.index as usize] = dst;
-        check::record(s, cpu, src, PageEvent::MigrateTo { to: dst });
+        s.check
+            .record(s.q.now(), cpu, src, PageEvent::MigrateTo { to: dst });
         wake_waiters(s, src);
         rmap::check_translations(s, src, Site::Free);
-        check::record(s, cpu, src, PageEvent::Free);
+        s.check.record(s.q.now(), cpu, src, PageEvent::Free);
         s.mem.page[src as usize] = PageInfo {
             cpu: info.cpu,
             ..Default::default()

@@ -8,7 +8,7 @@ use crate::config::named_enum;
 use crate::engine::{CpuId, TaskId};
 use crate::engine::{CpuMask, Time};
 use crate::machine::Cost;
-use crate::observe::check::{self, PageEvent, Site, Violation};
+use crate::observe::check::{PageEvent, Site, Violation};
 use crate::observe::{Func, Vm};
 use crate::sim::Sim;
 use crate::smp::{self, CallFunc, Cond};
@@ -63,7 +63,7 @@ pub fn try_to_unmap_one(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, dirty: boo
     let cost = s.m.cost[Cost::RmapWalk];
     s.stats.charge(Some(t), Func::TryToUnmap, cost);
     if s.k.reclaim_flush == ReclaimFlush::None {
-        check::record(s, cpu, pfn, PageEvent::UnmapNoFlush);
+        s.check.record(s.q.now(), cpu, pfn, PageEvent::UnmapNoFlush);
         return (cost, false);
     }
     // should_defer_flush(): only worth it when another CPU may hold the translation.
@@ -72,7 +72,8 @@ pub fn try_to_unmap_one(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, dirty: boo
         && (!dirty || s.k.defer_writable);
     if !defer {
         // ptep_clear_flush() -> flush_tlb_page().
-        check::record(s, cpu, pfn, PageEvent::Unmap { batch: 0 });
+        s.check
+            .record(s.q.now(), cpu, pfn, PageEvent::Unmap { batch: 0 });
         s.tasks[t].steps.push(flush_tlb_page(mm, vpn));
         return (cost, true);
     }
@@ -112,7 +113,8 @@ pub fn set_tlb_ubc_flush_pending(
     ubc.flush_required = true;
     ubc.writable |= dirty;
     let batch = ubc.batch;
-    check::record(s, cpu, pfn, PageEvent::Unmap { batch });
+    s.check
+        .record(s.q.now(), cpu, pfn, PageEvent::Unmap { batch });
 }
 
 /// flush_tlb_page(): the step that flushes one page of `mm` on every CPU that may cache it.
@@ -139,7 +141,8 @@ pub fn try_to_unmap_flush(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     } else {
         CallFunc::FlushTlbPfns
     };
-    check::record(s, cpu, u32::MAX, PageEvent::BatchFlush { batch });
+    s.check
+        .record(s.q.now(), cpu, u32::MAX, PageEvent::BatchFlush { batch });
     // 4.3 traced the batch flush as a remote shootdown of every page (-1).
     crate::observe::tracelog::tlb_flush(s, cpu, 1, -1);
     if mask.any_but(cpu) {
@@ -190,7 +193,7 @@ pub fn check_translations(s: &mut Sim, pfn: u32, site: Site) {
     let mask = s.mem.mms[mm].cpumask;
     for c in mask.iter() {
         if let Some(kind) = stale(s, c) {
-            check::violation(s, kind, site, c, mm, vpn, pfn);
+            s.check.violation(s.q.now(), kind, site, c, (mm, vpn, pfn));
         }
     }
 }

@@ -13,7 +13,7 @@ use crate::config::named_enum;
 use crate::engine::Time;
 use crate::engine::{CpuId, TaskId};
 use crate::machine::Cost;
-use crate::observe::check::{self, PageEvent, Site};
+use crate::observe::check::{PageEvent, Site};
 use crate::observe::{Func, Trace, Vm};
 use crate::sim::Sim;
 use crate::step::{Outcome, Step};
@@ -636,7 +636,7 @@ pub fn pageout(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32) -> Outcome {
         }
     }
     rmap::check_translations(s, pfn, Site::Pageout);
-    check::record(s, cpu, pfn, PageEvent::Pageout);
+    s.check.record(s.q.now(), cpu, pfn, PageEvent::Pageout);
     s.mem.page[pfn as usize].flags &= !PG_DIRTY;
     if to_swap {
         s.stats.vm(Vm::PSwpOut, 1);
@@ -668,7 +668,7 @@ pub fn shrink_finish(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         {
             rmap::check_translations(s, pfn, Site::Free);
         }
-        check::record(s, cpu, pfn, PageEvent::Free);
+        s.check.record(s.q.now(), cpu, pfn, PageEvent::Free);
         let last = s.mem.page[pfn as usize].cpu;
         s.mem.page[pfn as usize] = super::filemap::PageInfo {
             cpu: last,

@@ -7,7 +7,6 @@
 use crate::config::{named_enum, params, Kind as ParamKind};
 use crate::engine::CpuId;
 use crate::engine::{secs, Time};
-use crate::sim::Sim;
 use serde_json::{json, Value};
 
 params! {
@@ -158,76 +157,74 @@ impl Checker {
     }
 }
 
-/// Remember a page event for the histories of later violations.
-pub fn record(s: &mut Sim, cpu: CpuId, pfn: u32, what: PageEvent) {
-    let time = s.now();
-    let c = &mut s.check;
-    if !c.enabled {
-        return;
+impl Checker {
+    /// Remember a page event at `time` for the histories of later violations.
+    pub fn record(&mut self, time: Time, cpu: CpuId, pfn: u32, what: PageEvent) {
+        if !self.enabled {
+            return;
+        }
+        let r = Record {
+            time,
+            cpu: cpu as u32,
+            pfn,
+            what,
+        };
+        if self.ring.len() < RING {
+            self.ring.push(r);
+        } else {
+            self.ring[self.next] = r;
+        }
+        self.next = (self.next + 1) % RING;
     }
-    let r = Record {
-        time,
-        cpu: cpu as u32,
-        pfn,
-        what,
-    };
-    if c.ring.len() < RING {
-        c.ring.push(r);
-    } else {
-        c.ring[c.next] = r;
-    }
-    c.next = (c.next + 1) % RING;
-}
 
-/// Report a violation: counted always, described in full for the first few.
-pub fn violation(
-    s: &mut Sim,
-    kind: Violation,
-    site: Site,
-    cpu: CpuId,
-    mm: usize,
-    vpn: u64,
-    pfn: u32,
-) {
-    let time = s.now();
-    let c = &mut s.check;
-    c.counts[kind as usize] += 1;
-    c.sites[site.index()] += 1;
-    if c.sites[site.index()] > REPORTED as u64 {
-        return;
+    /// Report a violation at `time` on `cpu` of the translation (mm, vpn) -> pfn: counted always,
+    /// described in full for the first few.
+    pub fn violation(
+        &mut self,
+        time: Time,
+        kind: Violation,
+        site: Site,
+        cpu: CpuId,
+        (mm, vpn, pfn): (usize, u64, u32),
+    ) {
+        self.counts[kind as usize] += 1;
+        self.sites[site.index()] += 1;
+        if self.sites[site.index()] > REPORTED as u64 {
+            return;
+        }
+        let batches: Vec<u32> = self
+            .in_order()
+            .filter_map(|r| match r.what {
+                PageEvent::Unmap { batch } if r.pfn == pfn && batch != 0 => Some(batch),
+                _ => None,
+            })
+            .collect();
+        let history = self
+            .in_order()
+            .filter(|r| {
+                r.pfn == pfn
+                    || matches!(r.what, PageEvent::MigrateTo { to } if to == pfn)
+                    || matches!(r.what, PageEvent::BatchFlush { batch } if batches.contains(&batch))
+            })
+            .copied()
+            .collect();
+        let recent = self
+            .in_order()
+            .skip(self.ring.len().saturating_sub(8))
+            .copied()
+            .collect();
+        self.reports.push(Report {
+            kind,
+            site,
+            cpu,
+            time,
+            mm,
+            vpn,
+            pfn,
+            history,
+            recent,
+        });
     }
-    let batches: Vec<u32> = c
-        .in_order()
-        .filter_map(|r| match r.what {
-            PageEvent::Unmap { batch } if r.pfn == pfn && batch != 0 => Some(batch),
-            _ => None,
-        })
-        .collect();
-    let history = c
-        .in_order()
-        .filter(|r| {
-            r.pfn == pfn
-                || matches!(r.what, PageEvent::MigrateTo { to } if to == pfn)
-                || matches!(r.what, PageEvent::BatchFlush { batch } if batches.contains(&batch))
-        })
-        .copied()
-        .collect();
-    let recent = c
-        .in_order()
-        .skip(c.ring.len().saturating_sub(8))
-        .copied()
-        .collect();
-    c.reports.push(Report {
-        kind,
-        site,
-        cpu,
-        time,
-        mm,
-        vpn,
-        pfn,
-        history,
-        recent,
-    });
 }
 
 fn record_json(r: &Record) -> Value {
