@@ -7,7 +7,7 @@ use crate::config::{
 };
 use crate::machine::COSTS;
 use crate::resolve;
-use crate::workload::SCENARIOS;
+use crate::workload::decls;
 use serde_json::{json, Value};
 
 fn description_of(text: &str, section: &str) -> String {
@@ -24,8 +24,7 @@ fn description_of(text: &str, section: &str) -> String {
 
 /// Built-in scenarios, machines and kernel presets with one line each.
 pub fn list() -> Value {
-    let scenarios: Vec<Value> = SCENARIOS
-        .iter()
+    let scenarios: Vec<Value> = decls()
         .map(|s| json!({"name": s.name, "description": s.description}))
         .collect();
     let machines: Vec<Value> = machine_names()
@@ -66,7 +65,7 @@ fn param_json(p: &Param, value: Option<String>) -> Value {
 /// `thing` is a scenario name, a machine or kernel name (built-in or a .toml path), or one of the
 /// words `machine` / `kernel` for the declarations alone.
 pub fn describe(thing: &str) -> Result<Value, ConfigError> {
-    if let Some(s) = SCENARIOS.iter().find(|s| s.name == thing) {
+    if let Some(s) = decls().find(|s| s.name == thing) {
         let params: Vec<Value> = s.params.iter().map(|p| param_json(p, None)).collect();
         let check: serde_json::Map<String, Value> = s
             .check
@@ -76,7 +75,7 @@ pub fn describe(thing: &str) -> Result<Value, ConfigError> {
         return Ok(
             json!({"kind": "scenario", "name": s.name, "description": s.description, "params": params,
             "machine": s.machine, "check": check,
-            "metrics": crate::workload::metrics(s.kind).iter().map(|(m, _)| *m).collect::<Vec<_>>(),
+            "metrics": s.metrics.iter().map(|(m, _)| *m).collect::<Vec<_>>(),
             "counters": {
                 "interrupts": crate::observe::Irq::ALL.iter().map(|i| i.name()).collect::<Vec<_>>(),
                 "vmstat": crate::observe::Vm::ALL.iter().map(|v| v.name()).collect::<Vec<_>>(),
@@ -102,8 +101,7 @@ pub fn describe(thing: &str) -> Result<Value, ConfigError> {
         || builtin_kernel(thing).is_some()
         || (thing.ends_with(".toml") && looks_like(thing, "kernel"));
     if !is_machine && !is_kernel {
-        let names: Vec<&str> = SCENARIOS
-            .iter()
+        let names: Vec<&str> = decls()
             .map(|s| s.name)
             .chain(machine_names())
             .chain(kernel_names())

@@ -51,7 +51,7 @@ pub fn all_params(scenario: &workload::ScenarioDecl) -> Vec<&'static config::Par
 /// layer's declarations (gathered here, since config is below them).
 pub fn resolve(req: &RunRequest) -> Result<config::Resolved, ConfigError> {
     let scenario = workload::find(&req.scenario).ok_or_else(|| {
-        let names: Vec<&str> = workload::SCENARIOS.iter().map(|s| s.name).collect();
+        let names: Vec<&str> = workload::decls().map(|s| s.name).collect();
         ConfigError::new(
             "",
             "scenario",
@@ -124,7 +124,7 @@ pub fn run_limited(
             ps(to),
         )));
     }
-    let limit = s.work.time_limit();
+    let limit = sim::time_limit(&s);
     s.run(limit, progress);
     if s.q.wrapped() {
         // Only input far outside the documented ranges gets here; its result would be wrong.
@@ -146,7 +146,7 @@ mod tests {
 
     #[test]
     fn every_scenarios_defaults_run_on_its_default_machine() {
-        for s in workload::SCENARIOS {
+        for s in workload::decls() {
             let req = RunRequest {
                 scenario: s.name.into(),
                 ..Default::default()

@@ -12,8 +12,8 @@ use crate::observe::check::Checker;
 use crate::observe::Stats;
 use crate::sched::{self, Cpu, Task};
 use crate::smp::Smp;
-use crate::step::{CallFunc, Cond};
-use crate::workload::Workload;
+use crate::step::{CallFunc, Cond, Outcome};
+use crate::workload::{Scenario, Workload};
 
 /// How often a long run reports progress, in events (about a second of host time).
 pub const PROGRESS_EVENTS: u64 = 1 << 23;
@@ -56,7 +56,8 @@ pub struct Sim {
     pub perturb: sched::Perturb,
     /// The TLB-coherence checker.
     pub check: Checker,
-    pub work: Workload,
+    /// The scenario, out of here only while one of its hooks runs (so it can borrow both).
+    pub work: Option<Box<Workload>>,
     /// Set when the workload says it is finished, or at the time limit.
     pub end: Option<Time>,
     /// What `--trace` records, when asked for.
@@ -102,14 +103,16 @@ impl Sim {
             mem: Memory::new(m.nodes, m.mem_per_node, n, MM_HOOKS),
             stats: Stats::new(n),
             check: Checker::new(crate::observe::check::CheckParams::from_resolved(r)?.enabled),
-            work,
+            work: None,
             end: None,
             trace: None,
             mem_floor,
             m,
             k,
         };
-        crate::workload::start(&mut s)?;
+        let mut work = Box::new(work);
+        work.start(&mut s);
+        s.work = Some(work);
         Ok(s)
     }
 
@@ -152,6 +155,36 @@ impl Sim {
             Event::Stop => self.end = Some(self.now()),
         }
     }
+}
+
+/// The scenario's next operation for task `t`'s user program (sched's user step).
+pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    let mut work = s.work.take().expect("scenario hooks do not nest");
+    let op = work.next_op(s, cpu, t);
+    s.work = Some(work);
+    op
+}
+
+/// Task `t` exited (sched's do_exit): the scenario hears of it, and may end the run.
+pub fn task_exited(s: &mut Sim, t: TaskId) {
+    let mut work = s.work.take().expect("scenario hooks do not nest");
+    work.task_exited(s, t);
+    s.work = Some(work);
+}
+
+/// The scenario's counts and metrics, for the result's `ops`.
+pub fn workload_ops(s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+    s.work.as_ref().expect("a scenario").ops(s)
+}
+
+/// The scenario's declared metrics (its `ops` keys, and whether lower is better), for the result.
+pub fn workload_metrics(r: &Resolved) -> &'static [(&'static str, bool)] {
+    crate::workload::decl(r).metrics
+}
+
+/// When the run stops if the scenario does not finish by itself.
+pub fn time_limit(s: &Sim) -> Time {
+    s.work.as_ref().expect("a scenario").time_limit()
 }
 
 /// MemAvailable from /proc/meminfo, in bytes; None where there is none (not Linux).

@@ -60,7 +60,7 @@ pub fn oom_kill_process(s: &mut Sim, victim: TaskId) {
     s.tasks[victim].oom_killed = true;
     s.mem.oom_victims.push(victim);
     s.stats.oom_kills += 1;
-    crate::workload::signal_kill(s, victim);
+    crate::sched::signal_wake_up(s, victim);
 }
 
 /// out_of_memory() from task `t`'s allocation, with no cpuset or mempolicy constraint.

@@ -109,8 +109,8 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         "interrupts": interrupts,
         "vmstat": vmstat,
         "tracepoints": tracepoints,
-        "ops": crate::workload::ops(s),
-        "metrics": crate::workload::metrics(crate::workload::decl(r).kind).iter().map(|(name, lower)| json!({"name": name, "better": if *lower { "lower" } else { "higher" }})).collect::<Vec<_>>(),
+        "ops": crate::sim::workload_ops(s),
+        "metrics": crate::sim::workload_metrics(r).iter().map(|(name, lower)| json!({"name": name, "better": if *lower { "lower" } else { "higher" }})).collect::<Vec<_>>(),
         "check": super::check::to_json(&s.check),
         "latency": {
             "direct_reclaim": latency_json(&st.direct_reclaim_latency),

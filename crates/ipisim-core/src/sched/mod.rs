@@ -180,6 +180,9 @@ pub struct Task {
     pub csd_lock_call: Option<crate::smp::Call>,
     /// TASK_UNINTERRUPTIBLE: a fatal signal does not end this sleep.
     pub uninterruptible: bool,
+    /// TASK_INTERRUPTIBLE: in a wait of its own (sleep_interruptible) that a fatal signal ends
+    /// too; only wake_interruptible() clears it.
+    pub interruptible: bool,
     /// When this task's current timed sleep ends (NEVER: none); a wake-up timer left from a
     /// sleep that ended early must not end a later one.
     pub timer_at: Time,
@@ -218,6 +221,7 @@ pub fn spawn_at(s: &mut Sim, mm: usize, cpu: CpuId, at: Time) -> TaskId {
         oom_killed: false,
         csd_lock_call: None,
         uninterruptible: false,
+        interruptible: false,
         timer_at: at,
     });
     if at != NEVER {
@@ -364,7 +368,7 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
             Outcome::Exit => {
                 s.tasks[t].state = TaskState::Exited;
                 switch_out(s, cpu);
-                crate::workload::task_exited(s, t);
+                crate::sim::task_exited(s, t);
                 return;
             }
         }
@@ -511,6 +515,29 @@ pub fn wake(s: &mut Sim, t: TaskId) {
                 look_again_after_handler(s, cpu);
             }
         }
+    }
+}
+
+/// Sleep in an interruptible wait of task `t`'s own (wait_event_interruptible: a read, a full
+/// queue) until wake_interruptible() or a fatal signal ends it.
+pub fn sleep_interruptible(s: &mut Sim, t: TaskId) -> Outcome {
+    s.tasks[t].interruptible = true;
+    Outcome::Sleep(NEVER)
+}
+
+/// wake_up_interruptible(): end task `t`'s interruptible wait, if it is in one.
+pub fn wake_interruptible(s: &mut Sim, t: TaskId) {
+    if s.tasks[t].interruptible {
+        s.tasks[t].interruptible = false;
+        wake(s, t);
+    }
+}
+
+/// signal_wake_up() for a fatal signal (the OOM killer's SIGKILL): it ends an interruptible
+/// sleep only; the task dies at its next user step.
+pub fn signal_wake_up(s: &mut Sim, t: TaskId) {
+    if !s.tasks[t].uninterruptible {
+        wake_interruptible(s, t);
     }
 }
 

@@ -11,7 +11,7 @@ use crate::step::{Outcome, SpinOn, Step};
 pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
     match step {
         Step::User if s.tasks[t].mm == super::KTHREAD => mm::vmscan::kthread(s, t),
-        Step::User => crate::workload::next_op(s, cpu, t),
+        Step::User => crate::sim::next_op(s, cpu, t),
         Step::Work { func, ps, irqs_off } => {
             s.stats.charge(Some(t), func, ps);
             Outcome::Busy { ps, irqs_off }

@@ -3,7 +3,7 @@
 //! their per-CPU lists; the other CPUs are idle or spin in user space. Which CPUs get an IPI, and
 //! who waits for whom, depend on `kernel.pcp_drain`.
 
-use super::{ScenarioDecl, ScenarioKind};
+use super::{Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{secs, Time};
 use crate::engine::{CpuId, TaskId};
@@ -31,7 +31,8 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     description:
         "microbenchmark: some CPUs hold per-CPU pages, others call drain_all_pages at once",
     params: PARAMS,
-    kind: ScenarioKind::Drain,
+    metrics: &[("drain_s", true)],
+    powerpc: false,
     machine: None,
     check: &[],
 };
@@ -63,8 +64,54 @@ impl Drain {
             finished: 0,
         })
     }
+}
 
-    pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+impl Scenario for Drain {
+    fn start(&mut self, s: &mut Sim) {
+        let (drainers, holders, pages, busy) = (self.drainers, self.holders, self.pages, self.busy);
+        for cpu in drainers..drainers + holders {
+            let zone = s.m.node_of(cpu);
+            for _ in 0..pages {
+                let p = s.mem.frames.zones[zone]
+                    .take()
+                    .expect("memory for the lists");
+                s.mem.frames.pcp[cpu][zone].push(p);
+            }
+        }
+        // After the others have settled (spinning or idle), the drainers start together.
+        let at = s.m.cost[crate::machine::Cost::ThreadCreate];
+        for cpu in 0..drainers {
+            let mm = super::mm_alloc(s);
+            let t = sched::spawn_at(s, mm, cpu, at);
+            debug_assert_eq!(t, cpu);
+            s.tasks[t].comm = "drainer".into();
+        }
+        if busy {
+            for cpu in drainers..s.m.ncpus() {
+                let mm = super::mm_alloc(s);
+                sched::spawn(s, mm, cpu);
+            }
+        }
+        self.started = at;
+    }
+
+    fn next_op(&mut self, s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
+        if t >= self.drainers {
+            return Outcome::Spin(SpinOn::UserForever);
+        }
+        if !self.issued[t] {
+            self.issued[t] = true;
+            s.tasks[t].steps.push(Step::DrainAllPages);
+            return Outcome::Next;
+        }
+        self.finished += 1;
+        if self.finished == self.drainers {
+            s.end = Some(s.now());
+        }
+        Outcome::Exit
+    }
+
+    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
         let left = cpus_with_pcps(&s.mem.frames).weight();
         m.insert("drain_ipis".into(), s.stats.ipis_sent.into());
@@ -75,57 +122,4 @@ impl Drain {
         m.insert("cpus_with_pages_after".into(), left.into());
         m
     }
-}
-
-fn state(s: &mut Sim) -> &mut Drain {
-    match &mut s.work {
-        super::Workload::Drain(w) => w,
-        _ => unreachable!(),
-    }
-}
-
-pub fn start(s: &mut Sim) {
-    let w = state(s);
-    let (drainers, holders, pages, busy) = (w.drainers, w.holders, w.pages, w.busy);
-    for cpu in drainers..drainers + holders {
-        let zone = s.m.node_of(cpu);
-        for _ in 0..pages {
-            let p = s.mem.frames.zones[zone]
-                .take()
-                .expect("memory for the lists");
-            s.mem.frames.pcp[cpu][zone].push(p);
-        }
-    }
-    // After the others have settled (spinning or idle), the drainers start together.
-    let at = s.m.cost[crate::machine::Cost::ThreadCreate];
-    for cpu in 0..drainers {
-        let mm = super::mm_alloc(s);
-        let t = sched::spawn_at(s, mm, cpu, at);
-        debug_assert_eq!(t, cpu);
-        s.tasks[t].comm = "drainer".into();
-    }
-    if busy {
-        for cpu in drainers..s.m.ncpus() {
-            let mm = super::mm_alloc(s);
-            sched::spawn(s, mm, cpu);
-        }
-    }
-    state(s).started = at;
-}
-
-pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
-    let w = state(s);
-    if t >= w.drainers {
-        return Outcome::Spin(SpinOn::UserForever);
-    }
-    if !w.issued[t] {
-        w.issued[t] = true;
-        s.tasks[t].steps.push(Step::DrainAllPages);
-        return Outcome::Next;
-    }
-    w.finished += 1;
-    if w.finished == w.drainers {
-        s.end = Some(s.now());
-    }
-    Outcome::Exit
 }

@@ -22,7 +22,7 @@
 
 use std::collections::VecDeque;
 
-use super::{ScenarioDecl, ScenarioKind};
+use super::{Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{secs, Time, NEVER};
 use crate::engine::{CpuId, TaskId};
@@ -70,7 +70,8 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "hackbench",
     description: "groups of 20 senders and 20 receivers exchange messages through sockets or pipes; each process holds kernel memory, so many groups run the machine out of memory",
     params: PARAMS,
-    kind: ScenarioKind::Hackbench,
+    metrics: &[("hackbench_s", true)],
+    powerpc: false,
     machine: None,
     check: &[],
 };
@@ -115,8 +116,6 @@ pub struct Hackbench {
     /// Footprint pages: task t's are own[t * footprint .. + owned[t]].
     own: Vec<u32>,
     owned: Vec<u32>,
-    /// In an interruptible sleep of its own (reading, writing to a full queue, ready wait).
-    asleep: Vec<bool>,
     /// Per task: operations done (picks the text page it reads next).
     ops: Vec<u32>,
     /// Per sender: messages written (message k goes to receiver k % 20 of its group).
@@ -168,7 +167,6 @@ impl Hackbench {
             phase: vec![Phase::Start; ntasks],
             own: vec![NONE; ntasks * footprint],
             owned: vec![0; ntasks],
-            asleep: vec![false; ntasks + 1],
             ops: vec![0; ntasks + 1],
             sent: vec![0; ntasks],
             queue: (0..receivers).map(|_| VecDeque::new()).collect(),
@@ -189,7 +187,402 @@ impl Hackbench {
         })
     }
 
-    pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+    /// The parent: fork each child (copy_process allocates its footprint, charged to the child
+    /// once it exists), then wait for all of them. The parent itself is never an OOM candidate.
+    fn parent(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+        if self.forked == self.ntasks {
+            self.release_if_ready(s);
+            return sched::sleep_interruptible(s, t);
+        }
+        let c = self.forked;
+        if (self.owned[c] as usize) < self.footprint {
+            if let Some(o) = self.read_text(s, cpu, t) {
+                return o;
+            }
+            let Some((pfn, ps)) = get_page(s, cpu, t) else {
+                return Outcome::Next;
+            };
+            self.own[c * self.footprint + self.owned[c] as usize] = pfn;
+            self.owned[c] += 1;
+            self.ops[t] += 1;
+            return Outcome::Busy {
+                ps,
+                irqs_off: false,
+            };
+        }
+        // fork() returns: the child exists (and holds its pages) and runs.
+        self.phase[c] = Phase::Forked;
+        self.forked += 1;
+        s.tasks[c].rss = self.owned[c] as u64;
+        sched::wake(s, c);
+        let ps = s.m.cost[Cost::ThreadCreate];
+        s.stats.charge(Some(t), Func::Syscall, ps);
+        Outcome::Busy {
+            ps,
+            irqs_off: false,
+        }
+    }
+
+    /// Everyone alive is ready: the parent writes the wakeup pipe and the clock starts.
+    fn release_if_ready(&mut self, s: &mut Sim) -> bool {
+        let now = s.q.now();
+        if self.go.is_some() || self.forked < self.ntasks || self.ready < self.alive {
+            return self.go.is_some();
+        }
+        self.go = Some(now);
+        self.drains_at_go = (
+            s.stats.vm[Vm::PcpGlobalDrain as usize],
+            s.stats.vm[Vm::PcpGlobalIpiSaved as usize],
+        );
+        self.kills_at_go = s.stats.oom_kills;
+        for t in 0..self.ntasks {
+            if self.phase[t] == Phase::Ready {
+                self.phase[t] = Phase::Run;
+                sched::wake_interruptible(s, t);
+            }
+        }
+        true
+    }
+
+    /// The text page this operation runs through: read back into the page cache if reclaim
+    /// evicted it (a clear and an insert, as readahead of a cached file does here), else
+    /// mark_page_accessed. Returns the outcome when the task must first do that (or reclaim).
+    fn read_text(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Option<Outcome> {
+        if self.text_pages == 0 {
+            return None;
+        }
+        let (file, index) = (self.text_file, self.ops[t] as usize % self.text_pages);
+        let pfn = s.mem.files[file as usize].pages[index];
+        if pfn != NONE {
+            s.mem.page[pfn as usize].flags |= PG_REFERENCED;
+            return None;
+        }
+        let Some((pfn, alloc)) = get_page(s, cpu, t) else {
+            return Some(Outcome::Next);
+        };
+        s.mem.files[file as usize].pages[index] = pfn;
+        s.mem.page[pfn as usize] = PageInfo {
+            file,
+            index: index as u32,
+            flags: PG_EXEC | PG_REFERENCED,
+            cpu: cpu as u16,
+        };
+        let read = s.m.cost[Cost::FaultFile] + s.m.cost[Cost::PageClear];
+        let read = read + s.m.cost[Cost::PagecacheInsert];
+        s.stats.charge(Some(t), Func::FilemapFault, read);
+        let ps = alloc + read + crate::mm::lru::lru_cache_add(s, cpu, t, pfn);
+        Some(Outcome::Busy {
+            ps,
+            irqs_off: false,
+        })
+    }
+
+    /// The receiver's queue is full (the writer waits in sock_alloc_send_pskb / pipe_wait).
+    fn queue_full(&self, rid: usize) -> bool {
+        let q = &self.queue[rid];
+        if self.pipes {
+            q.len() >= PIPE_QUEUE_PAGES && q.back().is_some_and(|b| b.written == PIPE_MSGS_PER_PAGE)
+        } else {
+            q.len() >= SOCKET_QUEUE_MSGS
+        }
+    }
+
+    /// One write(): the next message to receiver k % 20 of the group.
+    fn sender(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+        let syscall = s.m.cost[Cost::Syscall];
+        let total = (self.loops * FDS) as u32;
+        if self.sent[t] >= total {
+            return self.do_exit(s, cpu, t);
+        }
+        let k = self.sent[t] as usize;
+        let rid = t / (2 * FDS) * FDS + k % FDS;
+        if self.closed[rid] {
+            // EPIPE: the receiver was killed; hackbench's writer goes on to the next one here.
+            self.sent[t] += 1;
+            return Outcome::Next;
+        }
+        if self.queue_full(rid) {
+            self.blocked[rid].push(t as u32);
+            return sched::sleep_interruptible(s, t);
+        }
+        let merge = self.pipes
+            && self.queue[rid]
+                .back()
+                .is_some_and(|b| b.written < PIPE_MSGS_PER_PAGE);
+        let mut ps = syscall;
+        if merge {
+            self.queue[rid].back_mut().expect("checked").written += 1;
+        } else {
+            // A new pipe page, or an skb.
+            let got = if self.pipes {
+                get_page(s, cpu, t).map(|(pfn, alloc)| (pfn, NONE, alloc))
+            } else {
+                self.alloc_skb(s, cpu, t)
+            };
+            let Some((pfn, data, alloc)) = got else {
+                return Outcome::Next;
+            };
+            ps += alloc;
+            self.queue[rid].push_back(Buf {
+                pfn,
+                data,
+                written: 1,
+                read: 0,
+            });
+        }
+        s.stats.charge(Some(t), Func::Syscall, syscall);
+        self.sent[t] += 1;
+        self.ops[t] += 1;
+        sched::wake_interruptible(s, receiver_task(rid));
+        Outcome::Busy {
+            ps,
+            irqs_off: false,
+        }
+    }
+
+    /// One read(): the oldest message of the queue; a page whose messages are all read is freed.
+    fn receiver(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+        let rid = rid_of(t);
+        let syscall = s.m.cost[Cost::Syscall];
+        if self.expected[rid] == 0 {
+            return self.do_exit(s, cpu, t);
+        }
+        let Some(front) = self.queue[rid].front_mut() else {
+            return sched::sleep_interruptible(s, t);
+        };
+        front.read += 1;
+        let b = *front;
+        self.expected[rid] -= 1;
+        self.messages += 1;
+        self.ops[t] += 1;
+        let mut ps = syscall;
+        if b.read == b.written {
+            self.queue[rid].pop_front();
+        }
+        s.stats.charge(Some(t), Func::Syscall, syscall);
+        if b.read == b.written {
+            let free = self.free_buf(s, cpu, b);
+            s.stats.charge(Some(t), Func::FreePage, free);
+            ps += free;
+        }
+        self.wake_writers(s, rid);
+        Outcome::Busy {
+            ps,
+            irqs_off: false,
+        }
+    }
+
+    fn cache(&mut self, c: SkbCache) -> &mut SlabCache {
+        match c {
+            SkbCache::Head => self.skb_head.as_mut(),
+            SkbCache::Data => self.skb_data.as_mut(),
+        }
+        .expect("made in start()")
+    }
+
+    /// alloc_skb(): an sk_buff and its data, each from this CPU's current slab of its cache,
+    /// after a new slab (new_slab -> alloc_pages of the cache's order) where that one is full.
+    /// Returns the two slabs and the time taken, or None if an allocation entered the slowpath
+    /// (a slab already got stays the CPU's, for the retry).
+    fn alloc_skb(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Option<(u32, u32, Time)> {
+        let mut ps = 0;
+        for c in [SkbCache::Head, SkbCache::Data] {
+            if !self.cache(c).needs_slab(cpu) {
+                continue;
+            }
+            let order = self.cache(c).order;
+            let mut pages = std::mem::take(&mut self.slab_pages);
+            pages.clear();
+            let got = alloc_block(s, cpu, t, order, &mut pages);
+            let old = after_alloc(s, t, got).map(|alloc| {
+                ps += alloc;
+                self.cache(c).install(cpu, &pages)
+            });
+            self.slab_pages = pages;
+            match old {
+                None => return None,
+                Some(Some(empty)) => ps += self.discard_slab(s, cpu, c, empty),
+                Some(None) => {}
+            }
+        }
+        let head = self.cache(SkbCache::Head).alloc(cpu);
+        let data = self.cache(SkbCache::Data).alloc(cpu);
+        Some((head, data, ps))
+    }
+
+    /// discard_slab(): an empty slab's pages back to the page allocator.
+    fn discard_slab(&mut self, s: &mut Sim, cpu: CpuId, c: SkbCache, slab: u32) -> Time {
+        let mut pages = std::mem::take(&mut self.slab_pages);
+        pages.clear();
+        self.cache(c).pages(slab, &mut pages);
+        let ps = free_block(s, cpu, &pages);
+        self.slab_pages = pages;
+        ps
+    }
+
+    /// A pipe page whose messages were all read is freed; an skb's two objects go back to their
+    /// slabs, and a slab is freed once its last object is (SLUB's discard_slab; empty slabs kept
+    /// on the partial list are not modelled).
+    fn free_buf(&mut self, s: &mut Sim, cpu: CpuId, b: Buf) -> Time {
+        if self.pipes {
+            return free_page(s, cpu, b.pfn);
+        }
+        let mut ps = 0;
+        for (c, slab) in [(SkbCache::Head, b.pfn), (SkbCache::Data, b.data)] {
+            if self.cache(c).free(slab) {
+                ps += self.discard_slab(s, cpu, c, slab);
+            }
+        }
+        ps
+    }
+
+    fn wake_writers(&mut self, s: &mut Sim, rid: usize) {
+        if self.queue_full(rid) {
+            return;
+        }
+        let mut writers = std::mem::take(&mut self.blocked[rid]);
+        for &w in &writers {
+            sched::wake_interruptible(s, w as usize);
+        }
+        writers.clear();
+        self.blocked[rid] = writers;
+    }
+
+    /// do_exit(): free the footprint (exit_mm, the stack...), close the task's sockets, and
+    /// leave. A dead receiver's queued pages are freed; a dead sender's unsent messages are no
+    /// longer expected by its receivers (EOF).
+    fn do_exit(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+        let before_go = self.go.is_none();
+        if before_go && self.phase[t] == Phase::Ready {
+            self.ready -= 1;
+        }
+        self.phase[t] = Phase::Exiting;
+        self.alive -= 1;
+        let from = t * self.footprint;
+        let n = self.owned[t] as usize;
+        self.owned[t] = 0;
+        let mut ps = 0;
+        for i in from..from + n {
+            ps += free_page(s, cpu, self.own[i]);
+        }
+        s.tasks[t].rss = 0;
+        if is_sender(t) {
+            let total = (self.loops * FDS) as u32;
+            let base = t / (2 * FDS) * FDS;
+            for k in self.sent[t]..total {
+                let rid = base + k as usize % FDS;
+                if !self.closed[rid] {
+                    self.expected[rid] -= 1;
+                }
+            }
+            for j in 0..FDS {
+                if self.expected[base + j] == 0 {
+                    sched::wake_interruptible(s, receiver_task(base + j));
+                }
+            }
+        } else {
+            let rid = rid_of(t);
+            self.closed[rid] = true;
+            self.expected[rid] = 0;
+            while let Some(b) = self.queue[rid].pop_front() {
+                ps += self.free_buf(s, cpu, b);
+            }
+            // Writers waiting on it get EPIPE.
+            let writers = std::mem::take(&mut self.blocked[rid]);
+            for &w in &writers {
+                sched::wake_interruptible(s, w as usize);
+            }
+        }
+        s.stats.charge(Some(t), Func::FreePage, ps);
+        if before_go {
+            self.release_if_ready(s);
+        }
+        Outcome::Busy {
+            ps,
+            irqs_off: false,
+        }
+    }
+}
+
+impl Scenario for Hackbench {
+    fn start(&mut self, s: &mut Sim) {
+        // Frames carry `struct page` state: text pages go through the page cache and LRU.
+        s.mem.page = vec![PageInfo::default(); s.mem.frames.total() as usize];
+        let (frames, ncpus) = (s.mem.frames.total() as usize, s.m.ncpus());
+        self.skb_head = Some(SlabCache::new(SKB_HEAD_BYTES, ncpus, frames));
+        self.skb_data = Some(SlabCache::new(SKB_DATA_BYTES, ncpus, frames));
+        self.text_file = s.mem.new_file(self.text_pages as u64, false);
+        for i in 0..self.ntasks {
+            // Each hackbench process is a fork: its own mm. It runs once the parent forked it.
+            let mm = super::mm_alloc(s);
+            let t = sched::spawn_at(s, mm, i % ncpus, NEVER);
+            debug_assert_eq!(t, i);
+            s.tasks[t].comm = if is_sender(t) { "sender" } else { "receiver" }.into();
+        }
+        // The hackbench parent forks every child in turn, then waits for them to be ready.
+        let mm = super::mm_alloc(s);
+        let parent = sched::spawn(s, mm, 0);
+        debug_assert_eq!(parent, self.ntasks);
+        s.tasks[parent].comm = "hackbench".into();
+        // kswapd<n>, sleeping until the allocator wakes it.
+        for node in 0..s.m.nodes {
+            let t = sched::spawn_at(s, KTHREAD, node * s.m.cpus_per_node, NEVER);
+            s.tasks[t].comm = format!("kswapd{node}");
+            s.mem.kswapd[node] = Some(t);
+        }
+    }
+
+    fn next_op(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+        self.peak_used = self.peak_used.max(s.mem.frames.used);
+        if t == self.ntasks {
+            return self.parent(s, cpu, t);
+        }
+        if self.phase[t] == Phase::Exiting {
+            return Outcome::Exit;
+        }
+        // SIGKILL from the OOM killer (TIF_MEMDIE): the task dies at its next user step.
+        if s.tasks[t].oom_killed {
+            return self.do_exit(s, cpu, t);
+        }
+        match self.phase[t] {
+            // A child that is not forked yet does not run.
+            Phase::Start => sched::sleep_interruptible(s, t),
+            Phase::Forked => {
+                // The child's first run (its text), then ready(): tell the parent, wait for go.
+                if let Some(o) = self.read_text(s, cpu, t) {
+                    return o;
+                }
+                self.ops[t] += 1;
+                self.phase[t] = Phase::Ready;
+                self.ready += 1;
+                if !self.release_if_ready(s) {
+                    return sched::sleep_interruptible(s, t);
+                }
+                Outcome::Next
+            }
+            Phase::Ready => sched::sleep_interruptible(s, t),
+            Phase::Run => {
+                if let Some(o) = self.read_text(s, cpu, t) {
+                    return o;
+                }
+                if is_sender(t) {
+                    self.sender(s, cpu, t)
+                } else {
+                    self.receiver(s, cpu, t)
+                }
+            }
+            Phase::Exiting => Outcome::Exit,
+        }
+    }
+
+    /// The run ends when the last process has exited.
+    fn task_exited(&mut self, s: &mut Sim, _t: TaskId) {
+        if self.alive == 0 {
+            s.end = Some(s.now());
+        }
+    }
+
+    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         let end = s.end.unwrap_or(s.now());
         let go = self.go.unwrap_or(end);
         let mut m = serde_json::Map::new();
@@ -228,12 +621,9 @@ impl Hackbench {
         }
         m
     }
-}
 
-fn state(s: &mut Sim) -> &mut Hackbench {
-    match &mut s.work {
-        super::Workload::Hackbench(w) => w,
-        _ => unreachable!(),
+    fn host_bytes(&self, m: &Machine) -> u64 {
+        super::fills_memory(m)
     }
 }
 
@@ -248,59 +638,6 @@ fn rid_of(t: TaskId) -> usize {
 
 fn receiver_task(rid: usize) -> TaskId {
     rid / FDS * 2 * FDS + FDS + rid % FDS
-}
-
-pub fn start(s: &mut Sim) {
-    // Frames carry `struct page` state: text pages go through the page cache and LRU.
-    s.mem.page = vec![PageInfo::default(); s.mem.frames.total() as usize];
-    let (frames, ncpus) = (s.mem.frames.total() as usize, s.m.ncpus());
-    let w = state(s);
-    w.skb_head = Some(SlabCache::new(SKB_HEAD_BYTES, ncpus, frames));
-    w.skb_data = Some(SlabCache::new(SKB_DATA_BYTES, ncpus, frames));
-    let text = state(s).text_pages as u64;
-    let file = s.mem.new_file(text, false);
-    state(s).text_file = file;
-    let ntasks = state(s).ntasks;
-    for i in 0..ntasks {
-        // Each hackbench process is a fork: its own mm. It runs once the parent forked it.
-        let mm = super::mm_alloc(s);
-        let t = sched::spawn_at(s, mm, i % ncpus, NEVER);
-        debug_assert_eq!(t, i);
-        s.tasks[t].comm = if is_sender(t) { "sender" } else { "receiver" }.into();
-    }
-    // The hackbench parent forks every child in turn, then waits for them to be ready.
-    let mm = super::mm_alloc(s);
-    let parent = sched::spawn(s, mm, 0);
-    debug_assert_eq!(parent, ntasks);
-    s.tasks[parent].comm = "hackbench".into();
-    // kswapd<n>, sleeping until the allocator wakes it.
-    for node in 0..s.m.nodes {
-        let t = sched::spawn_at(s, KTHREAD, node * s.m.cpus_per_node, NEVER);
-        s.tasks[t].comm = format!("kswapd{node}");
-        s.mem.kswapd[node] = Some(t);
-    }
-}
-
-/// Sleep in the task's own wait (a read, a full queue, the ready wait) until woken.
-fn sleep(s: &mut Sim, t: TaskId) -> Outcome {
-    state(s).asleep[t] = true;
-    Outcome::Sleep(NEVER)
-}
-
-fn wake(s: &mut Sim, t: TaskId) {
-    let w = state(s);
-    if w.asleep[t] {
-        w.asleep[t] = false;
-        sched::wake(s, t);
-    }
-}
-
-/// SIGKILL from the OOM killer: a task in an interruptible sleep wakes to die.
-pub fn signal_kill(s: &mut Sim, t: TaskId) {
-    // SIGKILL wakes an interruptible sleep only (signal_wake_up).
-    if t < state(s).ntasks && !s.tasks[t].uninterruptible {
-        wake(s, t);
-    }
 }
 
 /// A page for task `t` (its footprint, a message, a text page), or the slowpath was entered and
@@ -324,392 +661,9 @@ fn after_alloc<T>(s: &mut Sim, t: TaskId, got: Result<T, NeedReclaim>) -> Option
     }
 }
 
-pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-    let used = s.mem.frames.used;
-    let w = state(s);
-    w.peak_used = w.peak_used.max(used);
-    if t == w.ntasks {
-        return parent(s, cpu, t);
-    }
-    if w.phase[t] == Phase::Exiting {
-        return Outcome::Exit;
-    }
-    if s.tasks[t].oom_killed {
-        return do_exit(s, cpu, t);
-    }
-    let w = state(s);
-    match w.phase[t] {
-        // A child that is not forked yet does not run.
-        Phase::Start => sleep(s, t),
-        Phase::Forked => {
-            // The child's first run (its text), then ready(): tell the parent, wait for go.
-            if let Some(o) = read_text(s, cpu, t) {
-                return o;
-            }
-            let w = state(s);
-            w.ops[t] += 1;
-            w.phase[t] = Phase::Ready;
-            w.ready += 1;
-            if !release_if_ready(s) {
-                return sleep(s, t);
-            }
-            Outcome::Next
-        }
-        Phase::Ready => sleep(s, t),
-        Phase::Run => {
-            if let Some(o) = read_text(s, cpu, t) {
-                return o;
-            }
-            if is_sender(t) {
-                sender(s, cpu, t)
-            } else {
-                receiver(s, cpu, t)
-            }
-        }
-        Phase::Exiting => Outcome::Exit,
-    }
-}
-
-/// The parent: fork each child (copy_process allocates its footprint, charged to the child once
-/// it exists), then wait for all of them. The parent itself is never an OOM candidate here.
-fn parent(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-    let w = state(s);
-    if w.forked == w.ntasks {
-        release_if_ready(s);
-        return sleep(s, t);
-    }
-    let c = w.forked;
-    if (w.owned[c] as usize) < w.footprint {
-        if let Some(o) = read_text(s, cpu, t) {
-            return o;
-        }
-        let Some((pfn, ps)) = get_page(s, cpu, t) else {
-            return Outcome::Next;
-        };
-        let w = state(s);
-        w.own[c * w.footprint + w.owned[c] as usize] = pfn;
-        w.owned[c] += 1;
-        w.ops[t] += 1;
-        return Outcome::Busy {
-            ps,
-            irqs_off: false,
-        };
-    }
-    // fork() returns: the child exists (and holds its pages) and runs.
-    w.phase[c] = Phase::Forked;
-    w.forked += 1;
-    s.tasks[c].rss = state(s).owned[c] as u64;
-    sched::wake(s, c);
-    let ps = s.m.cost[Cost::ThreadCreate];
-    s.stats.charge(Some(t), Func::Syscall, ps);
-    Outcome::Busy {
-        ps,
-        irqs_off: false,
-    }
-}
-
-/// Everyone alive is ready: the parent writes the wakeup pipe and the clock starts.
-fn release_if_ready(s: &mut Sim) -> bool {
-    let now = s.q.now();
-    let drains = (
-        s.stats.vm[Vm::PcpGlobalDrain as usize],
-        s.stats.vm[Vm::PcpGlobalIpiSaved as usize],
-    );
-    let kills = s.stats.oom_kills;
-    let w = state(s);
-    if w.go.is_some() || w.forked < w.ntasks || w.ready < w.alive {
-        return w.go.is_some();
-    }
-    w.go = Some(now);
-    w.drains_at_go = drains;
-    w.kills_at_go = kills;
-    for t in 0..w.ntasks {
-        if state(s).phase[t] == Phase::Ready {
-            state(s).phase[t] = Phase::Run;
-            wake(s, t);
-        }
-    }
-    true
-}
-
-/// The text page this operation runs through: read back into the page cache if reclaim evicted
-/// it (a clear and an insert, as readahead of a cached file does here), else mark_page_accessed.
-/// Returns the outcome when the task must first do that (or reclaim).
-fn read_text(s: &mut Sim, cpu: CpuId, t: TaskId) -> Option<Outcome> {
-    let w = state(s);
-    if w.text_pages == 0 {
-        return None;
-    }
-    let (file, index) = (w.text_file, w.ops[t] as usize % w.text_pages);
-    let pfn = s.mem.files[file as usize].pages[index];
-    if pfn != NONE {
-        s.mem.page[pfn as usize].flags |= PG_REFERENCED;
-        return None;
-    }
-    let Some((pfn, alloc)) = get_page(s, cpu, t) else {
-        return Some(Outcome::Next);
-    };
-    s.mem.files[file as usize].pages[index] = pfn;
-    s.mem.page[pfn as usize] = PageInfo {
-        file,
-        index: index as u32,
-        flags: PG_EXEC | PG_REFERENCED,
-        cpu: cpu as u16,
-    };
-    let read = s.m.cost[Cost::FaultFile] + s.m.cost[Cost::PageClear];
-    let read = read + s.m.cost[Cost::PagecacheInsert];
-    s.stats.charge(Some(t), Func::FilemapFault, read);
-    let ps = alloc + read + crate::mm::lru::lru_cache_add(s, cpu, t, pfn);
-    Some(Outcome::Busy {
-        ps,
-        irqs_off: false,
-    })
-}
-
-/// The receiver's queue is full (the writer waits in sock_alloc_send_pskb / pipe_wait).
-fn queue_full(w: &Hackbench, rid: usize) -> bool {
-    let q = &w.queue[rid];
-    if w.pipes {
-        q.len() >= PIPE_QUEUE_PAGES && q.back().is_some_and(|b| b.written == PIPE_MSGS_PER_PAGE)
-    } else {
-        q.len() >= SOCKET_QUEUE_MSGS
-    }
-}
-
-/// One write(): the next message to receiver k % 20 of the group.
-fn sender(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-    let syscall = s.m.cost[Cost::Syscall];
-    let w = state(s);
-    let total = (w.loops * FDS) as u32;
-    if w.sent[t] >= total {
-        return do_exit(s, cpu, t);
-    }
-    let k = w.sent[t] as usize;
-    let rid = t / (2 * FDS) * FDS + k % FDS;
-    if w.closed[rid] {
-        // EPIPE: the receiver was killed; hackbench's writer goes on to the next one here.
-        w.sent[t] += 1;
-        return Outcome::Next;
-    }
-    if queue_full(w, rid) {
-        w.blocked[rid].push(t as u32);
-        return sleep(s, t);
-    }
-    let merge = w.pipes
-        && w.queue[rid]
-            .back()
-            .is_some_and(|b| b.written < PIPE_MSGS_PER_PAGE);
-    let mut ps = syscall;
-    if merge {
-        w.queue[rid].back_mut().expect("checked").written += 1;
-    } else {
-        // A new pipe page, or an skb.
-        let got = if w.pipes {
-            get_page(s, cpu, t).map(|(pfn, alloc)| (pfn, NONE, alloc))
-        } else {
-            alloc_skb(s, cpu, t)
-        };
-        let Some((pfn, data, alloc)) = got else {
-            return Outcome::Next;
-        };
-        ps += alloc;
-        state(s).queue[rid].push_back(Buf {
-            pfn,
-            data,
-            written: 1,
-            read: 0,
-        });
-    }
-    s.stats.charge(Some(t), Func::Syscall, syscall);
-    let w = state(s);
-    w.sent[t] += 1;
-    w.ops[t] += 1;
-    wake(s, receiver_task(rid));
-    Outcome::Busy {
-        ps,
-        irqs_off: false,
-    }
-}
-
-/// One read(): the oldest message of the queue; a page whose messages are all read is freed.
-fn receiver(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-    let rid = rid_of(t);
-    let syscall = s.m.cost[Cost::Syscall];
-    let w = state(s);
-    if w.expected[rid] == 0 {
-        return do_exit(s, cpu, t);
-    }
-    let Some(front) = w.queue[rid].front_mut() else {
-        return sleep(s, t);
-    };
-    front.read += 1;
-    w.expected[rid] -= 1;
-    w.messages += 1;
-    w.ops[t] += 1;
-    let mut ps = syscall;
-    let b = *front;
-    if b.read == b.written {
-        w.queue[rid].pop_front();
-    }
-    s.stats.charge(Some(t), Func::Syscall, syscall);
-    if b.read == b.written {
-        let free = free_buf(s, cpu, b);
-        s.stats.charge(Some(t), Func::FreePage, free);
-        ps += free;
-    }
-    wake_writers(s, rid);
-    Outcome::Busy {
-        ps,
-        irqs_off: false,
-    }
-}
-
 /// Which of the two skb caches.
 #[derive(Clone, Copy)]
 enum SkbCache {
     Head,
     Data,
-}
-
-fn cache(w: &mut Hackbench, c: SkbCache) -> &mut SlabCache {
-    match c {
-        SkbCache::Head => w.skb_head.as_mut(),
-        SkbCache::Data => w.skb_data.as_mut(),
-    }
-    .expect("made in start()")
-}
-
-/// alloc_skb(): an sk_buff and its data, each from this CPU's current slab of its cache, after
-/// a new slab (new_slab -> alloc_pages of the cache's order) where that one is full. Returns the
-/// two slabs and the time taken, or None if an allocation entered the slowpath (a slab already
-/// got stays the CPU's, for the retry).
-fn alloc_skb(s: &mut Sim, cpu: CpuId, t: TaskId) -> Option<(u32, u32, Time)> {
-    let mut ps = 0;
-    for c in [SkbCache::Head, SkbCache::Data] {
-        if !cache(state(s), c).needs_slab(cpu) {
-            continue;
-        }
-        let order = cache(state(s), c).order;
-        let mut pages = std::mem::take(&mut state(s).slab_pages);
-        pages.clear();
-        let got = alloc_block(s, cpu, t, order, &mut pages);
-        let old = after_alloc(s, t, got).map(|alloc| {
-            ps += alloc;
-            cache(state(s), c).install(cpu, &pages)
-        });
-        state(s).slab_pages = pages;
-        match old {
-            None => return None,
-            Some(Some(empty)) => ps += discard_slab(s, cpu, c, empty),
-            Some(None) => {}
-        }
-    }
-    let w = state(s);
-    let head = cache(w, SkbCache::Head).alloc(cpu);
-    let data = cache(w, SkbCache::Data).alloc(cpu);
-    Some((head, data, ps))
-}
-
-/// discard_slab(): an empty slab's pages back to the page allocator.
-fn discard_slab(s: &mut Sim, cpu: CpuId, c: SkbCache, slab: u32) -> Time {
-    let mut pages = std::mem::take(&mut state(s).slab_pages);
-    pages.clear();
-    cache(state(s), c).pages(slab, &mut pages);
-    let ps = free_block(s, cpu, &pages);
-    state(s).slab_pages = pages;
-    ps
-}
-
-/// A pipe page whose messages were all read is freed; an skb's two objects go back to their
-/// slabs, and a slab is freed once its last object is (SLUB's discard_slab; empty slabs kept on
-/// the partial list are not modelled).
-fn free_buf(s: &mut Sim, cpu: CpuId, b: Buf) -> Time {
-    if state(s).pipes {
-        return free_page(s, cpu, b.pfn);
-    }
-    let mut ps = 0;
-    for (c, slab) in [(SkbCache::Head, b.pfn), (SkbCache::Data, b.data)] {
-        if cache(state(s), c).free(slab) {
-            ps += discard_slab(s, cpu, c, slab);
-        }
-    }
-    ps
-}
-
-fn wake_writers(s: &mut Sim, rid: usize) {
-    if queue_full(state(s), rid) {
-        return;
-    }
-    let writers = std::mem::take(&mut state(s).blocked[rid]);
-    for &w in &writers {
-        wake(s, w as usize);
-    }
-    let mut writers = writers;
-    writers.clear();
-    state(s).blocked[rid] = writers;
-}
-
-/// do_exit(): free the footprint (exit_mm, the stack...), close the task's sockets, and leave.
-/// A dead receiver's queued pages are freed; a dead sender's unsent messages are no longer
-/// expected by its receivers (EOF).
-fn do_exit(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-    let w = state(s);
-    let before_go = w.go.is_none();
-    if before_go && w.phase[t] == Phase::Ready {
-        w.ready -= 1;
-    }
-    w.phase[t] = Phase::Exiting;
-    w.alive -= 1;
-    let from = t * w.footprint;
-    let n = w.owned[t] as usize;
-    w.owned[t] = 0;
-    let mut ps = 0;
-    for i in from..from + n {
-        let pfn = state(s).own[i];
-        ps += free_page(s, cpu, pfn);
-    }
-    s.tasks[t].rss = 0;
-    let w = state(s);
-    if is_sender(t) {
-        let total = (w.loops * FDS) as u32;
-        let base = t / (2 * FDS) * FDS;
-        for k in w.sent[t]..total {
-            let rid = base + k as usize % FDS;
-            if !w.closed[rid] {
-                w.expected[rid] -= 1;
-            }
-        }
-        for j in 0..FDS {
-            if state(s).expected[base + j] == 0 {
-                wake(s, receiver_task(base + j));
-            }
-        }
-    } else {
-        let rid = rid_of(t);
-        w.closed[rid] = true;
-        w.expected[rid] = 0;
-        while let Some(b) = state(s).queue[rid].pop_front() {
-            ps += free_buf(s, cpu, b);
-        }
-        // Writers waiting on it get EPIPE.
-        let writers = std::mem::take(&mut state(s).blocked[rid]);
-        for &w in &writers {
-            wake(s, w as usize);
-        }
-    }
-    s.stats.charge(Some(t), Func::FreePage, ps);
-    if before_go {
-        release_if_ready(s);
-    }
-    Outcome::Busy {
-        ps,
-        irqs_off: false,
-    }
-}
-
-/// The run ends when the last process has exited.
-pub fn task_exited(s: &mut Sim) {
-    if state(s).alive == 0 {
-        s.end = Some(s.now());
-    }
 }

@@ -5,7 +5,7 @@
 //! interrupt rate, as `vmstat 1` shows it: the figure Cédric Le Goater published for POWER9 in
 //! 7dcc37b3eff9.
 
-use super::{ScenarioDecl, ScenarioKind};
+use super::{Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{CpuId, TaskId};
 use crate::engine::{CpuMask, Time};
@@ -32,7 +32,8 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "ipistorm",
     description: "ipistorm: a thread per CPU calls smp_call_function(_single) with wait in a loop; interrupts per second",
     params: PARAMS,
-    kind: ScenarioKind::Ipistorm,
+    metrics: &[("interrupts_per_s", false)],
+    powerpc: true,
     // Le Goater's machine, where the default offset 8 skips a core's threads.
     machine: Some("power9-128c"),
     check: &[],
@@ -88,8 +89,49 @@ impl Ipistorm {
             window: Default::default(),
         })
     }
+}
 
-    pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+impl Scenario for Ipistorm {
+    fn start(&mut self, s: &mut Sim) {
+        let mm = super::mm_alloc(s);
+        for cpu in 0..self.cpus {
+            let t = crate::sched::spawn(s, mm, cpu);
+            s.tasks[t].comm = format!("ipistorm/{cpu}");
+        }
+        self.window.begin(s, 0);
+        self.window.end = self.window.start + self.duration;
+    }
+
+    fn next_op(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+        let now = s.now();
+        if now >= self.window.end {
+            return Outcome::Exit;
+        }
+        self.calls += 1;
+        let mask = if self.single {
+            let mut one = CpuMask::new();
+            one.set((cpu + self.offset) % self.cpus);
+            one
+        } else {
+            CpuMask::first_n(self.cpus)
+        };
+        if self.wait {
+            smp::smp_call_function_many(s, cpu, t, &mask, CallFunc::DoNothingIpi)
+        } else {
+            let f = CallFunc::DoNothingIpi;
+            smp::smp_call_function_many_cond(s, cpu, t, &mask, f, smp::Cond::Always, false, false)
+        }
+    }
+
+    /// The run ends when the last thread has left its loop.
+    fn task_exited(&mut self, s: &mut Sim, _t: TaskId) {
+        self.running -= 1;
+        if self.running == 0 {
+            s.end = Some(s.now());
+        }
+    }
+
+    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
         let irqs = self.window.irqs(s, Irq::Cal);
         m.insert("calls".into(), self.calls.into());
@@ -97,55 +139,5 @@ impl Ipistorm {
         let rate = irqs as f64 / self.window.seconds().max(1e-12);
         m.insert("interrupts_per_s".into(), rate.into());
         m
-    }
-}
-
-fn state(s: &mut Sim) -> &mut Ipistorm {
-    match &mut s.work {
-        super::Workload::Ipistorm(w) => w,
-        _ => unreachable!(),
-    }
-}
-
-pub fn start(s: &mut Sim) {
-    let mm = super::mm_alloc(s);
-    for cpu in 0..state(s).cpus {
-        let t = crate::sched::spawn(s, mm, cpu);
-        s.tasks[t].comm = format!("ipistorm/{cpu}");
-    }
-    let mut w = std::mem::take(&mut state(s).window);
-    w.begin(s, 0);
-    w.end = w.start + state(s).duration;
-    state(s).window = w;
-}
-
-pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-    let now = s.now();
-    let w = state(s);
-    if now >= w.window.end {
-        return Outcome::Exit;
-    }
-    w.calls += 1;
-    let mask = if w.single {
-        let mut one = CpuMask::new();
-        one.set((cpu + w.offset) % w.cpus);
-        one
-    } else {
-        CpuMask::first_n(w.cpus)
-    };
-    if w.wait {
-        smp::smp_call_function_many(s, cpu, t, &mask, CallFunc::DoNothingIpi)
-    } else {
-        let f = CallFunc::DoNothingIpi;
-        smp::smp_call_function_many_cond(s, cpu, t, &mask, f, smp::Cond::Always, false, false)
-    }
-}
-
-/// The run ends when the last thread has left its loop.
-pub fn task_exited(s: &mut Sim) {
-    let w = state(s);
-    w.running -= 1;
-    if w.running == 0 {
-        s.end = Some(s.now());
     }
 }

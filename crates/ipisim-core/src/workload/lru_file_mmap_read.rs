@@ -3,7 +3,7 @@
 //! MAP_SHARED, PROT_READ and read once from start to end, 8 bytes at a time (usemem --readonly).
 //! The page cache fills memory and reclaim must unmap pages the readers still map.
 
-use super::{ScenarioDecl, ScenarioKind};
+use super::{Scenario, ScenarioDecl};
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::engine::{secs, Time};
 use crate::engine::{CpuId, TaskId};
@@ -18,7 +18,12 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     params: &[
         Param { key: "scale", kind: Kind::Float { min: 0.0, max: 1.0 }, unit: "", default: "1", doc: "simulate this fraction of the machine's memory; the files shrink with it (1 = full scale)" },
     ],
-    kind: ScenarioKind::LruFileMmapRead,
+    metrics: &[
+        ("lru-file-mmap-read-elapsed", true),
+        ("lru-file-mmap-read-time_range", true),
+        ("lru-file-mmap-read-time_stddv", true),
+    ],
+    powerpc: false,
     machine: None,
     check: &[("scale", "0.001")],
 };
@@ -45,8 +50,63 @@ impl LruFileMmapRead {
             pages_per_file,
         })
     }
+}
 
-    pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+impl Scenario for LruFileMmapRead {
+    fn start(&mut self, s: &mut Sim) {
+        let pages = self.pages_per_file;
+        for cpu in 0..s.m.ncpus() {
+            let mm = super::mm_alloc(s);
+            let start = s.mem.map_new_file(mm, pages);
+            // The case script starts the readers one after another.
+            let at = cpu as Time * s.m.cost[Cost::ThreadCreate];
+            let t = sched::spawn_at(s, mm, cpu, at);
+            s.tasks[t].comm = "usemem".into();
+            // usemem's text and stack pages, touched at the start.
+            let ws = s.mem.mmap(mm, 2, true, Backing::Anon, false);
+            s.tasks[t].working_set = (ws, 2);
+            s.tasks[t].steps.push(Step::Touch {
+                vpn: ws,
+                n: 2,
+                write: true,
+            });
+            self.readers.push(Reader {
+                next: start,
+                end: start + pages,
+                started: at,
+                finished: None,
+            });
+        }
+        super::spawn_kswapds(s);
+    }
+
+    fn next_op(&mut self, s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
+        let chunk = s.k.fault_around_pages;
+        let now = s.now();
+        let r = &mut self.readers[t];
+        if r.next >= r.end {
+            r.finished = Some(now);
+            return Outcome::Exit;
+        }
+        let n = chunk.min(r.end - r.next);
+        let vpn = r.next;
+        r.next += n;
+        s.tasks[t].steps.push(Step::FileRead {
+            vpn,
+            n: n as u32,
+            write: false,
+        });
+        Outcome::Next
+    }
+
+    /// The run ends when the last reader exits.
+    fn task_exited(&mut self, s: &mut Sim, _t: TaskId) {
+        if self.readers.iter().all(|r| r.finished.is_some()) {
+            s.end = Some(s.now());
+        }
+    }
+
+    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         let times: Vec<f64> = self
             .readers
             .iter()
@@ -80,64 +140,8 @@ impl LruFileMmapRead {
         m.insert("file_pages_per_reader".into(), self.pages_per_file.into());
         m
     }
-}
 
-fn state(s: &mut Sim) -> &mut LruFileMmapRead {
-    match &mut s.work {
-        super::Workload::LruFileMmapRead(w) => w,
-        _ => unreachable!(),
-    }
-}
-
-pub fn start(s: &mut Sim) {
-    let pages = state(s).pages_per_file;
-    for cpu in 0..s.m.ncpus() {
-        let mm = super::mm_alloc(s);
-        let start = s.mem.map_new_file(mm, pages);
-        // The case script starts the readers one after another.
-        let at = cpu as Time * s.m.cost[Cost::ThreadCreate];
-        let t = sched::spawn_at(s, mm, cpu, at);
-        s.tasks[t].comm = "usemem".into();
-        // usemem's text and stack pages, touched at the start.
-        let ws = s.mem.mmap(mm, 2, true, Backing::Anon, false);
-        s.tasks[t].working_set = (ws, 2);
-        s.tasks[t].steps.push(Step::Touch {
-            vpn: ws,
-            n: 2,
-            write: true,
-        });
-        state(s).readers.push(Reader {
-            next: start,
-            end: start + pages,
-            started: at,
-            finished: None,
-        });
-    }
-    super::spawn_kswapds(s);
-}
-
-pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
-    let chunk = s.k.fault_around_pages;
-    let now = s.now();
-    let r = &mut state(s).readers[t];
-    if r.next >= r.end {
-        r.finished = Some(now);
-        return Outcome::Exit;
-    }
-    let n = chunk.min(r.end - r.next);
-    let vpn = r.next;
-    r.next += n;
-    s.tasks[t].steps.push(Step::FileRead {
-        vpn,
-        n: n as u32,
-        write: false,
-    });
-    Outcome::Next
-}
-
-/// The run ends when the last reader exits.
-pub fn task_exited(s: &mut Sim) {
-    if state(s).readers.iter().all(|r| r.finished.is_some()) {
-        s.end = Some(s.now());
+    fn host_bytes(&self, m: &Machine) -> u64 {
+        super::fills_memory(m)
     }
 }

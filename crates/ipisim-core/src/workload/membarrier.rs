@@ -4,7 +4,7 @@
 //! other CPU running a thread of the process and waits for them (kernel/sched/membarrier.c).
 //! The same program runs for real in python/ipisim/native/membarrier.c.
 
-use super::{ScenarioDecl, ScenarioKind};
+use super::{Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::Time;
 use crate::engine::{CpuId, TaskId};
@@ -31,7 +31,8 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "membarrier",
     description: "microbenchmark: one thread calls membarrier(PRIVATE_EXPEDITED) while other threads of its process spin, sleep or are absent",
     params: PARAMS,
-    kind: ScenarioKind::Membarrier,
+    metrics: &[("ns_per_call", true)],
+    powerpc: false,
     machine: None,
     check: &[],
 };
@@ -41,7 +42,7 @@ pub struct Membarrier {
     remote: &'static str,
     remote_threads: usize,
     settle: Time,
-    pub main: TaskId,
+    main: TaskId,
     settled: bool,
     done: u64,
     window: super::OpWindow,
@@ -72,8 +73,48 @@ impl Membarrier {
             window: Default::default(),
         })
     }
+}
 
-    pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+impl Scenario for Membarrier {
+    fn start(&mut self, s: &mut Sim) {
+        let mm = super::mm_alloc(s);
+        let threads = self.remote_threads;
+        self.main = super::spawn_main_and_remotes(s, mm, threads, "membarrier");
+    }
+
+    fn next_op(&mut self, s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
+        let now = s.now();
+        if t != self.main {
+            return super::remote_op(self.remote == "busy");
+        }
+        if !self.settled {
+            self.settled = true;
+            return if self.settle > 0 {
+                Outcome::Sleep(now + self.settle)
+            } else {
+                Outcome::Next
+            };
+        }
+        if self.done == 0 && self.window.start == 0 {
+            self.window.begin(s, now.max(1));
+        }
+        if self.done == self.calls {
+            self.window.end = now;
+            return Outcome::Exit;
+        }
+        self.done += 1;
+        s.tasks[t].steps.push(Step::Membarrier);
+        Outcome::Next
+    }
+
+    /// The run ends when the main thread has made its calls.
+    fn task_exited(&mut self, s: &mut Sim, t: TaskId) {
+        if t == self.main {
+            s.end = Some(s.now());
+        }
+    }
+
+    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
         m.insert("calls".into(), self.done.into());
         m.insert("op_time_s".into(), self.window.seconds().into());
@@ -88,46 +129,4 @@ impl Membarrier {
         );
         m
     }
-}
-
-fn state(s: &mut Sim) -> &mut Membarrier {
-    match &mut s.work {
-        super::Workload::Membarrier(w) => w,
-        _ => unreachable!(),
-    }
-}
-
-pub fn start(s: &mut Sim) {
-    let mm = super::mm_alloc(s);
-    let threads = state(s).remote_threads;
-    state(s).main = super::spawn_main_and_remotes(s, mm, threads, "membarrier");
-}
-
-pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
-    let now = s.now();
-    let w = state(s);
-    if t != w.main {
-        return super::remote_op(w.remote == "busy");
-    }
-    if !w.settled {
-        w.settled = true;
-        return if w.settle > 0 {
-            Outcome::Sleep(now + w.settle)
-        } else {
-            Outcome::Next
-        };
-    }
-    if w.done == 0 && w.window.start == 0 {
-        let mut op = std::mem::take(&mut w.window);
-        op.begin(s, now.max(1));
-        state(s).window = op;
-    }
-    let w = state(s);
-    if w.done == w.calls {
-        w.window.end = now;
-        return Outcome::Exit;
-    }
-    w.done += 1;
-    s.tasks[t].steps.push(Step::Membarrier);
-    Outcome::Next
 }

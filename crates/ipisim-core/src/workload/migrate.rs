@@ -3,7 +3,7 @@
 //! random pages of all of it, while a `migratepages` process moves the region's pages from one
 //! node to the other and back, `passes` times. The metric is pages migrated per second.
 
-use super::{ScenarioDecl, ScenarioKind};
+use super::{Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::Time;
 use crate::engine::{CpuId, TaskId};
@@ -31,7 +31,8 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "migrate",
     description: "pmbench-like threads access random pages of one region while migratepages moves it between two nodes",
     params: PARAMS,
-    kind: ScenarioKind::Migrate,
+    metrics: &[("pages_migrated_per_s", false), ("tlb_shootdowns", true)],
+    powerpc: false,
     machine: Some("xeon-2s-2013"),
     check: &[("scale", "0.01"), ("memory", "32MiB"), ("passes", "2")],
 };
@@ -117,7 +118,129 @@ impl Migrate {
         })
     }
 
-    pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+    /// A thread finished populating: it sleeps until the last one does, which wakes every thread
+    /// and migratepages.
+    fn populated(&mut self, s: &mut Sim) -> Outcome {
+        self.populated += 1;
+        if self.populated < self.threads {
+            return Outcome::Sleep(crate::engine::NEVER);
+        }
+        let (m, n) = (self.migrator, self.threads);
+        let now = s.now();
+        self.window.begin(s, now);
+        for t in (0..n).chain([m]) {
+            sched::wake(s, t);
+        }
+        Outcome::Next
+    }
+
+    /// migratepages PID 0 1, then 1 0, ...: one migrate_pages() syscall per pass; then the run ends.
+    fn migratepages(&mut self, s: &mut Sim, t: TaskId) -> Outcome {
+        if self.pass == self.passes {
+            let now = s.now();
+            self.window.end = now;
+            s.end = Some(now);
+            return Outcome::Exit;
+        }
+        let (from, to) = if self.pass % 2 == 0 { (0, 1) } else { (1, 0) };
+        self.pass += 1;
+        let mm = self.mm as u32;
+        let sys = s.m.cost[Cost::Syscall];
+        s.stats.charge(Some(t), Func::Syscall, sys);
+        s.tasks[t].steps.push(Step::MigratePages { mm, from, to });
+        Outcome::Busy {
+            ps: sys,
+            irqs_off: false,
+        }
+    }
+}
+
+impl Scenario for Migrate {
+    fn start(&mut self, s: &mut Sim) {
+        let (threads, pages) = (self.threads, self.pages);
+        let mm = super::mm_alloc(s);
+        let start = s.mem.map_new_anon(mm, pages);
+        let file = match s.mem.vma_at(mm, start).map(|v| v.backing) {
+            Some(crate::mm::Backing::File { file, .. }) => file,
+            _ => unreachable!("map_new_anon maps an anonymous file"),
+        };
+        for i in 0..threads {
+            let t = sched::spawn(s, mm, i);
+            debug_assert_eq!(t, i);
+            s.tasks[t].comm = "pmbench".into();
+            let share = (
+                start + pages * i as u64 / threads as u64,
+                start + pages * (i as u64 + 1) / threads as u64,
+            );
+            self.workers.push(Thread {
+                next: share.0,
+                end: share.1,
+                retry: None,
+                joined: false,
+            });
+        }
+        // migratepages: its own process, on the last CPU, asleep until the region is populated.
+        let other = super::mm_alloc(s);
+        let last = s.m.ncpus() - 1;
+        let t = sched::spawn_at(s, other, last, crate::engine::NEVER);
+        s.tasks[t].comm = "migratepages".into();
+        (self.start, self.mm, self.file, self.migrator) = (start, mm, file, t);
+    }
+
+    fn next_op(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+        if t == self.migrator {
+            return self.migratepages(s, t);
+        }
+        let w = &mut self.workers[t];
+        if w.next < w.end {
+            // Populate: write every page of its share once (pmbench's initial memset).
+            let n = 16.min(w.end - w.next);
+            let vpn = w.next;
+            w.next += n;
+            s.tasks[t].steps.push(Step::FileRead {
+                vpn,
+                n: n as u32,
+                write: true,
+            });
+            return Outcome::Next;
+        }
+        if !w.joined {
+            // Random accesses start on a fully populated region.
+            w.joined = true;
+            return self.populated(s);
+        }
+        let (mm, file, start, pages, wp) = (
+            self.mm,
+            self.file,
+            self.start,
+            self.pages,
+            self.write_percent,
+        );
+        // Random accesses over the region miss the caches.
+        let touch = s.m.cost[Cost::UserTouch] + s.m.cost[Cost::DramAccess];
+        let mut user: Time = 0;
+        for _ in 0..ACCESSES_PER_STEP {
+            let (v, write) = match self.workers[t].retry.take() {
+                Some(a) => a,
+                None => (start + s.rng.below(pages), s.rng.below(100) < wp),
+            };
+            match access_page(s, cpu, (mm, v), (file, (v - start) as u32), write) {
+                Ok(walk) => user += walk + touch,
+                Err(fault) => {
+                    self.workers[t].retry = Some((v, write));
+                    s.tasks[t].steps.push(fault);
+                    break;
+                }
+            }
+        }
+        s.stats.charge(Some(t), Func::User, user);
+        Outcome::Busy {
+            ps: user,
+            irqs_off: false,
+        }
+    }
+
+    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         let migrated = s.stats.vm[Vm::PgMigrateSuccess as usize];
         let span = self.window.seconds().max(1e-12);
         let mut m = serde_json::Map::new();
@@ -134,133 +257,8 @@ impl Migrate {
         m.insert("threads".into(), self.threads.into());
         m
     }
-}
 
-fn state(s: &mut Sim) -> &mut Migrate {
-    match &mut s.work {
-        super::Workload::Migrate(w) => w,
-        _ => unreachable!(),
-    }
-}
-
-pub fn start(s: &mut Sim) {
-    let (threads, pages) = (state(s).threads, state(s).pages);
-    let mm = super::mm_alloc(s);
-    let start = s.mem.map_new_anon(mm, pages);
-    let file = match s.mem.vma_at(mm, start).map(|v| v.backing) {
-        Some(crate::mm::Backing::File { file, .. }) => file,
-        _ => unreachable!("map_new_anon maps an anonymous file"),
-    };
-    for i in 0..threads {
-        let t = sched::spawn(s, mm, i);
-        debug_assert_eq!(t, i);
-        s.tasks[t].comm = "pmbench".into();
-        let share = (
-            start + pages * i as u64 / threads as u64,
-            start + pages * (i as u64 + 1) / threads as u64,
-        );
-        state(s).workers.push(Thread {
-            next: share.0,
-            end: share.1,
-            retry: None,
-            joined: false,
-        });
-    }
-    // migratepages: its own process, on the last CPU, asleep until the region is populated.
-    let other = super::mm_alloc(s);
-    let last = s.m.ncpus() - 1;
-    let t = sched::spawn_at(s, other, last, crate::engine::NEVER);
-    s.tasks[t].comm = "migratepages".into();
-    let w = state(s);
-    (w.start, w.mm, w.file, w.migrator) = (start, mm, file, t);
-}
-
-pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-    if t == state(s).migrator {
-        return migratepages(s, t);
-    }
-    let w = &mut state(s).workers[t];
-    if w.next < w.end {
-        // Populate: write every page of its share once (pmbench's initial memset).
-        let n = 16.min(w.end - w.next);
-        let vpn = w.next;
-        w.next += n;
-        s.tasks[t].steps.push(Step::FileRead {
-            vpn,
-            n: n as u32,
-            write: true,
-        });
-        return Outcome::Next;
-    }
-    if !w.joined {
-        // Random accesses start on a fully populated region.
-        w.joined = true;
-        return populated(s);
-    }
-    let (mm, file, start, pages, wp) = {
-        let w = state(s);
-        (w.mm, w.file, w.start, w.pages, w.write_percent)
-    };
-    // Random accesses over the region miss the caches.
-    let touch = s.m.cost[Cost::UserTouch] + s.m.cost[Cost::DramAccess];
-    let mut user: Time = 0;
-    for _ in 0..ACCESSES_PER_STEP {
-        let (v, write) = match state(s).workers[t].retry.take() {
-            Some(a) => a,
-            None => (start + s.rng.below(pages), s.rng.below(100) < wp),
-        };
-        match access_page(s, cpu, (mm, v), (file, (v - start) as u32), write) {
-            Ok(walk) => user += walk + touch,
-            Err(fault) => {
-                state(s).workers[t].retry = Some((v, write));
-                s.tasks[t].steps.push(fault);
-                break;
-            }
-        }
-    }
-    s.stats.charge(Some(t), Func::User, user);
-    Outcome::Busy {
-        ps: user,
-        irqs_off: false,
-    }
-}
-
-/// A thread finished populating: it sleeps until the last one does, which wakes every thread
-/// and migratepages.
-fn populated(s: &mut Sim) -> Outcome {
-    let w = state(s);
-    w.populated += 1;
-    if w.populated < w.threads {
-        return Outcome::Sleep(crate::engine::NEVER);
-    }
-    let (m, n) = (w.migrator, w.threads);
-    let mut window = std::mem::take(&mut w.window);
-    let now = s.now();
-    window.begin(s, now);
-    state(s).window = window;
-    for t in (0..n).chain([m]) {
-        sched::wake(s, t);
-    }
-    Outcome::Next
-}
-
-/// migratepages PID 0 1, then 1 0, ...: one migrate_pages() syscall per pass; then the run ends.
-fn migratepages(s: &mut Sim, t: TaskId) -> Outcome {
-    let w = state(s);
-    if w.pass == w.passes {
-        let now = s.now();
-        state(s).window.end = now;
-        s.end = Some(now);
-        return Outcome::Exit;
-    }
-    let (from, to) = if w.pass % 2 == 0 { (0, 1) } else { (1, 0) };
-    w.pass += 1;
-    let mm = w.mm as u32;
-    let sys = s.m.cost[Cost::Syscall];
-    s.stats.charge(Some(t), Func::Syscall, sys);
-    s.tasks[t].steps.push(Step::MigratePages { mm, from, to });
-    Outcome::Busy {
-        ps: sys,
-        irqs_off: false,
+    fn host_bytes(&self, m: &Machine) -> u64 {
+        super::fills_memory(m)
     }
 }

@@ -26,45 +26,105 @@ pub struct ScenarioDecl {
     pub name: &'static str,
     pub description: &'static str,
     pub params: &'static [Param],
-    pub kind: ScenarioKind,
+    /// The `ops` entries that are the benchmark's metrics, and whether lower is better; declared
+    /// so a grid's plot can be checked before anything runs.
+    pub metrics: &'static [(&'static str, bool)],
+    /// It models powerpc's flushes too; the others run on x86 machines only.
+    pub powerpc: bool,
     /// The machine profile when none is given (else the global default, host-2cpu).
     pub machine: Option<&'static str>,
     /// The small shape `ipisim check` runs each seed at, as `--set` pairs (it may override them).
     pub check: &'static [(&'static str, &'static str)],
 }
 
-/// Which workload model a scenario runs, with its fixed shape.
-#[derive(Debug, Clone, Copy)]
-pub enum ScenarioKind {
-    Shootdown,
-    /// will-it-scale tlb_flush*: what each task maps, and how many bytes.
-    WillItScale(will_it_scale::Mapping, u64),
-    LruFileMmapRead,
-    Reclaim,
-    Drain,
-    Membarrier,
-    Swapout,
-    Hackbench,
-    Migrate,
-    QemuGuestRamUnplug,
-    Ipistorm,
+/// What the simulator asks of a scenario. The scenario owns its state; `s` is the machine and
+/// kernel it drives.
+pub trait Scenario {
+    /// Create the processes and threads at time 0.
+    fn start(&mut self, s: &mut Sim);
+    /// The next operation of task `t`'s user program, running on `cpu`.
+    fn next_op(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome;
+    /// Task `t` has exited (its last step returned `Outcome::Exit`).
+    fn task_exited(&mut self, _s: &mut Sim, _t: TaskId) {}
+    /// Its counts and metrics for the result's `ops`.
+    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value>;
+    /// When the run stops if the scenario does not finish by itself.
+    fn time_limit(&self) -> Time {
+        crate::engine::NEVER
+    }
+    /// Host memory the run's page state will need, estimated before anything is allocated; a
+    /// scenario that touches pages bounded by its own parameters needs none to speak of.
+    fn host_bytes(&self, _m: &Machine) -> u64 {
+        0
+    }
 }
 
-pub const SCENARIOS: &[ScenarioDecl] = &[
-    shootdown::DECL,
-    will_it_scale::TLB_FLUSH1,
-    will_it_scale::TLB_FLUSH2,
-    will_it_scale::TLB_FLUSH3,
-    lru_file_mmap_read::DECL,
-    reclaim::DECL,
-    drain::DECL,
-    membarrier::DECL,
-    ipistorm::DECL,
-    swapout::DECL,
-    hackbench::DECL,
-    migrate::DECL,
-    qemu_guest_ram_unplug::DECL,
-];
+/// A registered scenario: its declaration and how to build it from the resolved request.
+pub struct Registered {
+    pub decl: ScenarioDecl,
+    pub new: fn(&Resolved, &Machine) -> Result<Workload, ConfigError>,
+}
+
+/// The registry: the enum of the scenarios' states (`Workload`, whose `Scenario` impl forwards
+/// with one match, so `next_op` is no indirect call) and SCENARIOS, their declarations and
+/// constructors in `ipisim list` order.
+macro_rules! registry {
+    ($($variant:ident($ty:ty) { $($decl:expr => $new:expr),+ $(,)? })*) => {
+        /// The running scenario: one registered scenario's state.
+        pub enum Workload {
+            $($variant($ty),)*
+        }
+
+        impl Scenario for Workload {
+            fn start(&mut self, s: &mut Sim) {
+                match self { $(Workload::$variant(w) => w.start(s),)* }
+            }
+            fn next_op(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+                match self { $(Workload::$variant(w) => w.next_op(s, cpu, t),)* }
+            }
+            fn task_exited(&mut self, s: &mut Sim, t: TaskId) {
+                match self { $(Workload::$variant(w) => w.task_exited(s, t),)* }
+            }
+            fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+                match self { $(Workload::$variant(w) => w.ops(s),)* }
+            }
+            fn time_limit(&self) -> Time {
+                match self { $(Workload::$variant(w) => w.time_limit(),)* }
+            }
+            fn host_bytes(&self, m: &Machine) -> u64 {
+                match self { $(Workload::$variant(w) => w.host_bytes(m),)* }
+            }
+        }
+
+        pub const SCENARIOS: &[Registered] = &[$($(Registered {
+            decl: $decl,
+            new: |r, m| Ok(Workload::$variant(($new)(r, m)?.into())),
+        },)+)*];
+    };
+}
+
+registry! {
+    Shootdown(shootdown::Shootdown) { shootdown::DECL => shootdown::Shootdown::new }
+    WillItScale(will_it_scale::WillItScale) {
+        will_it_scale::TLB_FLUSH1 => will_it_scale::tlb_flush1,
+        will_it_scale::TLB_FLUSH2 => will_it_scale::tlb_flush2,
+        will_it_scale::TLB_FLUSH3 => will_it_scale::tlb_flush3,
+    }
+    LruFileMmapRead(lru_file_mmap_read::LruFileMmapRead) {
+        lru_file_mmap_read::DECL => lru_file_mmap_read::LruFileMmapRead::new
+    }
+    Reclaim(reclaim::Reclaim) { reclaim::DECL => reclaim::Reclaim::new }
+    Drain(drain::Drain) { drain::DECL => drain::Drain::new }
+    Membarrier(membarrier::Membarrier) { membarrier::DECL => membarrier::Membarrier::new }
+    Ipistorm(ipistorm::Ipistorm) { ipistorm::DECL => ipistorm::Ipistorm::new }
+    Swapout(swapout::Swapout) { swapout::DECL => swapout::Swapout::new }
+    // Boxed: its state is far larger than the others'.
+    Hackbench(Box<hackbench::Hackbench>) { hackbench::DECL => hackbench::Hackbench::new }
+    Migrate(migrate::Migrate) { migrate::DECL => migrate::Migrate::new }
+    QemuGuestRamUnplug(qemu_guest_ram_unplug::QemuGuestRamUnplug) {
+        qemu_guest_ram_unplug::DECL => qemu_guest_ram_unplug::QemuGuestRamUnplug::new
+    }
+}
 
 /// A scenario's CPU demand against the machine: "<what> need <cpus> CPUs; the machine has N".
 fn need_cpus(
@@ -162,8 +222,14 @@ fn steady_phase(s: &Sim, finished: impl Iterator<Item = Option<Time>>) -> (Time,
     (from, to)
 }
 
+/// The registered scenarios' declarations, in `ipisim list` order.
+pub fn decls() -> impl Iterator<Item = &'static ScenarioDecl> {
+    SCENARIOS.iter().map(|e| &e.decl)
+}
+
+/// The declaration of the scenario named `name`.
 pub fn find(name: &str) -> Option<&'static ScenarioDecl> {
-    SCENARIOS.iter().find(|s| s.name == name)
+    decls().find(|d| d.name == name)
 }
 
 /// The declaration of the scenario `r` was resolved for.
@@ -184,188 +250,28 @@ pub fn scale(r: &Resolved) -> Result<Option<f64>, ConfigError> {
     }
 }
 
-pub enum Workload {
-    Shootdown(shootdown::Shootdown),
-    WillItScale(will_it_scale::WillItScale),
-    LruFileMmapRead(lru_file_mmap_read::LruFileMmapRead),
-    Reclaim(reclaim::Reclaim),
-    Drain(drain::Drain),
-    Membarrier(membarrier::Membarrier),
-    Swapout(swapout::Swapout),
-    Hackbench(Box<hackbench::Hackbench>),
-    Migrate(migrate::Migrate),
-    QemuGuestRamUnplug(qemu_guest_ram_unplug::QemuGuestRamUnplug),
-    Ipistorm(ipistorm::Ipistorm),
-}
-
 /// Host memory per simulated GiB of a scenario that fills the machine's memory, for its page
 /// state (measured: lru-file-mmap-read 14.7 MB, swapout 6.9, hackbench 5.2, migrate, reclaim 3).
 pub const HOST_BYTES_PER_GIB: f64 = 15e6;
 
-impl Workload {
-    /// Host memory the run's page state will need, estimated before anything is allocated; the
-    /// other scenarios touch pages bounded by their own parameters, whatever the machine's size.
-    pub fn host_bytes(&self, m: &Machine) -> u64 {
-        match self {
-            Workload::LruFileMmapRead(_)
-            | Workload::Reclaim(_)
-            | Workload::Swapout(_)
-            | Workload::Hackbench(_)
-            | Workload::Migrate(_) => {
-                let gib = m.mem_per_node as f64 * m.nodes as f64 / (1u64 << 30) as f64;
-                (gib * HOST_BYTES_PER_GIB) as u64
-            }
-            _ => 0,
-        }
-    }
+/// What a scenario that fills the machine's memory needs of the host for its page state.
+fn fills_memory(m: &Machine) -> u64 {
+    let gib = m.mem_per_node as f64 * m.nodes as f64 / (1u64 << 30) as f64;
+    (gib * HOST_BYTES_PER_GIB) as u64
+}
 
+impl Workload {
+    /// The registered scenario `r` resolved, built for machine `m`.
     pub fn from_resolved(r: &Resolved, m: &Machine) -> Result<Workload, ConfigError> {
-        // Only the huge-PMD scenario and ipistorm have powerpc paths; the others flush the x86 way.
-        let kind = decl(r).kind;
-        let any_arch = matches!(
-            kind,
-            ScenarioKind::QemuGuestRamUnplug | ScenarioKind::Ipistorm
-        );
-        if m.arch != crate::machine::Arch::X86 && !any_arch {
+        // A scenario without powerpc paths flushes the x86 way only.
+        if m.arch != crate::machine::Arch::X86 && !decl(r).powerpc {
             let msg = format!(
                 "scenario {} models x86 TLB flushes only; machine {} is powerpc_radix",
                 r.scenario, m.name
             );
             return Err(r.error("machine.arch", msg));
         }
-        match kind {
-            ScenarioKind::Shootdown => shootdown::Shootdown::new(r, m).map(Workload::Shootdown),
-            ScenarioKind::WillItScale(mapping, bytes) => {
-                will_it_scale::WillItScale::new(r, m, mapping, bytes).map(Workload::WillItScale)
-            }
-            ScenarioKind::LruFileMmapRead => {
-                lru_file_mmap_read::LruFileMmapRead::new(r, m).map(Workload::LruFileMmapRead)
-            }
-            ScenarioKind::Reclaim => reclaim::Reclaim::new(r, m).map(Workload::Reclaim),
-            ScenarioKind::Drain => drain::Drain::new(r, m).map(Workload::Drain),
-            ScenarioKind::Membarrier => membarrier::Membarrier::new(r, m).map(Workload::Membarrier),
-            ScenarioKind::Swapout => swapout::Swapout::new(r, m).map(Workload::Swapout),
-            ScenarioKind::Hackbench => {
-                hackbench::Hackbench::new(r, m).map(|w| Workload::Hackbench(Box::new(w)))
-            }
-            ScenarioKind::Migrate => migrate::Migrate::new(r, m).map(Workload::Migrate),
-            ScenarioKind::Ipistorm => ipistorm::Ipistorm::new(r, m).map(Workload::Ipistorm),
-            ScenarioKind::QemuGuestRamUnplug => {
-                qemu_guest_ram_unplug::QemuGuestRamUnplug::new(r, m)
-                    .map(Workload::QemuGuestRamUnplug)
-            }
-        }
-    }
-
-    /// When the run stops if the workload does not finish by itself.
-    pub fn time_limit(&self) -> Time {
-        match self {
-            Workload::Shootdown(_) => crate::engine::NEVER,
-            Workload::WillItScale(w) => w.duration,
-            Workload::LruFileMmapRead(_)
-            | Workload::Reclaim(_)
-            | Workload::Drain(_)
-            | Workload::Membarrier(_)
-            | Workload::Swapout(_)
-            | Workload::Hackbench(_)
-            | Workload::Migrate(_)
-            | Workload::QemuGuestRamUnplug(_)
-            | Workload::Ipistorm(_) => crate::engine::NEVER,
-        }
-    }
-}
-
-/// Create the processes and threads at time 0.
-pub fn start(s: &mut Sim) -> Result<(), ConfigError> {
-    match s.work {
-        Workload::Shootdown(_) => shootdown::start(s),
-        Workload::WillItScale(_) => will_it_scale::start(s),
-        Workload::LruFileMmapRead(_) => lru_file_mmap_read::start(s),
-        Workload::Reclaim(_) => reclaim::start(s),
-        Workload::Drain(_) => drain::start(s),
-        Workload::Membarrier(_) => membarrier::start(s),
-        Workload::Swapout(_) => swapout::start(s),
-        Workload::Hackbench(_) => hackbench::start(s),
-        Workload::Migrate(_) => migrate::start(s),
-        Workload::QemuGuestRamUnplug(_) => qemu_guest_ram_unplug::start(s),
-        Workload::Ipistorm(_) => ipistorm::start(s),
-    }
-    Ok(())
-}
-
-/// The next operation of task `t`'s user program.
-pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-    match s.work {
-        Workload::Shootdown(_) => shootdown::next_op(s, cpu, t),
-        Workload::WillItScale(_) => will_it_scale::next_op(s, cpu, t),
-        Workload::LruFileMmapRead(_) => lru_file_mmap_read::next_op(s, cpu, t),
-        Workload::Reclaim(_) => reclaim::next_op(s, cpu, t),
-        Workload::Drain(_) => drain::next_op(s, cpu, t),
-        Workload::Membarrier(_) => membarrier::next_op(s, cpu, t),
-        Workload::Swapout(_) => swapout::next_op(s, cpu, t),
-        Workload::Hackbench(_) => hackbench::next_op(s, cpu, t),
-        Workload::Migrate(_) => migrate::next_op(s, cpu, t),
-        Workload::QemuGuestRamUnplug(_) => qemu_guest_ram_unplug::next_op(s, cpu, t),
-        Workload::Ipistorm(_) => ipistorm::next_op(s, cpu, t),
-    }
-}
-
-pub fn task_exited(s: &mut Sim, t: TaskId) {
-    match &s.work {
-        Workload::Shootdown(w) if t == w.main => s.end = Some(s.now()),
-        Workload::Membarrier(w) if t == w.main => s.end = Some(s.now()),
-        Workload::QemuGuestRamUnplug(w) if t == w.unmapper => s.end = Some(s.now()),
-        Workload::LruFileMmapRead(_) => lru_file_mmap_read::task_exited(s),
-        Workload::WillItScale(_) => will_it_scale::task_exited(s),
-        Workload::Swapout(_) => swapout::task_exited(s),
-        Workload::Hackbench(_) => hackbench::task_exited(s),
-        Workload::Ipistorm(_) => ipistorm::task_exited(s),
-        _ => {}
-    }
-}
-
-/// Workload metrics for the result's `ops`.
-pub fn ops(s: &Sim) -> serde_json::Map<String, serde_json::Value> {
-    match &s.work {
-        Workload::Shootdown(w) => w.ops(s),
-        Workload::WillItScale(w) => w.ops(s),
-        Workload::LruFileMmapRead(w) => w.ops(s),
-        Workload::Reclaim(w) => w.ops(s),
-        Workload::Drain(w) => w.ops(s),
-        Workload::Membarrier(w) => w.ops(s),
-        Workload::Swapout(w) => w.ops(s),
-        Workload::Hackbench(w) => w.ops(s),
-        Workload::Migrate(w) => w.ops(s),
-        Workload::QemuGuestRamUnplug(w) => w.ops(s),
-        Workload::Ipistorm(w) => w.ops(s),
-    }
-}
-
-/// The `ops` entries that are the benchmark's metrics, and whether lower is better.
-/// Declared per scenario, so a grid's plot can be checked before anything runs.
-pub fn metrics(kind: ScenarioKind) -> &'static [(&'static str, bool)] {
-    match kind {
-        ScenarioKind::Shootdown => &[("ns_per_syscall", true)],
-        ScenarioKind::WillItScale(..) => &[("loops_per_s", false)],
-        ScenarioKind::Reclaim => &[("tlb_shootdowns", true)],
-        ScenarioKind::Drain => &[("drain_s", true)],
-        ScenarioKind::Membarrier => &[("ns_per_call", true)],
-        ScenarioKind::Swapout => &[("swapout_mb_per_s", false)],
-        ScenarioKind::Hackbench => &[("hackbench_s", true)],
-        ScenarioKind::Migrate => &[("pages_migrated_per_s", false), ("tlb_shootdowns", true)],
-        ScenarioKind::QemuGuestRamUnplug => &[("munmap_ms", true)],
-        ScenarioKind::Ipistorm => &[("interrupts_per_s", false)],
-        ScenarioKind::LruFileMmapRead => &[
-            ("lru-file-mmap-read-elapsed", true),
-            ("lru-file-mmap-read-time_range", true),
-            ("lru-file-mmap-read-time_stddv", true),
-        ],
-    }
-}
-
-/// The OOM killer sent task `t` SIGKILL: wake it if it sleeps in its own (interruptible) wait.
-pub fn signal_kill(s: &mut Sim, t: TaskId) {
-    if let Workload::Hackbench(_) = s.work {
-        hackbench::signal_kill(s, t);
+        let entry = SCENARIOS.iter().find(|e| e.decl.name == r.scenario);
+        (entry.expect("resolved from SCENARIOS").new)(r, m)
     }
 }

@@ -4,7 +4,7 @@
 //! walks the page table with IRQs off (__find_linux_pte), the others are idle (ceded). QEMU's
 //! call_rcu thread then munmaps the region. The metric is the munmap time in ms.
 
-use super::{ScenarioDecl, ScenarioKind};
+use super::{Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{CpuId, TaskId};
 use crate::engine::{Time, NEVER};
@@ -33,7 +33,8 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     description:
         "QEMU munmaps the THP-backed RAM of a KVM guest whose vCPU threads ran on every CPU",
     params: PARAMS,
-    kind: ScenarioKind::QemuGuestRamUnplug,
+    metrics: &[("munmap_ms", true)],
+    powerpc: true,
     machine: Some("power9-128c"),
     check: &[],
 };
@@ -53,7 +54,7 @@ pub struct QemuGuestRamUnplug {
     walk: Time,
     settle: Time,
     /// The call_rcu thread that unmaps the guest RAM.
-    pub unmapper: TaskId,
+    unmapper: TaskId,
     /// The first vCPU thread; vCPU i is task first_vcpu + i.
     first_vcpu: TaskId,
     /// Where the call_rcu thread is: settling, unmapping, or done.
@@ -100,8 +101,77 @@ impl QemuGuestRamUnplug {
             window: Default::default(),
         })
     }
+}
 
-    pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+impl Scenario for QemuGuestRamUnplug {
+    fn start(&mut self, s: &mut Sim) {
+        let mm = super::mm_alloc(s);
+        self.first_vcpu = s.tasks.len();
+        for cpu in 0..self.vcpus {
+            let t = crate::sched::spawn(s, mm, cpu);
+            s.tasks[t].comm = "qemu-system-ppc".into();
+        }
+        let last = s.m.ncpus() - 1;
+        let t = crate::sched::spawn(s, mm, last);
+        // QEMU names no threads without -name debug-threads=on: perf shows call_rcu as the process.
+        s.tasks[t].comm = "qemu-system-ppc".into();
+        self.unmapper = t;
+    }
+
+    fn next_op(&mut self, s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
+        let now = s.now();
+        if t != self.unmapper {
+            if t - self.first_vcpu >= self.busy_vcpus {
+                // H_CEDE: the vCPU thread blocks and its CPU idles (with the mm still loaded).
+                return Outcome::Sleep(NEVER);
+            }
+            // Guest code, then a guest fault: exit, and the host handler's walk with IRQs off.
+            let (run, walk) = (self.fault_interval, self.walk);
+            let exit = s.m.cost[Cost::GuestExit];
+            let steps = &mut s.tasks[t].steps;
+            steps.push(Step::Work {
+                func: Func::FindLinuxPte,
+                ps: walk,
+                irqs_off: true,
+            });
+            steps.push(Step::Work {
+                func: Func::GuestExit,
+                ps: exit,
+                irqs_off: true,
+            });
+            steps.push(Step::Guest { ps: run });
+            return Outcome::Next;
+        }
+        match self.phase {
+            Phase::Settle => {
+                self.phase = Phase::Unmap;
+                return Outcome::Sleep(now + self.settle);
+            }
+            Phase::Unmap => self.phase = Phase::Done,
+            Phase::Done => {
+                self.window.end = now;
+                return Outcome::Exit;
+            }
+        }
+        self.window.begin(s, now);
+        // munmap(): syscall entry and the VMA work, then unmap_region() under one mmu_gather.
+        huge_memory::unmap_huge_region(s, t, 0, self.pmds);
+        let ps = s.m.cost[Cost::Syscall] + s.m.cost[Cost::VmaOp] + s.m.cost[Cost::MunmapVma];
+        s.stats.charge(Some(t), Func::Syscall, ps);
+        Outcome::Busy {
+            ps,
+            irqs_off: false,
+        }
+    }
+
+    /// The run ends when the call_rcu thread has unmapped the guest's RAM.
+    fn task_exited(&mut self, s: &mut Sim, t: TaskId) {
+        if t == self.unmapper {
+            s.end = Some(s.now());
+        }
+    }
+
+    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
         m.insert("munmap_ms".into(), (self.window.seconds() * 1e3).into());
         m.insert("huge_pmds".into(), self.pmds.into());
@@ -112,76 +182,5 @@ impl QemuGuestRamUnplug {
         );
         m.insert("tlbie".into(), s.stats.tlbies.into());
         m
-    }
-}
-
-fn state(s: &mut Sim) -> &mut QemuGuestRamUnplug {
-    match &mut s.work {
-        super::Workload::QemuGuestRamUnplug(w) => w,
-        _ => unreachable!(),
-    }
-}
-
-pub fn start(s: &mut Sim) {
-    let mm = super::mm_alloc(s);
-    state(s).first_vcpu = s.tasks.len();
-    for cpu in 0..state(s).vcpus {
-        let t = crate::sched::spawn(s, mm, cpu);
-        s.tasks[t].comm = "qemu-system-ppc".into();
-    }
-    let last = s.m.ncpus() - 1;
-    let t = crate::sched::spawn(s, mm, last);
-    // QEMU names no threads without -name debug-threads=on: perf shows call_rcu as the process.
-    s.tasks[t].comm = "qemu-system-ppc".into();
-    state(s).unmapper = t;
-}
-
-pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
-    let now = s.now();
-    let w = state(s);
-    if t != w.unmapper {
-        if t - w.first_vcpu >= w.busy_vcpus {
-            // H_CEDE: the vCPU thread blocks and its CPU idles (with the mm still loaded).
-            return Outcome::Sleep(NEVER);
-        }
-        // Guest code, then a guest fault: exit, and the host handler's walk with IRQs off.
-        let (run, walk) = (w.fault_interval, w.walk);
-        let exit = s.m.cost[Cost::GuestExit];
-        let steps = &mut s.tasks[t].steps;
-        steps.push(Step::Work {
-            func: Func::FindLinuxPte,
-            ps: walk,
-            irqs_off: true,
-        });
-        steps.push(Step::Work {
-            func: Func::GuestExit,
-            ps: exit,
-            irqs_off: true,
-        });
-        steps.push(Step::Guest { ps: run });
-        return Outcome::Next;
-    }
-    match w.phase {
-        Phase::Settle => {
-            w.phase = Phase::Unmap;
-            return Outcome::Sleep(now + w.settle);
-        }
-        Phase::Unmap => w.phase = Phase::Done,
-        Phase::Done => {
-            w.window.end = now;
-            return Outcome::Exit;
-        }
-    }
-    let mut op = std::mem::take(&mut w.window);
-    op.begin(s, now);
-    let pmds = state(s).pmds;
-    state(s).window = op;
-    // munmap(): syscall entry and the VMA work, then unmap_region() under one mmu_gather.
-    huge_memory::unmap_huge_region(s, t, 0, pmds);
-    let ps = s.m.cost[Cost::Syscall] + s.m.cost[Cost::VmaOp] + s.m.cost[Cost::MunmapVma];
-    s.stats.charge(Some(t), Func::Syscall, ps);
-    Outcome::Busy {
-        ps,
-        irqs_off: false,
     }
 }

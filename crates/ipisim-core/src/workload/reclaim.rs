@@ -6,7 +6,7 @@
 //! referenced, PAGEREF_RECLAIM_CLEAN), then written out and reclaimed. With `memory = anon` the
 //! processes write private anonymous memory instead: deactivated once, then swapped out.
 
-use super::{ScenarioDecl, ScenarioKind};
+use super::{Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::NEVER;
 use crate::engine::{CpuId, TaskId};
@@ -38,7 +38,8 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     description:
         "microbenchmark: processes on CPUs 1..N read file pages, then CPU 0 reclaims them all",
     params: PARAMS,
-    kind: ScenarioKind::Reclaim,
+    metrics: &[("tlb_shootdowns", true)],
+    powerpc: false,
     machine: None,
     check: &[],
 };
@@ -97,8 +98,81 @@ impl Reclaim {
             reclaimer: 0,
         })
     }
+}
 
-    pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+impl Scenario for Reclaim {
+    fn start(&mut self, s: &mut Sim) {
+        let (n, pages) = (self.processes, self.pages);
+        for i in 0..n {
+            let mm = super::mm_alloc(s);
+            let start = if self.anon {
+                s.mem.map_new_anon(mm, pages)
+            } else {
+                s.mem.map_new_file(mm, pages)
+            };
+            let t = sched::spawn(s, mm, 1 + i);
+            debug_assert_eq!(t, i);
+            s.tasks[t].comm = "reader".into();
+            self.readers.push((start, 0));
+        }
+        let mm = super::mm_alloc(s);
+        let t = sched::spawn_at(s, mm, 0, NEVER);
+        s.tasks[t].comm = "reclaimer".into();
+        if self.kswapd {
+            // current_is_kswapd(): the reclaimer stands in for node 0's kswapd.
+            s.tasks[t].comm = "kswapd0".into();
+            s.mem.kswapd[0] = Some(t);
+        }
+        self.reclaimer = t;
+    }
+
+    fn next_op(&mut self, s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
+        let (pages, busy, reclaimer) = (self.pages, self.busy, self.reclaimer);
+        if t == reclaimer {
+            // Shrink whichever node still has pages, until none has.
+            let node = (0..s.m.nodes).find(|&n| !s.mem.lru[n].is_empty());
+            return match node {
+                Some(node) => {
+                    s.tasks[t].steps.push(Step::ShrinkNode {
+                        node: node as u32,
+                        nr: 32,
+                    });
+                    Outcome::Next
+                }
+                None => {
+                    s.end = Some(s.now());
+                    Outcome::Exit
+                }
+            };
+        }
+        let (start, read) = self.readers[t];
+        if read < pages {
+            let n = s.k.fault_around_pages.min(pages - read);
+            self.readers[t].1 += n;
+            s.tasks[t].steps.push(Step::FileRead {
+                vpn: start + read,
+                n: n as u32,
+                write: self.write,
+            });
+            return Outcome::Next;
+        }
+        if read > pages {
+            return super::remote_op(busy);
+        }
+        // Read everything: put the pagevec's pages on the LRU (lru_add_drain) and tell the reclaimer.
+        self.readers[t].1 += 1;
+        let ps = crate::mm::lru::lru_add_drain(s, s.tasks[t].cpu, t);
+        self.done_reading += 1;
+        if self.done_reading == self.processes {
+            sched::wake(s, reclaimer);
+        }
+        Outcome::Busy {
+            ps,
+            irqs_off: false,
+        }
+    }
+
+    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
         let pages = self.processes as u64 * self.pages;
         let tlb: u64 = s.stats.irqs[crate::observe::Irq::Tlb as usize].iter().sum();
@@ -107,84 +181,8 @@ impl Reclaim {
         m.insert("ipis_sent".into(), s.stats.ipis_sent.into());
         m
     }
-}
 
-fn state(s: &mut Sim) -> &mut Reclaim {
-    match &mut s.work {
-        super::Workload::Reclaim(w) => w,
-        _ => unreachable!(),
-    }
-}
-
-pub fn start(s: &mut Sim) {
-    let (n, pages) = (state(s).processes, state(s).pages);
-    for i in 0..n {
-        let mm = super::mm_alloc(s);
-        let start = if state(s).anon {
-            s.mem.map_new_anon(mm, pages)
-        } else {
-            s.mem.map_new_file(mm, pages)
-        };
-        let t = sched::spawn(s, mm, 1 + i);
-        debug_assert_eq!(t, i);
-        s.tasks[t].comm = "reader".into();
-        state(s).readers.push((start, 0));
-    }
-    let mm = super::mm_alloc(s);
-    let t = sched::spawn_at(s, mm, 0, NEVER);
-    s.tasks[t].comm = "reclaimer".into();
-    if state(s).kswapd {
-        // current_is_kswapd(): the reclaimer stands in for node 0's kswapd.
-        s.tasks[t].comm = "kswapd0".into();
-        s.mem.kswapd[0] = Some(t);
-    }
-    state(s).reclaimer = t;
-}
-
-pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
-    let (pages, busy, reclaimer) = (state(s).pages, state(s).busy, state(s).reclaimer);
-    if t == reclaimer {
-        // Shrink whichever node still has pages, until none has.
-        let node = (0..s.m.nodes).find(|&n| !s.mem.lru[n].is_empty());
-        return match node {
-            Some(node) => {
-                s.tasks[t].steps.push(Step::ShrinkNode {
-                    node: node as u32,
-                    nr: 32,
-                });
-                Outcome::Next
-            }
-            None => {
-                s.end = Some(s.now());
-                Outcome::Exit
-            }
-        };
-    }
-    let (start, read) = state(s).readers[t];
-    if read < pages {
-        let n = s.k.fault_around_pages.min(pages - read);
-        state(s).readers[t].1 += n;
-        let write = state(s).write;
-        s.tasks[t].steps.push(Step::FileRead {
-            vpn: start + read,
-            n: n as u32,
-            write,
-        });
-        return Outcome::Next;
-    }
-    if read > pages {
-        return super::remote_op(busy);
-    }
-    // Read everything: put the pagevec's pages on the LRU (lru_add_drain) and tell the reclaimer.
-    state(s).readers[t].1 += 1;
-    let ps = crate::mm::lru::lru_add_drain(s, s.tasks[t].cpu, t);
-    let w = state(s);
-    w.done_reading += 1;
-    if w.done_reading == w.processes {
-        sched::wake(s, reclaimer);
-    }
-    Outcome::Busy {
-        ps,
-        irqs_off: false,
+    fn host_bytes(&self, m: &Machine) -> u64 {
+        super::fills_memory(m)
     }
 }

@@ -3,7 +3,7 @@
 //! process sit on CPUs 1.. spinning in user space (`busy`), blocked (`sleeping`) or absent.
 //! The same program runs for real in python/ipisim/native/shootdown.c.
 
-use super::{ScenarioDecl, ScenarioKind};
+use super::{Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::Time;
 use crate::engine::{CpuId, TaskId};
@@ -35,7 +35,8 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "shootdown",
     description: "microbenchmark: one thread unmaps or protects pages while other threads of its process spin, sleep or are absent",
     params: PARAMS,
-    kind: ScenarioKind::Shootdown,
+    metrics: &[("ns_per_syscall", true)],
+    powerpc: false,
     machine: None,
     check: &[],
 };
@@ -55,7 +56,7 @@ pub struct Shootdown {
     remote_threads: usize,
     misalign: bool,
     settle: Time,
-    pub main: TaskId,
+    main: TaskId,
     region: u64,
     phase: Phase,
     calls: u64,
@@ -96,8 +97,72 @@ impl Shootdown {
             window: Default::default(),
         })
     }
+}
 
-    pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+impl Scenario for Shootdown {
+    fn start(&mut self, s: &mut Sim) {
+        let mm = super::mm_alloc(s);
+        let (pages, misalign, threads) = (self.pages, self.misalign, self.remote_threads);
+        let region = s.mem.mmap(mm, pages, true, Backing::Anon, misalign);
+        self.main = super::spawn_main_and_remotes(s, mm, threads, "shootdown");
+        self.region = region;
+    }
+
+    fn next_op(&mut self, s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
+        let now = s.now();
+        if t != self.main {
+            return super::remote_op(self.remote == "busy");
+        }
+        match self.phase {
+            Phase::Touch => {
+                self.phase = Phase::Settle;
+                let step = Step::Touch {
+                    vpn: self.region,
+                    n: self.pages as u32,
+                    write: true,
+                };
+                s.tasks[t].steps.push(step);
+                Outcome::Next
+            }
+            Phase::Settle => {
+                self.phase = Phase::Ops { next: 0 };
+                if self.remote == "sleeping" && self.settle > 0 {
+                    Outcome::Sleep(now + self.settle)
+                } else {
+                    Outcome::Next
+                }
+            }
+            Phase::Ops { next } => {
+                if next == 0 {
+                    self.window.begin(s, now);
+                }
+                if next >= self.pages {
+                    self.window.end = now;
+                    return Outcome::Exit;
+                }
+                let n = self.batch.min(self.pages - next);
+                let vpn = self.region + next;
+                let sc = match self.op {
+                    "madvise" => Syscall::MadviseDontneed { vpn, n },
+                    "munmap" => Syscall::Munmap { vpn, n },
+                    _ => Syscall::MprotectRead { vpn, n },
+                };
+                self.phase = Phase::Ops { next: next + n };
+                self.calls += 1;
+                s.tasks[t].steps.push(Step::Syscall(sc));
+                Outcome::Next
+            }
+        }
+    }
+
+    /// The run ends when the main thread has done its calls.
+    fn task_exited(&mut self, s: &mut Sim, t: TaskId) {
+        if t == self.main {
+            s.end = Some(s.now());
+        }
+    }
+
+    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
         m.insert("syscalls".into(), self.calls.into());
         m.insert("op_time_s".into(), self.window.seconds().into());
@@ -114,74 +179,5 @@ impl Shootdown {
             self.window.irqs(s, Irq::Cal).into(),
         );
         m
-    }
-}
-
-fn state(s: &mut Sim) -> &mut Shootdown {
-    match &mut s.work {
-        super::Workload::Shootdown(w) => w,
-        _ => unreachable!(),
-    }
-}
-
-pub fn start(s: &mut Sim) {
-    let mm = super::mm_alloc(s);
-    let w = state(s);
-    let (pages, misalign, threads) = (w.pages, w.misalign, w.remote_threads);
-    let region = s.mem.mmap(mm, pages, true, Backing::Anon, misalign);
-    let main = super::spawn_main_and_remotes(s, mm, threads, "shootdown");
-    let w = state(s);
-    w.region = region;
-    w.main = main;
-}
-
-pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
-    let now = s.now();
-    let w = state(s);
-    if t != w.main {
-        return super::remote_op(w.remote == "busy");
-    }
-    match w.phase {
-        Phase::Touch => {
-            w.phase = Phase::Settle;
-            let step = Step::Touch {
-                vpn: w.region,
-                n: w.pages as u32,
-                write: true,
-            };
-            s.tasks[t].steps.push(step);
-            Outcome::Next
-        }
-        Phase::Settle => {
-            w.phase = Phase::Ops { next: 0 };
-            if w.remote == "sleeping" && w.settle > 0 {
-                Outcome::Sleep(now + w.settle)
-            } else {
-                Outcome::Next
-            }
-        }
-        Phase::Ops { next } => {
-            if next == 0 {
-                let mut op = std::mem::take(&mut w.window);
-                op.begin(s, now);
-                state(s).window = op;
-            }
-            let w = state(s);
-            if next >= w.pages {
-                w.window.end = now;
-                return Outcome::Exit;
-            }
-            let n = w.batch.min(w.pages - next);
-            let vpn = w.region + next;
-            let sc = match w.op {
-                "madvise" => Syscall::MadviseDontneed { vpn, n },
-                "munmap" => Syscall::Munmap { vpn, n },
-                _ => Syscall::MprotectRead { vpn, n },
-            };
-            w.phase = Phase::Ops { next: next + n };
-            w.calls += 1;
-            s.tasks[t].steps.push(Step::Syscall(sc));
-            Outcome::Next
-        }
     }
 }

@@ -2,7 +2,7 @@
 //! private anonymous region once from start to end, 2 x MemTotal in all, so reclaim swaps out
 //! continuously. Every flush targets the process's whole mm_cpumask: the threads' CPUs.
 
-use super::{ScenarioDecl, ScenarioKind};
+use super::{Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{secs, Time};
 use crate::engine::{CpuId, TaskId};
@@ -26,7 +26,8 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "swapout",
     description: "threads of one process each write their own anonymous region (2 x RAM in all) while reclaim swaps out",
     params: PARAMS,
-    kind: ScenarioKind::Swapout,
+    metrics: &[("swapout_mb_per_s", false)],
+    powerpc: false,
     // Seed 003's machine: the default 10 threads need more than host-2cpu's 2 CPUs.
     machine: Some("xeon-2s-2013"),
     check: &[("scale", "0.002")],
@@ -56,8 +57,54 @@ impl Swapout {
             writers: Vec::new(),
         })
     }
+}
 
-    pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+impl Scenario for Swapout {
+    fn start(&mut self, s: &mut Sim) {
+        let (threads, pages) = (self.threads, self.pages_per_thread);
+        let mm = super::mm_alloc(s);
+        let ncpus = s.m.ncpus();
+        for i in 0..threads {
+            let start = s.mem.map_new_anon(mm, pages);
+            let t = sched::spawn(s, mm, i * ncpus / threads);
+            debug_assert_eq!(t, i);
+            s.tasks[t].comm = "swapout".into();
+            self.writers.push(Writer {
+                next: start,
+                end: start + pages,
+                finished: None,
+            });
+        }
+        super::spawn_kswapds(s);
+    }
+
+    fn next_op(&mut self, s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
+        let now = s.now();
+        let w = &mut self.writers[t];
+        if w.next >= w.end {
+            w.finished = Some(now);
+            return Outcome::Exit;
+        }
+        // 16 pages per step: the loop's granularity, not a kernel batch.
+        let n = 16.min(w.end - w.next);
+        let vpn = w.next;
+        w.next += n;
+        s.tasks[t].steps.push(Step::FileRead {
+            vpn,
+            n: n as u32,
+            write: true,
+        });
+        Outcome::Next
+    }
+
+    /// The run ends when the last writer exits.
+    fn task_exited(&mut self, s: &mut Sim, _t: TaskId) {
+        if self.writers.iter().all(|w| w.finished.is_some()) {
+            s.end = Some(s.now());
+        }
+    }
+
+    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         let (from, to) = super::steady_phase(s, self.writers.iter().map(|w| w.finished));
         // Swap-out happens from reclaim's start to the end of the run.
         let out = s.stats.vm[Vm::PSwpOut as usize] as f64 * 4096.0 / (1 << 20) as f64;
@@ -68,55 +115,8 @@ impl Swapout {
         m.insert("pages_per_thread".into(), self.pages_per_thread.into());
         m
     }
-}
 
-fn state(s: &mut Sim) -> &mut Swapout {
-    match &mut s.work {
-        super::Workload::Swapout(w) => w,
-        _ => unreachable!(),
-    }
-}
-
-pub fn start(s: &mut Sim) {
-    let (threads, pages) = (state(s).threads, state(s).pages_per_thread);
-    let mm = super::mm_alloc(s);
-    let ncpus = s.m.ncpus();
-    for i in 0..threads {
-        let start = s.mem.map_new_anon(mm, pages);
-        let t = sched::spawn(s, mm, i * ncpus / threads);
-        debug_assert_eq!(t, i);
-        s.tasks[t].comm = "swapout".into();
-        state(s).writers.push(Writer {
-            next: start,
-            end: start + pages,
-            finished: None,
-        });
-    }
-    super::spawn_kswapds(s);
-}
-
-pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
-    let now = s.now();
-    let w = &mut state(s).writers[t];
-    if w.next >= w.end {
-        w.finished = Some(now);
-        return Outcome::Exit;
-    }
-    // 16 pages per step: the loop's granularity, not a kernel batch.
-    let n = 16.min(w.end - w.next);
-    let vpn = w.next;
-    w.next += n;
-    s.tasks[t].steps.push(Step::FileRead {
-        vpn,
-        n: n as u32,
-        write: true,
-    });
-    Outcome::Next
-}
-
-/// The run ends when the last writer exits.
-pub fn task_exited(s: &mut Sim) {
-    if state(s).writers.iter().all(|w| w.finished.is_some()) {
-        s.end = Some(s.now());
+    fn host_bytes(&self, m: &Machine) -> u64 {
+        super::fills_memory(m)
     }
 }

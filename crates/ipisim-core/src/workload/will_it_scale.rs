@@ -3,7 +3,7 @@
 //! it back (one iteration); after the last page it munmaps the region and maps a new one. In
 //! thread mode the tasks share one mm, so every madvise shoots down the other threads' CPUs.
 
-use super::{ScenarioDecl, ScenarioKind};
+use super::{Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{secs, Time};
 use crate::engine::{CpuId, TaskId};
@@ -28,12 +28,12 @@ params! {
     }
 }
 
-// tlb_flush1.c / tlb_flush3.c: FILESIZE 128 MiB of a tmp file; tlb_flush2.c: MEMORYSIZE 1 MiB.
 pub const TLB_FLUSH1: ScenarioDecl = ScenarioDecl {
     name: "will-it-scale/tlb_flush1",
     description: "will-it-scale: TLB flush of separated file private mapping",
     params: PARAMS,
-    kind: ScenarioKind::WillItScale(Mapping::FilePrivate, 128 << 20),
+    metrics: &[("loops_per_s", false)],
+    powerpc: false,
     machine: None,
     check: &[],
 };
@@ -41,7 +41,8 @@ pub const TLB_FLUSH2: ScenarioDecl = ScenarioDecl {
     name: "will-it-scale/tlb_flush2",
     description: "will-it-scale: TLB flush of anonymous memory private mapping",
     params: PARAMS,
-    kind: ScenarioKind::WillItScale(Mapping::Anon, 1 << 20),
+    metrics: &[("loops_per_s", false)],
+    powerpc: false,
     machine: None,
     check: &[],
 };
@@ -49,14 +50,15 @@ pub const TLB_FLUSH3: ScenarioDecl = ScenarioDecl {
     name: "will-it-scale/tlb_flush3",
     description: "will-it-scale: TLB flush of separated file shared mapping",
     params: PARAMS,
-    kind: ScenarioKind::WillItScale(Mapping::FileShared, 128 << 20),
+    metrics: &[("loops_per_s", false)],
+    powerpc: false,
     machine: None,
     check: &[],
 };
 
 /// What each task maps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mapping {
+enum Mapping {
     /// MAP_PRIVATE of a file: writes COW the page-cache page into an anonymous one.
     FilePrivate,
     /// MAP_PRIVATE | MAP_ANONYMOUS: reads after the zap map the zero page.
@@ -92,14 +94,14 @@ pub struct WillItScale {
     /// Pages per task's mapping.
     pages: u64,
     threads: bool,
-    pub duration: Time,
+    duration: Time,
     /// Iterations per task before it exits (0: no limit).
     loops: u64,
     tasks: Vec<Task>,
 }
 
 impl WillItScale {
-    pub fn new(
+    fn new(
         r: &Resolved,
         m: &Machine,
         mapping: Mapping,
@@ -149,8 +151,129 @@ impl WillItScale {
             tasks: vec![task; tasks],
         })
     }
+}
 
-    pub fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+// tlb_flush1.c / tlb_flush3.c: FILESIZE 128 MiB of a tmp file; tlb_flush2.c: MEMORYSIZE 1 MiB.
+pub fn tlb_flush1(r: &Resolved, m: &Machine) -> Result<WillItScale, ConfigError> {
+    WillItScale::new(r, m, Mapping::FilePrivate, 128 << 20)
+}
+pub fn tlb_flush2(r: &Resolved, m: &Machine) -> Result<WillItScale, ConfigError> {
+    WillItScale::new(r, m, Mapping::Anon, 1 << 20)
+}
+pub fn tlb_flush3(r: &Resolved, m: &Machine) -> Result<WillItScale, ConfigError> {
+    WillItScale::new(r, m, Mapping::FileShared, 128 << 20)
+}
+
+impl Scenario for WillItScale {
+    fn start(&mut self, s: &mut Sim) {
+        let (tasks, threads, pages, mapping) =
+            (self.tasks.len(), self.threads, self.pages, self.mapping);
+        let shared_mm = threads.then(|| super::mm_alloc(s));
+        for i in 0..tasks {
+            let mm = shared_mm.unwrap_or_else(|| super::mm_alloc(s));
+            // The test creates its file once (mkstemp, unlink, ftruncate); its pages end up in the
+            // page cache during the first pass and stay there.
+            let backing = match mapping {
+                Mapping::Anon => Backing::Anon,
+                Mapping::FilePrivate | Mapping::FileShared => Backing::File {
+                    file: s.mem.new_file(pages, true),
+                    pgoff: 0,
+                    shared: mapping == Mapping::FileShared,
+                },
+            };
+            // The harness creates its tasks one after another.
+            let at = i as u64 * s.m.cost[Cost::ThreadCreate];
+            let t = sched::spawn_at(s, mm, i, at);
+            debug_assert_eq!(t, i);
+            // The harness's binaries: tests/<test>.c built as <test>_threads or <test>_processes.
+            let test = match mapping {
+                Mapping::FilePrivate => "tlb_flush1",
+                Mapping::Anon => "tlb_flush2",
+                Mapping::FileShared => "tlb_flush3",
+            };
+            let mode = if threads { "threads" } else { "processes" };
+            s.tasks[t].comm = format!("{test}_{mode}");
+            self.tasks[i].backing = backing;
+        }
+    }
+
+    fn next_op(&mut self, s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
+        let pages = self.pages;
+        let task = self.tasks[t];
+        let vpn = task.region + task.page;
+        let (step, phase) = match task.phase {
+            Phase::Mmap => {
+                // mmap() takes mmap_lock for writing: wait out another thread's munmap.
+                if !crate::mm::mmap_write_lock(s, t) {
+                    return Outcome::Sleep(crate::engine::NEVER);
+                }
+                let mm = s.tasks[t].mm;
+                let region = s.mem.mmap(mm, pages, true, task.backing, false);
+                crate::mm::mmap_write_unlock(s, t);
+                self.tasks[t].region = region;
+                self.tasks[t].page = 0;
+                // mmap() itself flushes nothing: a syscall and VMA work.
+                let ps = s.m.cost[Cost::Syscall] + s.m.cost[Cost::VmaOp];
+                let step = Step::Work {
+                    func: Func::VmaOps,
+                    ps,
+                    irqs_off: false,
+                };
+                (step, Phase::Write)
+            }
+            Phase::Write => {
+                let step = Step::Touch {
+                    vpn,
+                    n: 1,
+                    write: true,
+                };
+                (step, Phase::Madvise)
+            }
+            Phase::Madvise => (
+                Step::Syscall(Syscall::MadviseDontneed { vpn, n: 1 }),
+                Phase::Read,
+            ),
+            Phase::Read => {
+                let loops = self.loops;
+                let w = &mut self.tasks[t];
+                w.iterations += 1;
+                w.page += 1;
+                let next = if w.iterations == loops {
+                    Phase::Done
+                } else if w.page == pages {
+                    Phase::Munmap
+                } else {
+                    Phase::Write
+                };
+                let step = Step::Touch {
+                    vpn,
+                    n: 1,
+                    write: false,
+                };
+                (step, next)
+            }
+            Phase::Munmap => {
+                let step = Step::Syscall(Syscall::Munmap {
+                    vpn: task.region,
+                    n: pages,
+                });
+                (step, Phase::Mmap)
+            }
+            Phase::Done => return Outcome::Exit,
+        };
+        self.tasks[t].phase = phase;
+        s.tasks[t].steps.push(step);
+        Outcome::Next
+    }
+
+    /// With `loops`, the run ends when the last task has exited.
+    fn task_exited(&mut self, s: &mut Sim, _t: TaskId) {
+        if self.tasks.iter().all(|t| t.phase == Phase::Done) {
+            s.end = Some(s.now());
+        }
+    }
+
+    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         let total: u64 = self.tasks.iter().map(|t| t.iterations).sum();
         let t = secs(s.end.unwrap_or(s.now())).max(1e-12);
         let mut m = serde_json::Map::new();
@@ -168,122 +291,8 @@ impl WillItScale {
         );
         m
     }
-}
 
-fn state(s: &mut Sim) -> &mut WillItScale {
-    match &mut s.work {
-        super::Workload::WillItScale(w) => w,
-        _ => unreachable!(),
-    }
-}
-
-pub fn start(s: &mut Sim) {
-    let (tasks, threads, pages, mapping) = {
-        let w = state(s);
-        (w.tasks.len(), w.threads, w.pages, w.mapping)
-    };
-    let shared_mm = threads.then(|| super::mm_alloc(s));
-    for i in 0..tasks {
-        let mm = shared_mm.unwrap_or_else(|| super::mm_alloc(s));
-        // The test creates its file once (mkstemp, unlink, ftruncate); its pages end up in the
-        // page cache during the first pass and stay there.
-        let backing = match mapping {
-            Mapping::Anon => Backing::Anon,
-            Mapping::FilePrivate | Mapping::FileShared => Backing::File {
-                file: s.mem.new_file(pages, true),
-                pgoff: 0,
-                shared: mapping == Mapping::FileShared,
-            },
-        };
-        // The harness creates its tasks one after another.
-        let at = i as u64 * s.m.cost[Cost::ThreadCreate];
-        let t = sched::spawn_at(s, mm, i, at);
-        debug_assert_eq!(t, i);
-        // The harness's binaries: tests/<test>.c built as <test>_threads or <test>_processes.
-        let test = match mapping {
-            Mapping::FilePrivate => "tlb_flush1",
-            Mapping::Anon => "tlb_flush2",
-            Mapping::FileShared => "tlb_flush3",
-        };
-        let mode = if threads { "threads" } else { "processes" };
-        s.tasks[t].comm = format!("{test}_{mode}");
-        state(s).tasks[i].backing = backing;
-    }
-}
-
-pub fn next_op(s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
-    let pages = state(s).pages;
-    let task = state(s).tasks[t];
-    let vpn = task.region + task.page;
-    let (step, phase) = match task.phase {
-        Phase::Mmap => {
-            // mmap() takes mmap_lock for writing: wait out another thread's munmap.
-            if !crate::mm::mmap_write_lock(s, t) {
-                return Outcome::Sleep(crate::engine::NEVER);
-            }
-            let mm = s.tasks[t].mm;
-            let region = s.mem.mmap(mm, pages, true, task.backing, false);
-            crate::mm::mmap_write_unlock(s, t);
-            state(s).tasks[t].region = region;
-            state(s).tasks[t].page = 0;
-            // mmap() itself flushes nothing: a syscall and VMA work.
-            let ps = s.m.cost[Cost::Syscall] + s.m.cost[Cost::VmaOp];
-            let step = Step::Work {
-                func: Func::VmaOps,
-                ps,
-                irqs_off: false,
-            };
-            (step, Phase::Write)
-        }
-        Phase::Write => {
-            let step = Step::Touch {
-                vpn,
-                n: 1,
-                write: true,
-            };
-            (step, Phase::Madvise)
-        }
-        Phase::Madvise => (
-            Step::Syscall(Syscall::MadviseDontneed { vpn, n: 1 }),
-            Phase::Read,
-        ),
-        Phase::Read => {
-            let loops = state(s).loops;
-            let w = &mut state(s).tasks[t];
-            w.iterations += 1;
-            w.page += 1;
-            let next = if w.iterations == loops {
-                Phase::Done
-            } else if w.page == pages {
-                Phase::Munmap
-            } else {
-                Phase::Write
-            };
-            let step = Step::Touch {
-                vpn,
-                n: 1,
-                write: false,
-            };
-            (step, next)
-        }
-        Phase::Munmap => {
-            let step = Step::Syscall(Syscall::Munmap {
-                vpn: task.region,
-                n: pages,
-            });
-            (step, Phase::Mmap)
-        }
-        Phase::Done => return Outcome::Exit,
-    };
-    state(s).tasks[t].phase = phase;
-    s.tasks[t].steps.push(step);
-    Outcome::Next
-}
-
-/// A task exited: with `loops`, the run ends when the last one has.
-pub fn task_exited(s: &mut Sim) {
-    let w = state(s);
-    if w.tasks.iter().all(|t| t.phase == Phase::Done) {
-        s.end = Some(s.now());
+    fn time_limit(&self) -> Time {
+        self.duration
     }
 }
