@@ -56,7 +56,7 @@ pub struct Sim {
     pub perturb: sched::Perturb,
     /// The TLB-coherence checker.
     pub check: Checker,
-    /// The scenario, out of here only while one of its hooks runs (so it can borrow both).
+    /// The scenario; taken out while one of its hooks runs, so the hook has both it and the Sim.
     pub work: Option<Box<Workload>>,
     /// Set when the workload says it is finished, or at the time limit.
     pub end: Option<Time>,

@@ -180,8 +180,7 @@ pub struct Task {
     pub csd_lock_call: Option<crate::smp::Call>,
     /// TASK_UNINTERRUPTIBLE: a fatal signal does not end this sleep.
     pub uninterruptible: bool,
-    /// TASK_INTERRUPTIBLE: in a wait of its own (sleep_interruptible) that a fatal signal ends
-    /// too; only wake_interruptible() clears it.
+    /// TASK_INTERRUPTIBLE: in a wait a fatal signal ends too; only wake_interruptible() clears it.
     pub interruptible: bool,
     /// When this task's current timed sleep ends (NEVER: none); a wake-up timer left from a
     /// sleep that ended early must not end a later one.
@@ -518,8 +517,7 @@ pub fn wake(s: &mut Sim, t: TaskId) {
     }
 }
 
-/// Sleep in an interruptible wait of task `t`'s own (wait_event_interruptible: a read, a full
-/// queue) until wake_interruptible() or a fatal signal ends it.
+/// wait_event_interruptible(): sleep until wake_interruptible() or a fatal signal.
 pub fn sleep_interruptible(s: &mut Sim, t: TaskId) -> Outcome {
     s.tasks[t].interruptible = true;
     Outcome::Sleep(NEVER)
@@ -533,9 +531,9 @@ pub fn wake_interruptible(s: &mut Sim, t: TaskId) {
     }
 }
 
-/// signal_wake_up() for a fatal signal (the OOM killer's SIGKILL): it ends an interruptible
-/// sleep only; the task dies at its next user step.
+/// signal_wake_up() of a fatal signal (the OOM killer's SIGKILL): ends an interruptible sleep.
 pub fn signal_wake_up(s: &mut Sim, t: TaskId) {
+    // An interruptible mark left from a wait that a plain wake() ended must not end this one.
     if !s.tasks[t].uninterruptible {
         wake_interruptible(s, t);
     }

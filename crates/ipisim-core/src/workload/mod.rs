@@ -37,8 +37,7 @@ pub struct ScenarioDecl {
     pub check: &'static [(&'static str, &'static str)],
 }
 
-/// What the simulator asks of a scenario. The scenario owns its state; `s` is the machine and
-/// kernel it drives.
+/// What the simulator asks of a scenario, which owns its state; `s` is the kernel it drives.
 pub trait Scenario {
     /// Create the processes and threads at time 0.
     fn start(&mut self, s: &mut Sim);
@@ -52,8 +51,7 @@ pub trait Scenario {
     fn time_limit(&self) -> Time {
         crate::engine::NEVER
     }
-    /// Host memory the run's page state will need, estimated before anything is allocated; a
-    /// scenario that touches pages bounded by its own parameters needs none to speak of.
+    /// Host memory its page state will need, known before anything is allocated (0: little).
     fn host_bytes(&self, _m: &Machine) -> u64 {
         0
     }
@@ -65,9 +63,7 @@ pub struct Registered {
     pub new: fn(&Resolved, &Machine) -> Result<Workload, ConfigError>,
 }
 
-/// The registry: the enum of the scenarios' states (`Workload`, whose `Scenario` impl forwards
-/// with one match, so `next_op` is no indirect call) and SCENARIOS, their declarations and
-/// constructors in `ipisim list` order.
+/// The `Workload` enum and SCENARIOS from one list; one match forwards, so no indirect calls.
 macro_rules! registry {
     ($($variant:ident($ty:ty) { $($decl:expr => $new:expr),+ $(,)? })*) => {
         /// The running scenario: one registered scenario's state.
@@ -254,7 +250,7 @@ pub fn scale(r: &Resolved) -> Result<Option<f64>, ConfigError> {
 /// state (measured: lru-file-mmap-read 14.7 MB, swapout 6.9, hackbench 5.2, migrate, reclaim 3).
 pub const HOST_BYTES_PER_GIB: f64 = 15e6;
 
-/// What a scenario that fills the machine's memory needs of the host for its page state.
+/// host_bytes() of a scenario that fills the machine's memory.
 fn fills_memory(m: &Machine) -> u64 {
     let gib = m.mem_per_node as f64 * m.nodes as f64 / (1u64 << 30) as f64;
     (gib * HOST_BYTES_PER_GIB) as u64
