@@ -7,7 +7,7 @@ use crate::config::{
 };
 use crate::machine::COSTS;
 use crate::resolve;
-use crate::workload::decls;
+use crate::workload::{decls, ScenarioDecl};
 use serde_json::{json, Value};
 
 fn description_of(text: &str, section: &str) -> String {
@@ -66,22 +66,7 @@ fn param_json(p: &Param, value: Option<String>) -> Value {
 /// words `machine` / `kernel` for the declarations alone.
 pub fn describe(thing: &str) -> Result<Value, ConfigError> {
     if let Some(s) = decls().find(|s| s.name == thing) {
-        let params: Vec<Value> = s.params.iter().map(|p| param_json(p, None)).collect();
-        let check: serde_json::Map<String, Value> = s
-            .check
-            .iter()
-            .map(|(k, v)| ((*k).into(), (*v).into()))
-            .collect();
-        return Ok(
-            json!({"kind": "scenario", "name": s.name, "description": s.description, "params": params,
-            "machine": s.machine, "check": check,
-            "metrics": s.metrics.iter().map(|(m, _)| *m).collect::<Vec<_>>(),
-            "counters": {
-                "interrupts": crate::observe::Irq::ALL.iter().map(|i| i.name()).collect::<Vec<_>>(),
-                "vmstat": crate::observe::Vm::ALL.iter().map(|v| v.name()).collect::<Vec<_>>(),
-            },
-            "note": "machine.*, kernel.*, sched.* and check.* keys apply too: see `ipisim describe machine`, `ipisim describe kernel` and `ipisim describe run`"}),
-        );
+        return Ok(scenario_json(s));
     }
     if thing == "run" {
         // Keys of any run, whatever the scenario, machine and kernel.
@@ -115,6 +100,12 @@ pub fn describe(thing: &str) -> Result<Value, ConfigError> {
             ),
         ));
     }
+    preset_json(thing, is_machine, is_kernel)
+}
+
+/// A machine profile's or kernel preset's parameters (and a machine's costs) with their values;
+/// `thing` "machine" or "kernel" shows the defaults.
+fn preset_json(thing: &str, is_machine: bool, is_kernel: bool) -> Result<Value, ConfigError> {
     let mut req = RunRequest {
         scenario: "shootdown".into(),
         ..Default::default()
@@ -164,6 +155,24 @@ pub fn describe(thing: &str) -> Result<Value, ConfigError> {
             json!({"kind": "kernel", "name": k.name, "description": k.description, "params": params}),
         )
     }
+}
+
+/// A scenario's parameters, its `ipisim check` shape, its metrics and the counters it reports.
+fn scenario_json(s: &ScenarioDecl) -> Value {
+    let params: Vec<Value> = s.params.iter().map(|p| param_json(p, None)).collect();
+    let check: serde_json::Map<String, Value> = s
+        .check
+        .iter()
+        .map(|(k, v)| ((*k).into(), (*v).into()))
+        .collect();
+    json!({"kind": "scenario", "name": s.name, "description": s.description, "params": params,
+        "machine": s.machine, "check": check,
+        "metrics": s.metrics.iter().map(|(m, _)| *m).collect::<Vec<_>>(),
+        "counters": {
+            "interrupts": crate::observe::Irq::ALL.iter().map(|i| i.name()).collect::<Vec<_>>(),
+            "vmstat": crate::observe::Vm::ALL.iter().map(|v| v.name()).collect::<Vec<_>>(),
+        },
+        "note": "machine.*, kernel.*, sched.* and check.* keys apply too: see `ipisim describe machine`, `ipisim describe kernel` and `ipisim describe run`"})
 }
 
 fn looks_like(path: &str, section: &str) -> bool {

@@ -13,6 +13,7 @@ pub mod kernel;
 pub mod machine;
 pub mod mm;
 pub mod observe;
+pub mod output;
 pub mod sched;
 pub mod sim;
 pub mod smp;
@@ -32,8 +33,8 @@ pub const LAYERS: &[&str] = &[
 ];
 
 /// The composition root, above every layer: the run's state and its dispatch.
-pub const ROOT: &[&str] = &["lib", "sim", "kernel", "describe", "testing"];
-pub use observe::RunOutput;
+pub const ROOT: &[&str] = &["lib", "sim", "kernel", "describe", "output", "testing"];
+pub use output::RunOutput;
 
 /// Every parameter a run of `scenario` accepts, in `describe` order: the machine's, the kernel's,
 /// the scheduler's, the checker's, then the scenario's own.
@@ -137,7 +138,7 @@ pub fn run_limited(
         ftrace: tr.ftrace_text(&s),
         truncated: tr.truncated,
     });
-    Ok((observe::to_json(&s, &r), trace))
+    Ok((output::to_json(&s, &r), trace))
 }
 
 #[cfg(test)]

@@ -31,8 +31,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("mm/rmap.rs", "sim"),
     ("mm/syscall.rs", "sim"),
     ("mm/vmscan.rs", "sim"),
-    ("observe/result.rs", "sched"),
-    ("observe/result.rs", "sim"),
     ("observe/tracelog.rs", "sim"),
     ("sched/membarrier.rs", "sim"),
     ("sched/mod.rs", "sim"),

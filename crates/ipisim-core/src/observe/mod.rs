@@ -3,11 +3,9 @@
 
 pub mod check;
 mod func;
-mod result;
 pub mod tracelog;
 
 pub use func::Func;
-pub use result::{to_json, RunOutput};
 pub use tracelog::TraceLog;
 
 use crate::config::named_enum;

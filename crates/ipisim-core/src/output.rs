@@ -1,8 +1,9 @@
 //! The result of a run as JSON: every counter, the times, the profile and the resolved config.
+//! A root module: it reads every layer's state.
 
-use super::{latency_json, Func, Irq, Trace, Vm};
 use crate::config::Resolved;
 use crate::engine::{secs, Time};
+use crate::observe::{latency_json, Func, Irq, Stats, Trace, Vm};
 use crate::sim::Sim;
 use serde_json::{json, Map, Value};
 
@@ -25,17 +26,7 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
             (u + a.times.user, y + a.times.system)
         });
 
-    let mut interrupts = Map::new();
-    for &row in Irq::ALL {
-        let mut v = st.irqs[row as usize].clone();
-        if row == Irq::Cal && !s.k.cal_counts_tlb {
-            // Before 4.8 CAL was printed as irq_call_count - irq_tlb_count.
-            for (c, t) in v.iter_mut().zip(&st.irqs[Irq::Tlb as usize]) {
-                *c = c.saturating_sub(*t);
-            }
-        }
-        interrupts.insert(row.name().into(), json!(v));
-    }
+    let interrupts = interrupts_json(st, s.k.cal_counts_tlb);
     let vmstat: Map<String, Value> = Vm::ALL
         .iter()
         .map(|&c| (c.name().into(), st.vm[c as usize].into()))
@@ -45,54 +36,9 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         .map(|&t| (t.name().into(), st.trace[t as usize].into()))
         .collect();
 
-    let busy: u64 = st.profile.iter().sum();
-    let prof = ranked(&st.profile);
-    let mut profile: Vec<Value> = prof
-        .iter()
-        .map(|(f, t)| json!({"function": f.name(), "seconds": secs(*t), "percent": 100.0 * *t as f64 / busy.max(1) as f64}))
-        .collect();
-    // perf's call graph under _raw_spin_lock: who took the lock, as shares of its time.
-    let lock = st.profile[Func::RawSpinLock as usize];
-    if let Some(row) = profile
-        .iter_mut()
-        .find(|p| p["function"] == Func::RawSpinLock.name())
-    {
-        row["callers"] = ranked(&st.lock_callers)
-            .iter()
-            .map(|(f, t)| json!({"function": f.name(), "percent": 100.0 * *t as f64 / lock.max(1) as f64}))
-            .collect();
-    }
+    let profile = profile_json(st);
 
-    // perf report --comm: each command's own profile; time with no task current is the idle
-    // task's, "swapper" (interrupts taken on idle CPUs).
-    let mut comms: Vec<(&str, [Time; Func::ALL.len()])> = Vec::new();
-    let mut swapper = st.profile;
-    for (t, a) in s.tasks.iter().zip(&st.tasks) {
-        let i = match comms.iter().position(|(c, _)| *c == t.comm) {
-            Some(i) => i,
-            None => {
-                comms.push((&t.comm, [0; Func::ALL.len()]));
-                comms.len() - 1
-            }
-        };
-        for (f, &ps) in a.profile.iter().enumerate() {
-            comms[i].1[f] += ps;
-            swapper[f] -= ps;
-        }
-    }
-    comms.push(("swapper", swapper));
-    let profile_by_comm: Vec<Value> = comms
-        .iter()
-        .filter(|(_, p)| p.iter().any(|&t| t > 0))
-        .map(|(comm, p)| {
-            let total: u64 = p.iter().sum();
-            let functions: Vec<Value> = ranked(p)
-                .iter()
-                .map(|(f, t)| json!({"function": f.name(), "seconds": secs(*t), "percent": 100.0 * *t as f64 / total as f64}))
-                .collect();
-            json!({"comm": comm, "seconds": secs(total), "functions": functions})
-        })
-        .collect();
+    let profile_by_comm = profile_by_comm_json(s);
 
     let mut config = r.to_json();
     if let Some(bytes) = s.mem_floor {
@@ -111,7 +57,7 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         "tracepoints": tracepoints,
         "ops": crate::sim::workload_ops(s),
         "metrics": crate::sim::workload_metrics(r).iter().map(|(name, lower)| json!({"name": name, "better": if *lower { "lower" } else { "higher" }})).collect::<Vec<_>>(),
-        "check": super::check::to_json(&s.check),
+        "check": crate::observe::check::to_json(&s.check),
         "latency": {
             "direct_reclaim": latency_json(&st.direct_reclaim_latency),
             "direct_reclaim_drained": latency_json(&st.direct_reclaim_drained_latency),
@@ -129,6 +75,79 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         json,
         events: s.q.popped(),
     }
+}
+
+/// /proc/interrupts: each row per CPU.
+fn interrupts_json(st: &Stats, cal_counts_tlb: bool) -> Map<String, Value> {
+    let mut interrupts = Map::new();
+    for &row in Irq::ALL {
+        let mut v = st.irqs[row as usize].clone();
+        if row == Irq::Cal && !cal_counts_tlb {
+            // Before 4.8 CAL was printed as irq_call_count - irq_tlb_count.
+            for (c, t) in v.iter_mut().zip(&st.irqs[Irq::Tlb as usize]) {
+                *c = c.saturating_sub(*t);
+            }
+        }
+        interrupts.insert(row.name().into(), json!(v));
+    }
+    interrupts
+}
+
+/// perf report: CPU time by kernel function over all CPUs, with _raw_spin_lock's callers.
+fn profile_json(st: &Stats) -> Vec<Value> {
+    let busy: u64 = st.profile.iter().sum();
+    let prof = ranked(&st.profile);
+    let mut profile: Vec<Value> = prof
+        .iter()
+        .map(|(f, t)| json!({"function": f.name(), "seconds": secs(*t), "percent": 100.0 * *t as f64 / busy.max(1) as f64}))
+        .collect();
+    // perf's call graph under _raw_spin_lock: who took the lock, as shares of its time.
+    let lock = st.profile[Func::RawSpinLock as usize];
+    if let Some(row) = profile
+        .iter_mut()
+        .find(|p| p["function"] == Func::RawSpinLock.name())
+    {
+        row["callers"] = ranked(&st.lock_callers)
+            .iter()
+            .map(|(f, t)| json!({"function": f.name(), "percent": 100.0 * *t as f64 / lock.max(1) as f64}))
+            .collect();
+    }
+
+    profile
+}
+
+/// perf report --comm: each command's own profile, and "swapper" for time with no task.
+fn profile_by_comm_json(s: &Sim) -> Vec<Value> {
+    let st = &s.stats;
+    // Time with no task current is the idle task's (interrupts taken on idle CPUs).
+    let mut comms: Vec<(&str, [Time; Func::ALL.len()])> = Vec::new();
+    let mut swapper = st.profile;
+    for (t, a) in s.tasks.iter().zip(&st.tasks) {
+        let i = match comms.iter().position(|(c, _)| *c == t.comm) {
+            Some(i) => i,
+            None => {
+                comms.push((&t.comm, [0; Func::ALL.len()]));
+                comms.len() - 1
+            }
+        };
+        for (f, &ps) in a.profile.iter().enumerate() {
+            comms[i].1[f] += ps;
+            swapper[f] -= ps;
+        }
+    }
+    comms.push(("swapper", swapper));
+    comms
+        .iter()
+        .filter(|(_, p)| p.iter().any(|&t| t > 0))
+        .map(|(comm, p)| {
+            let total: u64 = p.iter().sum();
+            let functions: Vec<Value> = ranked(p)
+                .iter()
+                .map(|(f, t)| json!({"function": f.name(), "seconds": secs(*t), "percent": 100.0 * *t as f64 / total as f64}))
+                .collect();
+            json!({"comm": comm, "seconds": secs(total), "functions": functions})
+        })
+        .collect()
 }
 
 /// The functions with time in `times`, most first (ties in declaration order).
