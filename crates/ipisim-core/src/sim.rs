@@ -229,6 +229,7 @@ pub const MM_HOOKS: crate::mm::Hooks = crate::mm::Hooks {
     wake: sched::wake,
     spawn_kthread: |s, cpu| sched::spawn_at(s, sched::KTHREAD, cpu, NEVER),
     kick_spinner: sched::kick_spinner,
+    signal_wake_up: sched::signal_wake_up,
 };
 
 /// The code smp's calls run, wired here so that smp names nothing above it.

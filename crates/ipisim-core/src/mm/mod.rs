@@ -129,6 +129,8 @@ pub struct Hooks {
     pub spawn_kthread: fn(&mut Sim, CpuId) -> TaskId,
     /// A CPU spinning on a lock that was just handed to it looks at it again.
     pub kick_spinner: fn(&mut Sim, CpuId),
+    /// signal_wake_up(): a fatal signal ends the task's interruptible sleep.
+    pub signal_wake_up: fn(&mut Sim, TaskId),
 }
 
 pub struct Memory {

@@ -2,9 +2,9 @@
 //! __alloc_pages_may_oom() calls out_of_memory(), which kills the task with the largest footprint
 //! so that its exit frees memory, and the allocation is retried.
 
+use super::KTHREAD;
 use crate::engine::TaskId;
 use crate::engine::{Time, NEVER, PS_PER_S};
-use crate::sched::{TaskState, KTHREAD};
 use crate::sim::Sim;
 use crate::step::Outcome;
 
@@ -23,7 +23,7 @@ pub enum Selected {
 /// holding nothing are not candidates (oom_unkillable_task, find_lock_task_mm).
 pub fn oom_badness(s: &Sim, t: TaskId) -> Option<u64> {
     let task = &s.tasks[t];
-    let alive = task.state != TaskState::Exited && task.mm != KTHREAD;
+    let alive = !task.exited() && task.mm != KTHREAD;
     (alive && task.rss > 0).then_some(task.rss)
 }
 
@@ -60,7 +60,7 @@ pub fn oom_kill_process(s: &mut Sim, victim: TaskId) {
     s.tasks[victim].oom_killed = true;
     s.mem.oom_victims.push(victim);
     s.stats.oom_kills += 1;
-    crate::sched::signal_wake_up(s, victim);
+    (s.mem.hooks.signal_wake_up)(s, victim);
 }
 
 /// out_of_memory() from task `t`'s allocation, with no cpuset or mempolicy constraint.

@@ -187,6 +187,13 @@ pub struct Task {
     pub timer_at: Time,
 }
 
+impl Task {
+    /// The task has exited (its CPU time stays in the accounting).
+    pub fn exited(&self) -> bool {
+        self.state == TaskState::Exited
+    }
+}
+
 pub use crate::mm::KTHREAD;
 
 /// Create a task of `mm` pinned to `cpu`; it becomes runnable at once.
