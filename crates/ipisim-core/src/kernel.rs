@@ -6,7 +6,7 @@ use crate::arch::x86::{LazyTlb, MmCpumask};
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::mm::drain::PcpDrain;
 use crate::mm::migrate::MigrateFlush;
-use crate::mm::rmap::ReclaimFlush;
+use crate::mm::rmap::{ReclaimFlush, TlbBatchFlush};
 use crate::mm::vmscan::IsolatedThrottle;
 use crate::smp::{CallFunction, CallSingleQueue};
 
@@ -25,6 +25,7 @@ pub const PARAMS: &[Param] = &[
     Param { key: "kernel.ipi_poll_elision", kind: Kind::Bool, unit: "", default: "true", doc: "a single-target call IPI to an idle CPU that is polling sets NEED_RESCHED instead (call_function_single_prep_ipi)" },
     Param { key: "kernel.pt_reclaim", kind: Kind::Bool, unit: "", default: "true", doc: "CONFIG_PT_RECLAIM: MADV_DONTNEED over a whole PMD frees the empty PTE table (6.14)" },
     Param { key: "kernel.reclaim_flush", kind: Kind::Choice(ReclaimFlush::NAMES), unit: "", default: "batch_full", doc: "how reclaim flushes unmapped pages: immediate (flush_tlb_page per page, to 4.2), batch_full (one IPI per CPU per batch, full flush; 72b252aed506, 4.3), batch_pfn (the v1-v5 series: a PFN list, INVLPG each), none (a debug policy that never flushes; the checker catches it)" },
+    Param { key: "kernel.tlbbatch_flush", kind: Kind::Choice(TlbBatchFlush::NAMES), unit: "", default: "flush_tlb_func", doc: "how batch_full sends its flush: percpu_batch_pages (mm/rmap.c's own handler on every CPU of the mask, each run counted in TLB, the sender's too, no lazy check; 4.3 to 4.6) or flush_tlb_func (the arch's full flush with no mm: TLB counted on remote CPUs only, lazy CPUs as kernel.lazy_tlb says; 858eaaa71170, 4.7; arch_tlbbatch_flush, 4.13)" },
     Param { key: "kernel.batch_pfn_size", kind: Kind::Int { min: 1, max: 4096 }, unit: "pages", default: "32", doc: "batch_pfn: PFNs per batch before a flush (BATCH_TLBFLUSH_SIZE, 32 = SWAP_CLUSTER_MAX; a page's worth is about 500)" },
     Param { key: "kernel.defer_writable", kind: Kind::Bool, unit: "", default: "true", doc: "batch dirty PTEs too and flush them before pageout (try_to_unmap_flush_dirty; seed 001 patch 3); false: flush dirty PTEs at once" },
     Param { key: "kernel.young_flush", kind: Kind::Bool, unit: "", default: "false", doc: "reclaim's ptep_clear_flush_young() flushes the TLB when it clears a set accessed bit (x86 until b13b1d2d8692, 3.15)" },
@@ -62,6 +63,7 @@ pub struct KernelConfig {
     pub pt_reclaim: bool,
     pub cal_counts_tlb: bool,
     pub reclaim_flush: ReclaimFlush,
+    pub tlbbatch_flush: TlbBatchFlush,
     pub batch_pfn_size: usize,
     pub defer_writable: bool,
     pub flush_before_free: bool,
@@ -98,6 +100,7 @@ impl KernelConfig {
             pt_reclaim: r.bool("kernel.pt_reclaim"),
             cal_counts_tlb: r.bool("kernel.cal_counts_tlb"),
             reclaim_flush: ReclaimFlush::from_name(r.str("kernel.reclaim_flush")),
+            tlbbatch_flush: TlbBatchFlush::from_name(r.str("kernel.tlbbatch_flush")),
             batch_pfn_size: r.int("kernel.batch_pfn_size") as usize,
             defer_writable: r.bool("kernel.defer_writable"),
             flush_before_free: r.bool("kernel.flush_before_free"),

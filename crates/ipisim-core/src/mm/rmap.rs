@@ -3,7 +3,7 @@
 //! 72b252aed506), or batched as a PFN list flushed page by page (the v1-v5 series).
 
 use super::filemap::{PG_DIRTY, PTE_DIRTY, PTE_MAPPED, PTE_YOUNG};
-use crate::arch::x86::FlushRange;
+use crate::arch::x86::{FlushInfo, FlushRange, LazyTlb, TLB_FLUSH_ALL};
 use crate::engine::{CpuMask, Time};
 use crate::machine::Cost;
 use crate::observe::check::{self, PageEvent, Site, Violation};
@@ -11,6 +11,9 @@ use crate::observe::{Func, Irq, Vm};
 use crate::sched::{self, Outcome, Step};
 use crate::sim::{CpuId, Sim, TaskId};
 use crate::smp::{self, CallFunc, Cond};
+
+/// trace_tlb_flush(TLB_REMOTE_SEND_IPI, ...) (include/linux/mm_types.h).
+const TLB_REMOTE_SEND_IPI: u8 = 4;
 
 /// `kernel.reclaim_flush`: what try_to_unmap_one does about the TLB.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -33,6 +36,29 @@ impl ReclaimFlush {
             "batch_pfn" => ReclaimFlush::BatchPfn,
             "none" => ReclaimFlush::None,
             _ => ReclaimFlush::BatchFull,
+        }
+    }
+}
+
+/// `kernel.tlbbatch_flush`: how a `batch_full` batch is flushed, and counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlbBatchFlush {
+    /// mm/rmap.c's own percpu_flush_tlb_batch_pages() through smp_call_function_many(), on
+    /// every CPU of the batch's mask; x86's flush_tlb_local() counted irq_tlb_count, the
+    /// sender's own run too (72b252aed506, 4.3, to 4.6).
+    PercpuBatchPages,
+    /// The arch's remote flush with a full, mm-less flush_tlb_info (flush_tlb_others(), 858eaaa71170,
+    /// 4.7; arch_tlbbatch_flush() -> flush_tlb_multi(), 4.13): flush_tlb_func() counts TLB on
+    /// remote CPUs only, and lazy CPUs are skipped or not as `kernel.lazy_tlb` says.
+    FlushTlbFunc,
+}
+
+impl TlbBatchFlush {
+    pub const NAMES: &'static [&'static str] = &["percpu_batch_pages", "flush_tlb_func"];
+    pub fn from_name(n: &str) -> TlbBatchFlush {
+        match n {
+            "percpu_batch_pages" => TlbBatchFlush::PercpuBatchPages,
+            _ => TlbBatchFlush::FlushTlbFunc,
         }
     }
 }
@@ -136,7 +162,7 @@ pub fn flush_tlb_page(mm: usize, vpn: u64) -> Step {
 }
 
 /// try_to_unmap_flush(): one call to every CPU in the batch's mask (this one runs it directly),
-/// waiting for all of them; then the batch is empty.
+/// waiting for all of them; then the batch is empty. `kernel.tlbbatch_flush` says how.
 pub fn try_to_unmap_flush(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     let ubc = &s.tasks[t].reclaim.ubc;
     if !ubc.flush_required {
@@ -149,6 +175,10 @@ pub fn try_to_unmap_flush(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         CallFunc::FlushTlbPfns
     };
     check::record(s, cpu, u32::MAX, PageEvent::BatchFlush { batch });
+    if func == CallFunc::FlushTlbBatchPages && s.k.tlbbatch_flush == TlbBatchFlush::FlushTlbFunc {
+        s.tasks[t].steps.push(Step::TlbUbcClear);
+        return arch_tlbbatch_flush(s, cpu, t, &mask);
+    }
     // 4.3 traced the batch flush as a remote shootdown of every page (-1).
     crate::observe::tracelog::tlb_flush(s, cpu, 1, -1);
     if mask.any_but(cpu) {
@@ -157,6 +187,46 @@ pub fn try_to_unmap_flush(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     // The targets read the batch while the sender waits; it is emptied after the wait.
     s.tasks[t].steps.push(Step::TlbUbcClear);
     smp::smp_call_function_many_cond(s, cpu, t, &mask, func, Cond::Always, true, true)
+}
+
+/// arch_tlbbatch_flush() (6.1 arch/x86/mm/tlb.c): a full flush with no mm. With another CPU in
+/// the mask, flush_tlb_multi() -> native_flush_tlb_multi(): no page tables were freed, so
+/// on_each_cpu_cond_mask(tlb_is_not_lazy, flush_tlb_func, ...) skips lazy CPUs (4.19; before,
+/// every CPU got it), this CPU included; else flush_tlb_func() here alone. flush_tlb_func()
+/// counts the TLB row only `if (!local)`.
+fn arch_tlbbatch_flush(s: &mut Sim, cpu: CpuId, t: TaskId, mask: &CpuMask) -> Outcome {
+    s.x86.info[cpu] = FlushInfo {
+        mm: None,
+        start: 0,
+        end: TLB_FLUSH_ALL,
+        stride_shift: 12,
+        new_tlb_gen: 0, // TLB_GENERATION_INVALID
+        freed_tables: false,
+        trim_cpumask: false,
+        initiating_cpu: cpu,
+    };
+    if mask.any_but(cpu) {
+        s.stats.vm(Vm::TlbRemoteFlush, 1);
+        crate::observe::tracelog::tlb_flush(s, cpu, TLB_REMOTE_SEND_IPI, -1);
+        let cond = match s.k.lazy_tlb {
+            LazyTlb::LeaveMmOnIpi => Cond::Always,
+            LazyTlb::SkipLazyCpus => Cond::ShouldFlushTlb,
+        };
+        return smp::smp_call_function_many_cond(
+            s,
+            cpu,
+            t,
+            mask,
+            CallFunc::FlushTlbFunc,
+            cond,
+            true,
+            true,
+        );
+    }
+    if mask.test(cpu) {
+        return smp::run_local(s, cpu, t, CallFunc::FlushTlbFunc);
+    }
+    Outcome::Next
 }
 
 pub fn tlb_ubc_clear(s: &mut Sim, t: TaskId) -> Outcome {
@@ -168,7 +238,7 @@ pub fn tlb_ubc_clear(s: &mut Sim, t: TaskId) -> Outcome {
     Outcome::Next
 }
 
-/// percpu_flush_tlb_batch_pages() (4.3): count, then flush_tlb_local(), a full flush of whatever
+/// percpu_flush_tlb_batch_pages() (4.3 to 4.6): count, then flush_tlb_local(), a full flush of whatever
 /// mm is loaded, lazy or not. 4.3 counted the sender's own run as received too.
 pub fn flush_tlb_batch_pages(s: &mut Sim, cpu: CpuId, task: Option<TaskId>) -> Time {
     s.stats.vm(Vm::TlbRemoteFlushReceived, 1);
@@ -225,7 +295,10 @@ pub fn check_translations(s: &mut Sim, pfn: u32, site: Site) {
     // The violating CPU and kind of a cached translation on CPU `c`, if any.
     let stale = |s: &Sim, c: CpuId| {
         let st = &s.x86.cpu[c];
-        if st.loaded_mm != Some(mm) {
+        // A lazy CPU runs no user code of the mm until switch_mm_irqs_off() takes it back, which
+        // flushes the ASID if the mm's tlb_gen moved on (with PCID every batch bumps it): why
+        // 4.19's flush may skip it (tlb_is_not_lazy). A use before that is caught at the access.
+        if st.loaded_mm != Some(mm) || (st.is_lazy && s.k.pcid) {
             return None;
         }
         let e = s.tlb[c]
