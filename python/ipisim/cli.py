@@ -257,9 +257,7 @@ def cmd_validate_qemu(args: argparse.Namespace) -> int:
         preset = args.preset or qemu.preset_for(version)
         ipisim.describe(preset)  # a bad --preset or --machine fails here, before the boot
         ipisim.describe(machine)
-        todo = qemu.jobs(
-            guest.cpus, args.repeats, programs, memory_mib=guest.memory_mib, nodes=guest.nodes
-        )
+        todo = qemu.jobs(guest.cpus, args.repeats, programs, memory_mib=guest.memory_mib, nodes=guest.nodes)
         accel = args.accel or ("kvm" if qemu.kvm_usable() else "tcg")
         qemu.log(
             f"booting {image} ({version or 'version unknown'}) under QEMU/{accel}: {guest.cpus} vCPUs,"

@@ -79,6 +79,11 @@ job() {
     echo "@end $id $rc" >&3
 }
 echo "@start $(nproc) $(uname -r) $(cut -d' ' -f1 /proc/uptime)" >&3
+# How idle CPUs wait (no cpuidle driver: the default idle, hlt or mwait): IPIs to a polling CPU
+# are elided.
+echo "@idle $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo none)" \
+    "$(grep -c -w monitor /proc/cpuinfo) of $(nproc) CPUs with monitor/mwait;" \
+    "$(dmesg | grep -o 'using [a-z]* in idle threads' || echo 'default idle: hlt')" >&3
 irq 0 >&3
 . /jobs
 irq 1 >&3
@@ -208,7 +213,9 @@ def modules_cpio(release: str) -> bytes:
     names = [Path(m).name for m in order]
     lines = "".join(f"{n} {BRD_PARAMS}\n" if n == "brd.ko" else f"{n}\n" for n in names)
     files = [("lib", 0o040755, b""), ("lib/modules", 0o040755, b"")]
-    files += [(f"lib/modules/{n}", 0o100644, (base / m).read_bytes()) for n, m in zip(names, order, strict=True)]
+    files += [
+        (f"lib/modules/{n}", 0o100644, (base / m).read_bytes()) for n, m in zip(names, order, strict=True)
+    ]
     files.append(("lib/modules/order", 0o100644, lines.encode()))
     return cpio(files)
 
@@ -427,7 +434,12 @@ def jobs(
                 *("--write-percent", "50", "--passes", "4", "--repeats", str(min(repeats, 3))),
             ),
             "migrate",
-            (("threads", cpus - 1), ("memory", f"{migrate_bytes >> 20}MiB"), ("passes", 4), ("write_percent", 50)),
+            (
+                ("threads", cpus - 1),
+                ("memory", f"{migrate_bytes >> 20}MiB"),
+                ("passes", 4),
+                ("write_percent", 50),
+            ),
             also=("CAL", "pgmigrate"),
             tolerance=0.05,
         )

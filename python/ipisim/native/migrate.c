@@ -8,13 +8,15 @@
  * times, node 0 -> 1, then 1 -> 0, ... The /proc/interrupts TLB and CAL rows are read just
  * before the first call and just after the last. Per repeat:
  *   syscalls=N ns=T cpu_ns=C tlb=a,b,... cal=a,b,...
- * (syscalls: migrate_pages calls). Build: cc -O2 -pthread -o migrate migrate.c
+ * (syscalls: migrate_pages calls), and the child's pages per node before and after (numa_maps).
+ * Build: cc -O2 -pthread -o migrate migrate.c
  */
 #define _GNU_SOURCE
 #define PROGRAM "migrate"
 #include "common.h"
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 
 #define PAGE 4096UL
@@ -60,14 +62,41 @@ static void *worker(void *arg)
 	return (void *)(uintptr_t)sum;
 }
 
+/* From /proc/PID/numa_maps: the pages of the region and of everything else on nodes 0 and 1.
+ * Printed (as a line the validation skips) before the first pass and after the last. */
+static void numa_pages(pid_t pid, const char *when)
+{
+	char path[64], line[4096];
+	long n[2][2] = { { 0, 0 }, { 0, 0 } };
+	snprintf(path, sizeof(path), "/proc/%d/numa_maps", (int)pid);
+	FILE *f = fopen(path, "r");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		int which = strtoull(line, NULL, 16) != (uintptr_t)region;
+		for (int node = 0; node < 2; node++) {
+			char key[8];
+			snprintf(key, sizeof(key), " N%d=", node);
+			char *k = strstr(line, key);
+			if (k)
+				n[which][node] += atol(k + strlen(key));
+		}
+	}
+	fclose(f);
+	fprintf(stderr, "numa %s: region N0=%ld N1=%ld, other pages N0=%ld N1=%ld\n", when, n[0][0],
+		n[0][1], n[1][0], n[1][1]);
+}
+
 static void child(void)
 {
-	region = mmap(NULL, npages * PAGE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	/* ipisim models 4 KiB pages: no transparent huge pages anywhere in the process (thread
+	 * stacks included). */
+	if (prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0))
+		die("prctl(PR_SET_THP_DISABLE)");
+	region = mmap(region, npages * PAGE, PROT_READ | PROT_WRITE,
+		      MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
 	if (region == MAP_FAILED)
 		die("mmap");
-	/* ipisim models 4 KiB pages: no transparent huge pages. */
-	if (madvise(region, npages * PAGE, MADV_NOHUGEPAGE))
-		die("madvise(MADV_NOHUGEPAGE)");
 	pthread_t tid[MAX_CPUS];
 	for (long t = 0; t < nthreads; t++)
 		tid[t] = spawn_on((int)t, worker, (void *)(intptr_t)t);
@@ -115,6 +144,11 @@ int main(int argc, char **argv)
 		atomic_store(&sh->populated, 0);
 		atomic_store(&sh->go, 0);
 		atomic_store(&sh->stop, 0);
+		/* Reserve the region's address in the parent, so it knows where the child maps it;
+		 * the child replaces it with its own (MAP_FIXED) after fork. */
+		region = mmap(NULL, npages * PAGE, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (region == MAP_FAILED)
+			die("mmap");
 		pid_t pid = fork();
 		if (pid < 0)
 			die("fork");
@@ -122,6 +156,7 @@ int main(int argc, char **argv)
 			child();
 		while (atomic_load(&sh->populated) < nthreads)
 			usleep(1000);
+		numa_pages(pid, "before");
 		atomic_store(&sh->go, 1);
 		if (!read_irq_rows(tlb0, cal0, ncpus)) {
 			fprintf(stderr, PROGRAM ": /proc/interrupts has no TLB or CAL row\n");
@@ -136,10 +171,12 @@ int main(int argc, char **argv)
 		}
 		double t1 = now_ns(), c1 = cpu_ns();
 		read_irq_rows(tlb1, cal1, ncpus);
+		numa_pages(pid, "after");
 		atomic_store(&sh->stop, 1);
 		int st;
 		if (waitpid(pid, &st, 0) < 0)
 			die("waitpid");
+		munmap(region, npages * PAGE);
 		printf("syscalls=%ld ns=%.0f cpu_ns=%.0f ", passes, t1 - t0, c1 - c0);
 		print_irq_deltas(tlb0, tlb1, cal0, cal1, ncpus);
 	}
