@@ -45,10 +45,10 @@ impl ReclaimFlush {
 pub enum TlbBatchFlush {
     /// mm/rmap.c's own percpu_flush_tlb_batch_pages() through smp_call_function_many(), on
     /// every CPU of the batch's mask; x86's flush_tlb_local() counted irq_tlb_count, the
-    /// sender's own run too (72b252aed506, 4.3, to 4.6).
+    /// sender's own run too (72b252aed506, 4.3, to 4.5).
     PercpuBatchPages,
-    /// The arch's remote flush with a full, mm-less flush_tlb_info (flush_tlb_others(), 858eaaa71170,
-    /// 4.7; arch_tlbbatch_flush() -> flush_tlb_multi(), 4.13): flush_tlb_func() counts TLB on
+    /// The arch's remote flush with a full, mm-less flush_tlb_info (flush_tlb_others(), 858eaaa7,
+    /// 4.6; arch_tlbbatch_flush() -> flush_tlb_multi(), 4.13): flush_tlb_func() counts TLB on
     /// remote CPUs only, and lazy CPUs are skipped or not as `kernel.lazy_tlb` says.
     FlushTlbFunc,
 }
@@ -238,7 +238,7 @@ pub fn tlb_ubc_clear(s: &mut Sim, t: TaskId) -> Outcome {
     Outcome::Next
 }
 
-/// percpu_flush_tlb_batch_pages() (4.3 to 4.6): count, then flush_tlb_local(), a full flush of whatever
+/// percpu_flush_tlb_batch_pages() (4.3 to 4.5): count, then flush_tlb_local(), a full flush of whatever
 /// mm is loaded, lazy or not. 4.3 counted the sender's own run as received too.
 pub fn flush_tlb_batch_pages(s: &mut Sim, cpu: CpuId, task: Option<TaskId>) -> Time {
     s.stats.vm(Vm::TlbRemoteFlushReceived, 1);
