@@ -75,6 +75,42 @@ def test_jobs_cover_the_grid_with_one_and_n_minus_1_remote_threads() -> None:
     assert len(qemu.jobs(2)) == 3 * 4 * 3 + 3 + 6
 
 
+def test_reclaim_and_migrate_jobs_compare_counts_and_vmstat_within_5_percent() -> None:
+    todo = qemu.jobs(8, 3, ["lru_file_mmap_read", "migrate"], memory_mib=512, nodes=2)
+    lru, mig = todo
+    assert lru.label == "lru-file-mmap-read x8" and lru.counters == ("TLB", "CAL", "pgscan", "pgsteal")
+    assert f"--bytes {10 * 512 * 2**20 // 8}" in " ".join(lru.args) and lru.tolerance == 0.05
+    assert mig.counters == ("TLB", "CAL", "pgmigrate") and ("threads", 7) in mig.sets
+    script = qemu.jobs_script(todo)
+    assert script.startswith("mntfs ") and "job 0 /bin/lru_file_mmap_read --dir /mnt" in script
+    with pytest.raises(ValueError, match="migrate needs --nodes 2"):
+        qemu.jobs(4, 1, ["migrate"])
+    sample = qemu.hw.parse_sample("syscalls=8 ns=1 tlb=10,20 cal=5,5")
+    vm = {"pgscan_kswapd": 300, "pgscan_direct": 100, "pgsteal_direct": 200}
+    rows = [qemu.Row(lru, [sample, sample], sim, vm, c) for c, sim in [("TLB", 31), ("pgscan", 200)]]
+    assert [(r.row, r.real_count, r.ok) for r in rows] == [("TLB", 30, True), ("pgscan", 200, True)]
+    assert not qemu.Row(lru, [sample], 32, vm, "TLB").ok  # 32 against 30: over 5 %
+    assert "pgscan" in qemu.format_rows(rows)
+
+
+def test_the_file_programs_take_the_modules_of_the_image(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with pytest.raises(qemu.Unavailable, match="modules"):
+        qemu.modules_cpio("0.0-no-such-release")
+    release = "6.1.0-56-amd64"
+    if not (Path("/lib/modules") / release / "modules.dep").is_file():
+        pytest.skip(f"no /lib/modules/{release}")
+    data = qemu.modules_cpio(release)
+    order = data[data.index(b"lib/modules/order\0") :]
+    lines = order[order.index(b"\0") :].strip(b"\0").split(b"\n")
+    names = [ln.split()[0].decode() for ln in lines if ln.strip(b"\0 ")]
+    assert names.index("crc16.ko") < names.index("ext4.ko") and names.index("jbd2.ko") < names.index(
+        "ext4.ko"
+    )
+    assert "crc32c_generic.ko" in names and any(ln.startswith(b"brd.ko rd_nr=1") for ln in lines)
+
+
 def test_qemu_command_has_the_shape(tmp_path: Path) -> None:
     if not qemu.shutil.which("qemu-system-x86_64"):
         pytest.skip("no qemu-system-x86_64")

@@ -27,8 +27,23 @@ from pathlib import Path
 import ipisim
 from ipisim import hw
 
-PROGRAMS = ("shootdown", "membarrier", "tlb_flush")
+PROGRAMS = ("shootdown", "membarrier", "tlb_flush", "lru_file_mmap_read", "migrate")
+DEFAULT_PROGRAMS = ("shootdown", "membarrier", "tlb_flush")
+"""What `--programs` runs by default: lru_file_mmap_read takes minutes under TCG, migrate needs
+2 nodes."""
+FILE_PROGRAMS = ("lru_file_mmap_read",)
+"""Programs whose files must be on a filesystem reclaim can unmap and drop pages of (not tmpfs)."""
 VMSTAT_PREFIXES = ("nr_tlb", "pgscan", "pgsteal", "pgmigrate")
+VMSTAT_COUNTS = {
+    "pgscan": ("pgscan_kswapd", "pgscan_direct", "pgscan_khugepaged"),
+    "pgsteal": ("pgsteal_kswapd", "pgsteal_direct", "pgsteal_khugepaged"),
+    "pgmigrate": ("pgmigrate_success",),
+}
+"""The /proc/vmstat sums a job may compare: pages scanned, reclaimed, migrated."""
+FS_MODULES = ("kernel/crypto/crc32c_generic.ko", "kernel/drivers/block/brd.ko", "kernel/fs/ext4/ext4.ko")
+"""For FILE_PROGRAMS: a RAM disk and ext4 (modules in Debian's kernel), with what modules.dep says
+they need; ext4's mount wants crc32c (a soft dependency, not in modules.dep). Sparse files on it
+take no blocks, and their page cache is reclaimable."""
 
 # PID 1 of the guest. Results go to the second serial port (ttyS1), away from kernel messages on
 # the console (ttyS0). Each job: "@begin ID", vmstat, the program's output, vmstat, "@end ID rc".
@@ -48,6 +63,12 @@ stty -F /dev/ttyS1 raw -echo 2>/dev/null
 exec 3>/dev/ttyS1
 vm() { grep -E '^(nr_tlb|pgscan|pgsteal|pgmigrate)' /proc/vmstat | sed "s/^/@vm$1 /"; }
 irq() { grep -E '^ *(TLB|CAL):' /proc/interrupts | sed "s/^ */@irq$1 /"; }
+# The filesystem of the file programs: the modules appended to the initramfs (one per line of
+# /lib/modules/order, dependencies first, with their parameters), then ext4 on the RAM disk at /mnt.
+mntfs() {
+    while read -r m args; do insmod "/lib/modules/$m" $args || return 1; done < /lib/modules/order
+    mke2fs -q -b 4096 /dev/ram0 >/dev/null && mkdir -p /mnt && mount -t ext4 /dev/ram0 /mnt
+}
 job() {
     id=$1; shift
     echo "@begin $id" >&3
@@ -58,6 +79,11 @@ job() {
     echo "@end $id $rc" >&3
 }
 echo "@start $(nproc) $(uname -r) $(cut -d' ' -f1 /proc/uptime)" >&3
+# How idle CPUs wait (no cpuidle driver: the default idle, hlt or mwait): IPIs to a polling CPU
+# are elided.
+echo "@idle $(cat /sys/devices/system/cpu/cpuidle/current_driver 2>/dev/null || echo none)" \
+    "$(grep -c -w monitor /proc/cpuinfo) of $(nproc) CPUs with monitor/mwait;" \
+    "$(dmesg | grep -o 'using [a-z]* in idle threads' || echo 'default idle: hlt')" >&3
 irq 0 >&3
 . /jobs
 irq 1 >&3
@@ -150,6 +176,50 @@ def build_initramfs() -> Path:
     return path
 
 
+BRD_PARAMS = "rd_nr=1 rd_size=16384"
+"""One 16 MiB RAM disk: the sparse files take no blocks, only ext4's metadata does."""
+
+
+def modules_cpio(release: str) -> bytes:
+    """FS_MODULES of kernel `release` and what modules.dep says they need, as a cpio archive to
+    append to the initramfs: the .ko files in /lib/modules and their load order in
+    /lib/modules/order (brd with BRD_PARAMS)."""
+    base = Path("/lib/modules") / release
+    dep = base / "modules.dep"
+    if not release or not dep.is_file():
+        raise Unavailable(
+            f"the file programs need the modules of the image's kernel: no {dep}"
+            " (install the image's linux-image package, or leave out --programs "
+            + ",".join(FILE_PROGRAMS)
+            + ")"
+        )
+    deps = {}
+    for line in dep.read_text().splitlines():
+        name, _, rest = line.partition(":")
+        deps[name.strip()] = rest.split()
+    order: list[str] = []
+
+    def add(module: str) -> None:
+        if module in order:
+            return
+        if module not in deps:
+            raise Unavailable(f"{dep}: no {module} (busybox insmod needs uncompressed .ko files)")
+        for d in deps[module]:
+            add(d)
+        order.append(module)
+
+    for m in FS_MODULES:
+        add(m)
+    names = [Path(m).name for m in order]
+    lines = "".join(f"{n} {BRD_PARAMS}\n" if n == "brd.ko" else f"{n}\n" for n in names)
+    files = [("lib", 0o040755, b""), ("lib/modules", 0o040755, b"")]
+    files += [
+        (f"lib/modules/{n}", 0o100644, (base / m).read_bytes()) for n, m in zip(names, order, strict=True)
+    ]
+    files.append(("lib/modules/order", 0o100644, lines.encode()))
+    return cpio(files)
+
+
 # --- the kernel image --------------------------------------------------------------------------
 
 
@@ -219,22 +289,52 @@ class Job:
     args: tuple[str, ...]
     scenario: str
     sets: tuple[tuple[str, str | int], ...]
+    also: tuple[str, ...] = ()
+    """Further counts compared, each a row of its own: CAL or TLB, or a VMSTAT_COUNTS sum."""
+    tolerance: float = 0.0
+    """How far the simulated count may be from the real one (0.05: 5 %); 0: hw.counts_agree."""
+
+    @property
+    def counters(self) -> tuple[str, ...]:
+        return (self.counter, *self.also)
+
+    def simulate(self, machine: str, kernel: str, shape: Sequence[tuple[str, str | int]]) -> dict[str, int]:
+        """The simulated count of each of `counters`."""
+        sim = ipisim.run(self.scenario, machine=machine, kernel=kernel, sets=dict(self.sets) | dict(shape))
+        out = {}
+        for c in self.counters:
+            if c in VMSTAT_COUNTS:
+                out[c] = sum(int(sim.vmstat.get(k, 0)) for k in VMSTAT_COUNTS[c])
+            elif self.program == "migrate" and c == "TLB":
+                out[c] = int(sim.ops["tlb_shootdowns"])
+            elif self.program == "shootdown":
+                out[c] = int(sim.ops["tlb_shootdowns"])
+            elif self.program == "membarrier":
+                out[c] = int(sim.ops["call_function_interrupts"])
+            else:
+                out[c] = int(sum(sim.interrupts[c]))
+        return out
 
     def simulated(self, machine: str, kernel: str, shape: Sequence[tuple[str, str | int]]) -> int:
-        sim = ipisim.run(self.scenario, machine=machine, kernel=kernel, sets=dict(self.sets) | dict(shape))
-        if self.program == "shootdown":
-            return int(sim.ops["tlb_shootdowns"])
-        if self.program == "membarrier":
-            return int(sim.ops["call_function_interrupts"])
-        return int(sum(sim.interrupts[self.counter]))
+        return self.simulate(machine, kernel, shape)[self.counter]
 
 
-def jobs(cpus: int, repeats: int = 5, programs: Sequence[str] = PROGRAMS) -> list[Job]:
-    """What `ipisim validate` runs on the host, with N-1 remote threads as well as 1; only the
-    native programs named in `programs`."""
+def jobs(
+    cpus: int,
+    repeats: int = 5,
+    programs: Sequence[str] = DEFAULT_PROGRAMS,
+    *,
+    memory_mib: int = 1024,
+    nodes: int = 1,
+) -> list[Job]:
+    """What `ipisim validate` runs on the host, with N-1 remote threads as well as 1, then
+    lru-file-mmap-read and migrate; only the native programs named in `programs`. `memory_mib` is
+    the guest's memory (lru_file_mmap_read sizes its files by it, as the scenario does)."""
     unknown = sorted(set(programs) - set(PROGRAMS))
     if unknown:
         raise ValueError(f"--programs: unknown {', '.join(unknown)} (known: {', '.join(PROGRAMS)})")
+    if "migrate" in programs and nodes < 2:
+        raise ValueError("--programs: migrate needs --nodes 2 or more")
     out = []
     remote_threads = sorted({1, cpus - 1})
     for op in hw.OPS:
@@ -305,11 +405,53 @@ def jobs(cpus: int, repeats: int = 5, programs: Sequence[str] = PROGRAMS) -> lis
                     (("mode", "thread"), ("tasks", n), ("loops", 5120)),
                 )
             )
+    # vm-scalability's case-lru-file-mmap-read: one reader per CPU, 10 x memory in all.
+    file_bytes = 10 * memory_mib * 2**20 // cpus
+    out.append(
+        Job(
+            f"lru-file-mmap-read x{cpus}",
+            "TLB",
+            "lru_file_mmap_read",
+            (
+                *("--dir", "/mnt", "--readers", str(cpus), "--bytes", str(file_bytes)),
+                *("--repeats", str(min(repeats, 2))),
+            ),
+            "vm-scalability/lru-file-mmap-read",
+            (),
+            also=("CAL", "pgscan", "pgsteal"),
+            tolerance=0.05,
+        )
+    )
+    # migrate: N-1 threads at random pages of 4 MiB, migrate_pages() 4 times from the last CPU.
+    migrate_bytes = 4 << 20
+    out.append(
+        Job(
+            f"migrate x{cpus - 1}",
+            "TLB",
+            "migrate",
+            (
+                *("--threads", str(cpus - 1), "--bytes", str(migrate_bytes)),
+                *("--write-percent", "50", "--passes", "4", "--repeats", str(min(repeats, 3))),
+            ),
+            "migrate",
+            (
+                ("threads", cpus - 1),
+                ("memory", f"{migrate_bytes >> 20}MiB"),
+                ("passes", 4),
+                ("write_percent", 50),
+            ),
+            also=("CAL", "pgmigrate"),
+            tolerance=0.05,
+        )
+    )
     return [j for j in out if j.program in programs]
 
 
 def jobs_script(todo: Sequence[Job]) -> str:
-    return "".join(f"job {i} /bin/{j.program} {' '.join(j.args)}\n" for i, j in enumerate(todo))
+    lines = [f"job {i} /bin/{j.program} {' '.join(j.args)}\n" for i, j in enumerate(todo)]
+    if any(j.program in FILE_PROGRAMS for j in todo):
+        lines.insert(0, "mntfs >&3 2>&1 || echo '@fs mntfs failed' >&3\n")
+    return "".join(lines)
 
 
 # --- the guest's output ------------------------------------------------------------------------
@@ -481,7 +623,10 @@ def boot(
     base = build_initramfs()
     with tempfile.TemporaryDirectory(prefix="ipisim-qemu-") as tmp:
         initrd = Path(tmp) / "initramfs.cpio"
-        initrd.write_bytes(base.read_bytes() + cpio([("jobs", 0o100644, jobs_script(todo).encode())]))
+        extra = cpio([("jobs", 0o100644, jobs_script(todo).encode())])
+        if any(j.program in FILE_PROGRAMS for j in todo):
+            extra += modules_cpio(kernel_version(image).partition(" ")[0])
+        initrd.write_bytes(base.read_bytes() + extra)
         console, results = Path(tmp) / "console.log", Path(tmp) / "results.log"
         cmd = qemu_command(image, initrd, guest, accel, console, results)
         t0 = time.monotonic()
@@ -543,10 +688,20 @@ class Row:
     real: list[hw.Sample]
     sim: int
     vmstat: dict[str, int]
+    counter: str = ""
+    """Which of the job's counters (default: its first)."""
+
+    @property
+    def row(self) -> str:
+        return self.counter or self.job.counter
 
     @property
     def real_counts(self) -> list[int]:
-        return [sum(s.tlb if self.job.counter == "TLB" else s.cal) for s in self.real]
+        if self.row in VMSTAT_COUNTS:
+            # /proc/vmstat is read around the whole program: the mean over its repeats.
+            total = sum(self.vmstat.get(k, 0) for k in VMSTAT_COUNTS[self.row])
+            return [round(total / max(1, len(self.real)))]
+        return [sum(s.tlb if self.row == "TLB" else s.cal) for s in self.real]
 
     @property
     def real_count(self) -> int:
@@ -558,6 +713,8 @@ class Row:
 
     @property
     def ok(self) -> bool:
+        if self.job.tolerance:
+            return abs(self.sim - self.real_count) <= self.job.tolerance * self.real_count
         return hw.counts_agree(self.real_count, self.sim)
 
 
@@ -578,20 +735,22 @@ def compare(
             raise Unavailable(f"{job.label} failed in the guest: {msg}")
         if progress:
             progress(f"simulating {i + 1}/{len(todo)} {job.label}")
-        yield Row(job, out.samples[i], job.simulated(machine, kernel, shape), out.vmstat.get(i, {}))
+        sims = job.simulate(machine, kernel, shape)
+        for c in job.counters:
+            yield Row(job, out.samples[i], sims[c], out.vmstat.get(i, {}), c)
 
 
 def format_rows(rows: Sequence[Row]) -> str:
     w = max([len("microbenchmark"), *(len(r.job.label) for r in rows)])
     head = (
-        f"{'microbenchmark':<{w}} {'row':<4} {'real':>7} {'(min-max)':>15} {'sim':>7} {'sim/real':>8}  count"
+        f"{'microbenchmark':<{w}} {'row':<9} {'real':>9} {'(min-max)':>19} {'sim':>9} {'sim/real':>8}  count"
     )
     lines = [head]
     for r in rows:
         c = r.real_counts
         spread = f"({min(c)}-{max(c)})"
         lines.append(
-            f"{r.job.label:<{w}} {r.job.counter:<4} {r.real_count:>7} {spread:>15} {r.sim:>7}"
+            f"{r.job.label:<{w}} {r.row:<9} {r.real_count:>9} {spread:>19} {r.sim:>9}"
             f" {r.ratio:>8.3f}  {'ok' if r.ok else 'DIFF'}"
         )
     return "\n".join(lines) + "\n"

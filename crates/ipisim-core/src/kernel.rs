@@ -6,7 +6,7 @@ use crate::arch::x86::{LazyTlb, MmCpumask};
 use crate::config::{params, Kind};
 use crate::mm::drain::PcpDrain;
 use crate::mm::migrate::MigrateFlush;
-use crate::mm::rmap::ReclaimFlush;
+use crate::mm::rmap::{ReclaimFlush, TlbBatchFlush};
 use crate::mm::vmscan::IsolatedThrottle;
 use crate::smp::{CallFunction, CallSingleQueue};
 
@@ -29,6 +29,7 @@ params! {
         ipi_poll_elision: bool = "kernel.ipi_poll_elision", Kind::Bool, "", "true", "a single-target call IPI to an idle CPU that is polling sets NEED_RESCHED instead (call_function_single_prep_ipi)";
         pt_reclaim: bool = "kernel.pt_reclaim", Kind::Bool, "", "true", "CONFIG_PT_RECLAIM: MADV_DONTNEED over a whole PMD frees the empty PTE table (6.14)";
         reclaim_flush: ReclaimFlush = "kernel.reclaim_flush", Kind::Choice(ReclaimFlush::NAMES), "", "batch_full", "how reclaim flushes unmapped pages: immediate (flush_tlb_page per page, to 4.2), batch_full (one IPI per CPU per batch, full flush; 72b252aed506, 4.3), batch_pfn (the v1-v5 series: a PFN list, INVLPG each), none (a debug policy that never flushes; the checker catches it)";
+        tlbbatch_flush: TlbBatchFlush = "kernel.tlbbatch_flush", Kind::Choice(TlbBatchFlush::NAMES), "", "flush_tlb_func", "how batch_full sends its flush: percpu_batch_pages (mm/rmap.c's own handler on every CPU of the mask, each run counted in TLB, the sender's too, no lazy check; 4.3 to 4.5) or flush_tlb_func (the arch's full flush with no mm: TLB counted on remote CPUs only, lazy CPUs as kernel.lazy_tlb says; 858eaaa7, 4.6; arch_tlbbatch_flush, 4.13)";
         batch_pfn_size: usize = "kernel.batch_pfn_size", Kind::Int { min: 1, max: 4096 }, "pages", "32", "batch_pfn: PFNs per batch before a flush (BATCH_TLBFLUSH_SIZE, 32 = SWAP_CLUSTER_MAX; a page's worth is about 500)";
         defer_writable: bool = "kernel.defer_writable", Kind::Bool, "", "true", "batch dirty PTEs too and flush them before pageout (try_to_unmap_flush_dirty; seed 001 patch 3); false: flush dirty PTEs at once";
         young_flush: bool = "kernel.young_flush", Kind::Bool, "", "false", "reclaim's ptep_clear_flush_young() flushes the TLB when it clears a set accessed bit (x86 until b13b1d2d8692, 3.15)";

@@ -113,6 +113,30 @@ fn lazy_cpus_leave_the_mm_on_the_first_immediate_flush() {
     }
 }
 
+/// linux-6.1's arch_tlbbatch_flush() -> native_flush_tlb_multi(): no page tables are freed, so
+/// on_each_cpu_cond_mask(tlb_is_not_lazy, ...) skips the sleeping readers' lazy CPUs: no IPI at
+/// all. Busy readers get one per batch, as in 4.3. With lazy CPUs not skipped (4.6-4.18's
+/// flush_tlb_others()), flush_tlb_func() makes a lazy CPU leave the mm on its first IPI.
+#[test]
+fn batch_flush_skips_lazy_cpus_from_4_19() {
+    for p in PROCESSES {
+        let batches = 512 * p as u64 / 32;
+        let c = reclaim("linux-6.1", p, "busy", &[]);
+        assert_eq!((c.tlb, c.remote_flush), (batches, batches), "{p} processes");
+        let c = reclaim("linux-6.1", p, "sleeping", &[]);
+        assert_eq!((c.tlb, c.ipis, c.stale), (0, 0, 0), "{p} processes");
+        assert_eq!(c.remote_flush, batches, "{p} processes");
+        let c = reclaim(
+            "linux-6.1",
+            p,
+            "sleeping",
+            &[("kernel.lazy_tlb", "leave_mm_on_ipi")],
+        );
+        assert_eq!(c.tlb, p as u64, "{p} processes");
+        assert_eq!(c.stale, 0);
+    }
+}
+
 /// Two readers per batch (readahead and pagevecs of 16 pages alternate on the LRU): one flush
 /// call per batch, each reaching at most the two readers' CPUs, never more.
 #[test]

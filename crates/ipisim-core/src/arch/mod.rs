@@ -10,7 +10,7 @@ pub mod x86;
 pub use powerpc::AfterPmdClear;
 pub use tlb::{Tlb, TlbEntry};
 
-use crate::engine::{CpuId, TaskId, Time};
+use crate::engine::{CpuId, CpuMask, TaskId, Time};
 use crate::machine::{Arch, Cost};
 use crate::observe::Func;
 use crate::sim::Sim;
@@ -41,6 +41,11 @@ pub fn load_for_test(s: &mut Sim, cpu: CpuId, mm: usize) {
 /// The mm `cpu` has loaded (lazy or not), if any.
 pub fn loaded_mm(s: &Sim, cpu: CpuId) -> Option<usize> {
     s.x86.cpu[cpu].loaded_mm
+}
+
+/// `cpu` is in lazy TLB mode: idle or a kernel thread, with a user mm still loaded.
+pub fn is_lazy(s: &Sim, cpu: CpuId) -> bool {
+    s.x86.cpu[cpu].is_lazy
 }
 
 /// The address-space id `cpu` runs its loaded mm under: the TLB tag of its translations.
@@ -81,6 +86,12 @@ pub fn flush_tlb_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: Cpu
 /// should_flush_tlb(): does `cpu` need the flush `sender` is sending?
 pub fn should_flush_tlb(s: &Sim, cpu: CpuId, sender: CpuId) -> bool {
     x86::should_flush_tlb(s, cpu, sender)
+}
+
+/// arch_tlbbatch_flush() from 4.6: the batch as one full flush with no mm, through the arch's
+/// remote flush (`kernel.tlbbatch_flush = flush_tlb_func`).
+pub fn tlbbatch_flush_multi(s: &mut Sim, cpu: CpuId, t: TaskId, mask: &CpuMask) -> Outcome {
+    x86::arch_tlbbatch_flush(s, cpu, t, mask)
 }
 
 /// arch_tlbbatch_flush() on one CPU of a reclaim batch: the handler's time.

@@ -28,6 +28,20 @@ named_enum! {
     }
 }
 
+named_enum! {
+    /// `kernel.tlbbatch_flush`: how a `batch_full` batch is flushed, and counted.
+    TlbBatchFlush {
+        /// mm/rmap.c's own percpu_flush_tlb_batch_pages() through smp_call_function_many(), on
+        /// every CPU of the batch's mask; x86's flush_tlb_local() counted irq_tlb_count, the
+        /// sender's own run too (72b252aed506, 4.3, to 4.5).
+        PercpuBatchPages = "percpu_batch_pages",
+        /// The arch's remote flush with a full, mm-less flush_tlb_info (flush_tlb_others(),
+        /// 858eaaa7, 4.6; arch_tlbbatch_flush() -> flush_tlb_multi(), 4.13): flush_tlb_func()
+        /// counts TLB on remote CPUs only; lazy CPUs are skipped or not as `kernel.lazy_tlb` says.
+        FlushTlbFunc = "flush_tlb_func",
+    }
+}
+
 /// `struct tlbflush_unmap_batch` (current->tlb_ubc): owned by the reclaiming task.
 #[derive(Debug, Default)]
 pub struct TlbUbc {
@@ -129,7 +143,7 @@ pub fn flush_tlb_page(mm: usize, vpn: u64) -> Step {
 }
 
 /// try_to_unmap_flush(): one call to every CPU in the batch's mask (this one runs it directly),
-/// waiting for all of them; then the batch is empty.
+/// waiting for all of them; then the batch is empty. `kernel.tlbbatch_flush` says how.
 pub fn try_to_unmap_flush(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     let ubc = &s.tasks[t].reclaim.ubc;
     if !ubc.flush_required {
@@ -143,6 +157,10 @@ pub fn try_to_unmap_flush(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     };
     s.check
         .record(s.q.now(), cpu, u32::MAX, PageEvent::BatchFlush { batch });
+    if func == CallFunc::FlushTlbBatchPages && s.k.tlbbatch_flush == TlbBatchFlush::FlushTlbFunc {
+        s.tasks[t].steps.push(Step::TlbUbcClear);
+        return arch::tlbbatch_flush_multi(s, cpu, t, &mask);
+    }
     // 4.3 traced the batch flush as a remote shootdown of every page (-1).
     crate::observe::tracelog::tlb_flush(s, cpu, 1, -1);
     if mask.any_but(cpu) {
@@ -174,7 +192,10 @@ pub fn check_translations(s: &mut Sim, pfn: u32, site: Site) {
     let traps = s.m.clean_write_traps;
     // The violating CPU and kind of a cached translation on CPU `c`, if any.
     let stale = |s: &Sim, c: CpuId| {
-        if arch::loaded_mm(s, c) != Some(mm) {
+        // A lazy CPU runs no user code of the mm until switch_mm_irqs_off() takes it back, which
+        // flushes the ASID if the mm's tlb_gen moved on (with PCID every batch bumps it): why
+        // 4.19's flush may skip it (tlb_is_not_lazy). A use before that is caught at the access.
+        if arch::loaded_mm(s, c) != Some(mm) || (arch::is_lazy(s, c) && s.k.pcid) {
             return None;
         }
         let e = s.tlb[c]

@@ -4,8 +4,8 @@
 mod tlb;
 
 pub use tlb::{
-    enter_lazy_tlb, flush_tlb_batch_pages, flush_tlb_func, flush_tlb_mm_range, flush_tlb_multi,
-    flush_tlb_pfns, jiffies, should_flush_tlb, switch_mm_irqs_off,
+    arch_tlbbatch_flush, enter_lazy_tlb, flush_tlb_batch_pages, flush_tlb_func, flush_tlb_mm_range,
+    flush_tlb_multi, flush_tlb_pfns, jiffies, should_flush_tlb, switch_mm_irqs_off,
 };
 
 use crate::arch::tlb::NR_ASID_SLOTS;

@@ -4,7 +4,7 @@
 use super::{FlushInfo, FlushRange, LazyTlb, MmCpumask, INIT_MM_CTX_ID, TLB_FLUSH_ALL};
 use crate::arch::tlb::NR_ASID_SLOTS;
 use crate::engine::{CpuId, TaskId};
-use crate::engine::{Time, PS_PER_S};
+use crate::engine::{CpuMask, Time, PS_PER_S};
 use crate::machine::Cost;
 use crate::observe::tracelog::tlb_flush;
 use crate::observe::{Func, Irq, Vm};
@@ -306,8 +306,8 @@ fn trace_flush_done(s: &mut Sim, cpu: CpuId, local: bool, no_mm: bool, pages: i6
     tlb_flush(s, cpu, reason, pages);
 }
 
-/// percpu_flush_tlb_batch_pages() (4.3): count, then flush_tlb_local(), a full flush of whatever
-/// mm is loaded, lazy or not. 4.3 counted the sender's own run as received too.
+/// percpu_flush_tlb_batch_pages() (4.3 to 4.5): count, then flush_tlb_local(), a full flush of
+/// whatever mm is loaded, lazy or not. 4.3 counted the sender's own run as received too.
 pub fn flush_tlb_batch_pages(s: &mut Sim, cpu: CpuId, task: Option<TaskId>) -> Time {
     s.stats.vm(Vm::TlbRemoteFlushReceived, 1);
     s.stats.irq(Irq::Tlb, cpu);
@@ -348,4 +348,44 @@ pub fn flush_tlb_pfns(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: Cpu
     let ps = s.m.cost[Cost::FlushTlbFunc] + n as Time * s.m.cost[Cost::Invlpg];
     s.stats.charge(task, Func::FlushTlbBatchPages, ps);
     ps
+}
+
+/// arch_tlbbatch_flush() (6.1 arch/x86/mm/tlb.c): a full flush with no mm. With another CPU in
+/// the mask, flush_tlb_multi() -> native_flush_tlb_multi(): no page tables were freed, so
+/// on_each_cpu_cond_mask(tlb_is_not_lazy, flush_tlb_func, ...) skips lazy CPUs (4.19; before,
+/// every CPU got it), this CPU included; else flush_tlb_func() here alone. flush_tlb_func()
+/// counts the TLB row only `if (!local)`.
+pub fn arch_tlbbatch_flush(s: &mut Sim, cpu: CpuId, t: TaskId, mask: &CpuMask) -> Outcome {
+    s.x86.info[cpu] = FlushInfo {
+        mm: None,
+        start: 0,
+        end: TLB_FLUSH_ALL,
+        stride_shift: 12,
+        new_tlb_gen: 0, // TLB_GENERATION_INVALID
+        freed_tables: false,
+        trim_cpumask: false,
+        initiating_cpu: cpu,
+    };
+    if mask.any_but(cpu) {
+        s.stats.vm(Vm::TlbRemoteFlush, 1);
+        crate::observe::tracelog::tlb_flush(s, cpu, TLB_REMOTE_SEND_IPI, -1);
+        let cond = match s.k.lazy_tlb {
+            LazyTlb::LeaveMmOnIpi => Cond::Always,
+            LazyTlb::SkipLazyCpus => Cond::ShouldFlushTlb,
+        };
+        return smp::smp_call_function_many_cond(
+            s,
+            cpu,
+            t,
+            mask,
+            CallFunc::FlushTlbFunc,
+            cond,
+            true,
+            true,
+        );
+    }
+    if mask.test(cpu) {
+        return smp::run_local(s, cpu, t, CallFunc::FlushTlbFunc);
+    }
+    Outcome::Next
 }
