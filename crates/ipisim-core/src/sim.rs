@@ -95,12 +95,12 @@ impl Sim {
             perturb,
             cpus: (0..n).map(|_| Cpu::idle_since_boot(m.idle)).collect(),
             tasks: Vec::new(),
-            smp: Smp::new(n, SMP_HOOKS),
+            smp: Smp::new(n),
             x86: X86::new(n),
             tlb: (0..n)
                 .map(|_| Tlb::new(m.tlb_entries, m.tlb_ways))
                 .collect(),
-            mem: Memory::new(m.nodes, m.mem_per_node, n, MM_HOOKS),
+            mem: Memory::new(m.nodes, m.mem_per_node, n),
             stats: Stats::new(n),
             check: Checker::new(crate::observe::check::CheckParams::from_resolved(r)?.enabled),
             work: None,
@@ -225,20 +225,42 @@ fn check_host_memory(r: &Resolved, m: &Machine, need: u64) -> Result<(), ConfigE
 }
 
 /// The scheduler's entry points mm calls, wired here so that mm names nothing above it.
-pub const MM_HOOKS: crate::mm::Hooks = crate::mm::Hooks {
-    wake: sched::wake,
-    spawn_kthread: |s, cpu| sched::spawn_at(s, sched::KTHREAD, cpu, NEVER),
-    kick_spinner: sched::kick_spinner,
-    signal_wake_up: sched::signal_wake_up,
-};
+impl crate::mm::Hooks for Sim {
+    fn wake(&mut self, t: TaskId) {
+        sched::wake(self, t)
+    }
+    fn spawn_kthread(&mut self, cpu: CpuId) -> TaskId {
+        sched::spawn_at(self, sched::KTHREAD, cpu, NEVER)
+    }
+    fn kick_lock_spinner(&mut self, cpu: CpuId) {
+        sched::kick_spinner(self, cpu)
+    }
+    fn signal_wake_up(&mut self, t: TaskId) {
+        sched::signal_wake_up(self, t)
+    }
+}
 
 /// The code smp's calls run, wired here so that smp names nothing above it.
-pub const SMP_HOOKS: crate::smp::Hooks = crate::smp::Hooks {
-    run: run_call,
-    cond: call_wanted,
-    idle_polling: sched::idle_polling,
-    kick_spinner: sched::kick_spinner,
-};
+impl crate::smp::Hooks for Sim {
+    fn run_call(
+        &mut self,
+        cpu: CpuId,
+        task: Option<TaskId>,
+        sender: CpuId,
+        func: CallFunc,
+    ) -> Time {
+        run_call(self, cpu, task, sender, func)
+    }
+    fn call_wanted(&self, cond: Cond, cpu: CpuId, sender: CpuId) -> bool {
+        call_wanted(self, cond, cpu, sender)
+    }
+    fn idle_polling(&self, cpu: CpuId) -> bool {
+        sched::idle_polling(self, cpu)
+    }
+    fn kick_spinner(&mut self, cpu: CpuId) {
+        sched::kick_spinner(self, cpu)
+    }
+}
 
 /// The function a csd runs on its target: the handler's time.
 fn run_call(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId, func: CallFunc) -> Time {

@@ -22,7 +22,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("mm/lru.rs", "sim"),
     ("mm/migrate.rs", "sim"),
     ("mm/mmu_gather.rs", "sim"),
-    ("mm/mod.rs", "sim"),
     ("mm/oom_kill.rs", "sim"),
     ("mm/page_alloc.rs", "sim"),
     ("mm/page_io.rs", "sim"),

@@ -2,6 +2,7 @@
 //! allocator, as four kernel eras did it (`kernel.pcp_drain`).
 
 use super::page_alloc::Frames;
+use super::Hooks as _;
 use crate::config::named_enum;
 use crate::engine::{CpuId, TaskId};
 use crate::engine::{CpuMask, Time, NEVER};
@@ -111,7 +112,7 @@ pub fn drain_all_pages(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             for c in with.iter() {
                 let w = kworker(s, c);
                 s.tasks[w].steps.push(Step::DrainWork);
-                (s.mem.hooks.wake)(s, w);
+                s.wake(w);
             }
             if s.mem.drain.pending == 0 {
                 s.mem.drain.owner = None;
@@ -128,7 +129,7 @@ fn kworker(s: &mut Sim, cpu: CpuId) -> TaskId {
     if let Some(t) = s.mem.drain.kworkers[cpu] {
         return t;
     }
-    let t = (s.mem.hooks.spawn_kthread)(s, cpu);
+    let t = s.spawn_kthread(cpu);
     s.tasks[t].comm = format!("kworker/{cpu}:1");
     s.mem.drain.kworkers[cpu] = Some(t);
     t
@@ -140,7 +141,7 @@ pub fn drain_work(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     s.mem.drain.pending -= 1;
     if s.mem.drain.pending == 0 {
         let owner = s.mem.drain.owner.take().expect("a drain is running");
-        (s.mem.hooks.wake)(s, owner);
+        s.wake(owner);
     }
     Outcome::Busy {
         ps,

@@ -10,6 +10,7 @@ use super::filemap::{
 use super::lru::{lock_lru, lru_add_drain, lru_cache_add};
 use super::page_alloc::{alloc_page_on_node, free_page};
 use super::rmap::{self, flush_tlb_page};
+use super::Hooks as _;
 use crate::config::named_enum;
 use crate::engine::{CpuId, TaskId};
 use crate::engine::{Time, NEVER};
@@ -227,7 +228,7 @@ fn wake_waiters(s: &mut Sim, pfn: u32) {
     while i < s.mem.migration_waiters.len() {
         if s.mem.migration_waiters[i].0 == pfn {
             let (_, t) = s.mem.migration_waiters.swap_remove(i);
-            (s.mem.hooks.wake)(s, t);
+            s.wake(t);
         } else {
             i += 1;
         }

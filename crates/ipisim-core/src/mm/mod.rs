@@ -28,7 +28,6 @@ pub use syscall::{
 };
 
 use crate::engine::{CpuId, CpuMask, TaskId};
-use crate::sim::Sim;
 
 pub const PAGE_SHIFT: u32 = 12;
 pub const PTRS_PER_PTE: u64 = 512;
@@ -120,22 +119,19 @@ pub struct File {
 /// The `mm` of a kernel thread: it has none and borrows the previous task's (lazy TLB).
 pub const KTHREAD: usize = usize::MAX;
 
-/// What mm needs from the scheduler above it; the root wires them (sim.rs).
-#[derive(Clone, Copy)]
-pub struct Hooks {
+/// What mm needs from the scheduler above it; the root implements it for `Sim` (sim.rs).
+pub trait Hooks {
     /// wake_up_process(): make a sleeping task runnable.
-    pub wake: fn(&mut Sim, TaskId),
+    fn wake(&mut self, t: TaskId);
     /// kthread_create_on_cpu(): a kernel thread bound to a CPU, asleep until woken.
-    pub spawn_kthread: fn(&mut Sim, CpuId) -> TaskId,
+    fn spawn_kthread(&mut self, cpu: CpuId) -> TaskId;
     /// A CPU spinning on a lock that was just handed to it looks at it again.
-    pub kick_spinner: fn(&mut Sim, CpuId),
+    fn kick_lock_spinner(&mut self, cpu: CpuId);
     /// signal_wake_up(): a fatal signal ends the task's interruptible sleep.
-    pub signal_wake_up: fn(&mut Sim, TaskId),
+    fn signal_wake_up(&mut self, t: TaskId);
 }
 
 pub struct Memory {
-    /// The scheduler's entry points mm calls (see [`Hooks`]).
-    pub hooks: Hooks,
     pub mms: Vec<Mm>,
     pub tables: Vec<PteTable>,
     free_tables: Vec<u32>,
@@ -165,9 +161,8 @@ pub struct Memory {
 }
 
 impl Memory {
-    pub fn new(nodes: usize, bytes_per_node: u64, ncpus: usize, hooks: Hooks) -> Memory {
+    pub fn new(nodes: usize, bytes_per_node: u64, ncpus: usize) -> Memory {
         Memory {
-            hooks,
             mms: Vec::new(),
             tables: Vec::new(),
             free_tables: Vec::new(),

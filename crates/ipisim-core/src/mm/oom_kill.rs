@@ -2,6 +2,7 @@
 //! __alloc_pages_may_oom() calls out_of_memory(), which kills the task with the largest footprint
 //! so that its exit frees memory, and the allocation is retried.
 
+use super::Hooks as _;
 use super::KTHREAD;
 use crate::engine::TaskId;
 use crate::engine::{Time, NEVER, PS_PER_S};
@@ -60,7 +61,7 @@ pub fn oom_kill_process(s: &mut Sim, victim: TaskId) {
     s.tasks[victim].oom_killed = true;
     s.mem.oom_victims.push(victim);
     s.stats.oom_kills += 1;
-    (s.mem.hooks.signal_wake_up)(s, victim);
+    s.signal_wake_up(victim);
 }
 
 /// out_of_memory() from task `t`'s allocation, with no cpuset or mempolicy constraint.

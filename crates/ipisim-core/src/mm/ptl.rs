@@ -4,6 +4,7 @@
 //! a whole IPI round trip. Only the reclaim model's mappings (files and anonymous regions) have
 //! these locks, and faults do not take them yet (pte_offset_map_lock).
 
+use super::Hooks as _;
 use crate::engine::{CpuId, TaskId};
 use crate::engine::{HeldLock, Time, NEVER};
 use crate::observe::Func;
@@ -117,7 +118,7 @@ pub fn unlock(s: &mut Sim, t: TaskId, id: u32) -> Outcome {
             .task
             .expect("a CPU spinning for a lock runs a task");
         s.tasks[waiter].locks_held += 1;
-        (s.mem.hooks.kick_spinner)(s, next);
+        s.kick_lock_spinner(next);
     }
     Outcome::Next
 }

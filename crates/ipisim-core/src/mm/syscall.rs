@@ -1,6 +1,7 @@
 //! madvise(MADV_DONTNEED), munmap and mprotect: the VMA work, then the page-table walk into an
 //! mmu_gather, then one flush per gather (more if the gather fills).
 
+use super::Hooks as _;
 use super::{merge_vmas, split_at, NONE, PTRS_PER_PTE};
 use crate::engine::{CpuId, TaskId};
 use crate::machine::Cost;
@@ -123,7 +124,7 @@ pub fn mmap_write_unlock(s: &mut Sim, t: TaskId) -> Outcome {
     let m = &mut s.mem.mms[s.tasks[t].mm];
     m.mmap_lock_writer = None;
     for w in std::mem::take(&mut m.mmap_lock_waiters) {
-        (s.mem.hooks.wake)(s, w);
+        s.wake(w);
     }
     Outcome::Next
 }

@@ -8,6 +8,7 @@ use super::filemap::{
 use super::lru::lock_lru;
 use super::page_alloc::{free_page, zonelist, WMARK_HIGH};
 use super::rmap::{self, TlbUbc};
+use super::Hooks as _;
 use super::{ptl, NONE, SWAPPED};
 use crate::config::named_enum;
 use crate::engine::Time;
@@ -86,7 +87,7 @@ pub fn wakeup_kswapd(s: &mut Sim, node: usize) {
     if s.mem.reclaim_started.is_none() {
         s.mem.reclaim_started = Some(s.q.now());
     }
-    (s.mem.hooks.wake)(s, t);
+    s.wake(t);
 }
 
 /// A kernel thread with nothing queued: kswapd's loop, or a kworker going back to sleep.
@@ -356,7 +357,7 @@ fn too_many_isolated_wait(
         if s.k.isolated_throttle == IsolatedThrottle::ReclaimThrottle {
             // wake_throttle_isolated(): whoever sees the node below the limit wakes the sleepers.
             for i in 0..s.mem.lru[node].throttled.len() {
-                (s.mem.hooks.wake)(s, s.mem.lru[node].throttled[i] as usize);
+                s.wake(s.mem.lru[node].throttled[i] as usize);
             }
             s.mem.lru[node].throttled.clear();
         }

@@ -65,8 +65,6 @@ pub struct Csd {
 }
 
 pub struct Smp {
-    /// The code above smp that it calls (see [`Hooks`]).
-    pub hooks: Hooks,
     /// call_single_queue of each CPU, in arrival (FIFO) order.
     pub queue: Vec<Vec<Csd>>,
     /// call_single_queue.lock of each CPU (`call_single_queue = spinlock`, to 3.13).
@@ -136,9 +134,8 @@ pub struct Call {
 }
 
 impl Smp {
-    pub fn new(n: usize, hooks: Hooks) -> Smp {
+    pub fn new(n: usize) -> Smp {
         Smp {
-            hooks,
             queue: (0..n).map(|_| Vec::with_capacity(n)).collect(),
             queue_lock: vec![SpinLock::default(); n],
             pass: (0..n)
@@ -162,23 +159,24 @@ impl Smp {
 }
 
 /// What smp needs from the layers above it: the code a csd runs, a call's per-CPU condition, and
-/// the scheduler's view of a CPU. The root wires them (sim.rs), so smp names no code above it.
-#[derive(Clone, Copy)]
-pub struct Hooks {
+/// the scheduler's view of a CPU. The root implements it for `Sim` (sim.rs), so smp names no code
+/// above it, and the calls stay static (no indirect call per csd).
+pub trait Hooks {
     /// Run `func` on `cpu` for `sender` (task: the CPU's current task): the handler's time.
-    pub run: fn(&mut Sim, CpuId, Option<TaskId>, CpuId, CallFunc) -> Time,
+    fn run_call(&mut self, cpu: CpuId, task: Option<TaskId>, sender: CpuId, func: CallFunc)
+        -> Time;
     /// Does `cpu` want the call `sender` is making (on_each_cpu_cond_mask's cond_func)?
-    pub cond: fn(&Sim, Cond, CpuId, CpuId) -> bool,
+    fn call_wanted(&self, cond: Cond, cpu: CpuId, sender: CpuId) -> bool;
     /// Is `cpu` idle and polling its need-resched flag (set_nr_if_polling)?
-    pub idle_polling: fn(&Sim, CpuId) -> bool,
+    fn idle_polling(&self, cpu: CpuId) -> bool;
     /// A CPU spinning in csd_lock or csd_lock_wait looks at its condition again.
-    pub kick_spinner: fn(&mut Sim, CpuId),
+    fn kick_spinner(&mut self, cpu: CpuId);
 }
 
 fn cond_holds(s: &Sim, cond: Cond, cpu: CpuId, sender: CpuId) -> bool {
     match cond {
         Cond::Always => true,
-        _ => (s.smp.hooks.cond)(s, cond, cpu, sender),
+        _ => s.call_wanted(cond, cpu, sender),
     }
 }
 
@@ -450,7 +448,7 @@ fn send_call_ipis(s: &mut Sim, cpu: CpuId, st: &Sending, at: Time) -> Time {
     let mut send: Time = 0;
     if nr_ipi == 1 {
         // send_call_function_single_ipi(): an idle CPU that is polling needs no interrupt.
-        if s.k.ipi_poll_elision && (s.smp.hooks.idle_polling)(s, last) {
+        if s.k.ipi_poll_elision && s.idle_polling(last) {
             s.stats.trace(Trace::WakeIdleWithoutIpi);
             let at = at + s.m.line_transfer(cpu, last);
             s.q.schedule(at, Event::PollKick { cpu: last as u32 });
@@ -591,7 +589,7 @@ pub fn run_local(s: &mut Sim, cpu: CpuId, task: TaskId, func: CallFunc) -> Outco
 }
 
 fn run_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId, func: CallFunc) -> Time {
-    (s.smp.hooks.run)(s, cpu, task, sender, func)
+    s.run_call(cpu, task, sender, func)
 }
 
 /// __flush_smp_call_function_queue(): detach this CPU's queue and run each csd in order, from
@@ -738,13 +736,13 @@ fn csd_unlock(s: &mut Sim, sender: CpuId, target: CpuId, csd: u32, waited: bool,
     if s.smp.csd_lock_on[sender] == csd {
         s.smp.csd_lock_on[sender] = NO_CPU;
         s.smp.csd_free_at[sender] = seen;
-        (s.smp.hooks.kick_spinner)(s, sender);
+        s.kick_spinner(sender);
     }
     if waited {
         s.smp.waiting[sender] -= 1;
         s.smp.done_at[sender] = s.smp.done_at[sender].max(seen);
         if s.smp.waiting[sender] == 0 {
-            (s.smp.hooks.kick_spinner)(s, sender);
+            s.kick_spinner(sender);
         }
     }
 }
