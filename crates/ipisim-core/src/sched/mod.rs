@@ -397,6 +397,12 @@ fn start_busy(s: &mut Sim, cpu: CpuId, step: Step, ps: Time, irqs_off: bool) -> 
         c.irqs_off = irqs_off;
         return true;
     }
+    resume_at(s, cpu, until, irqs_off);
+    false
+}
+
+/// `cpu` is busy until `until`, when its Resume comes (a new generation: older ones are stale).
+fn resume_at(s: &mut Sim, cpu: CpuId, until: Time, irqs_off: bool) {
     let c = &mut s.cpus[cpu];
     c.mode = Mode::Busy { until };
     c.irqs_off = irqs_off;
@@ -409,7 +415,6 @@ fn start_busy(s: &mut Sim, cpu: CpuId, step: Step, ps: Time, irqs_off: bool) -> 
             gen,
         },
     );
-    false
 }
 
 /// The task on `cpu` sleeps until `until` (NEVER: until woken) and leaves the CPU.
@@ -477,19 +482,8 @@ fn switch_in(s: &mut Sim, cpu: CpuId) {
     if let Some(tr) = s.trace.as_mut() {
         tr.step_begin(cpu, Func::Schedule.name(), s.q.now());
     }
-    let c = &mut s.cpus[cpu];
     let until = s.q.now() + cs + switch_mm;
-    c.mode = Mode::Busy { until };
-    c.irqs_off = true;
-    c.gen = c.gen.wrapping_add(1);
-    let gen = c.gen;
-    s.q.schedule(
-        until,
-        Event::Resume {
-            cpu: cpu as u32,
-            gen,
-        },
-    );
+    resume_at(s, cpu, until, true);
 }
 
 /// The timer of a timed sleep fired: wake the task if that sleep is still the one it is in.
