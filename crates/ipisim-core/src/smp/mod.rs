@@ -372,7 +372,7 @@ fn queue_loop(s: &mut Sim, cpu: CpuId, task: TaskId, mut st: Sending) -> Outcome
         queue_lock_wait += wait;
     }
     let nr_queued = st.queued.weight();
-    let send = send_call_ipis(s, cpu, &st, now + setup);
+    let send = send_call_ipis(s, cpu, &st, nr_queued, now + setup);
     if st.wait && nr_queued > 0 {
         s.tasks[task].steps.push(Step::CsdLockWait);
     }
@@ -434,8 +434,7 @@ fn queue_csd(
 
 /// The IPIs after the queueing, from `at`: to the targets whose queue was empty (or to all
 /// queued ones before 4.13 with two or more), or a poll kick to a polling idle CPU. Their time.
-fn send_call_ipis(s: &mut Sim, cpu: CpuId, st: &Sending, at: Time) -> Time {
-    let nr_queued = st.queued.weight();
+fn send_call_ipis(s: &mut Sim, cpu: CpuId, st: &Sending, nr_queued: usize, at: Time) -> Time {
     // A lone target (smp_call_function_single before 4.13) and, since 4.13, every target gets an
     // IPI only if its queue was empty: a non-empty queue is already going to be run.
     let ipi_mask = if nr_queued == 1 || s.k.skip_ipi_if_queued {
