@@ -5,8 +5,7 @@
 
 use super::{Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
-use crate::engine::Time;
-use crate::engine::{CpuId, TaskId};
+use crate::engine::{CpuId, TaskId, Time};
 use crate::machine::{Cost, Machine};
 use crate::mm::filemap::access_page;
 use crate::observe::{Func, Irq, Vm};
@@ -194,15 +193,7 @@ impl Scenario for Migrate {
         let w = &mut self.workers[t];
         if w.next < w.end {
             // Populate: write every page of its share once (pmbench's initial memset).
-            let n = 16.min(w.end - w.next);
-            let vpn = w.next;
-            w.next += n;
-            s.tasks[t].steps.push(Step::FileRead {
-                vpn,
-                n: n as u32,
-                write: true,
-            });
-            return Outcome::Next;
+            return super::write_next_pages(s, t, &mut w.next, w.end);
         }
         if !w.joined {
             // Random accesses start on a fully populated region.

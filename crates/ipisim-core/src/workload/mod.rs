@@ -14,10 +14,9 @@ mod swapout;
 mod will_it_scale;
 
 use crate::config::{ConfigError, Param, Resolved};
-use crate::engine::Time;
-use crate::engine::{CpuId, TaskId};
+use crate::engine::{CpuId, TaskId, Time};
 use crate::machine::Machine;
-use crate::sched::Outcome;
+use crate::sched::{Outcome, Step};
 use crate::sim::Sim;
 
 /// A scenario as `ipisim list` and `describe` show it.
@@ -135,6 +134,20 @@ fn need_cpus(
     }
     let msg = format!("{what} need {cpus} CPUs; the machine has {}", m.ncpus());
     Err(r.error(key, msg))
+}
+
+/// A user loop writing pages [*next, end): the next up to 16 pages (the loop's granularity, not
+/// a kernel batch) as one step.
+fn write_next_pages(s: &mut Sim, t: TaskId, next: &mut u64, end: u64) -> Outcome {
+    let n = 16.min(end - *next);
+    let vpn = *next;
+    *next += n;
+    s.tasks[t].steps.push(Step::FileRead {
+        vpn,
+        n: n as u32,
+        write: true,
+    });
+    Outcome::Next
 }
 
 /// The measured loop of a microbenchmark: when it started and ended, and the interrupt rows

@@ -4,11 +4,10 @@
 
 use super::{Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
-use crate::engine::{secs, Time};
-use crate::engine::{CpuId, TaskId};
+use crate::engine::{secs, CpuId, TaskId, Time};
 use crate::machine::Machine;
 use crate::observe::Vm;
-use crate::sched::{self, Outcome, Step};
+use crate::sched::{self, Outcome};
 use crate::sim::Sim;
 
 params! {
@@ -85,16 +84,7 @@ impl Scenario for Swapout {
             w.finished = Some(now);
             return Outcome::Exit;
         }
-        // 16 pages per step: the loop's granularity, not a kernel batch.
-        let n = 16.min(w.end - w.next);
-        let vpn = w.next;
-        w.next += n;
-        s.tasks[t].steps.push(Step::FileRead {
-            vpn,
-            n: n as u32,
-            write: true,
-        });
-        Outcome::Next
+        super::write_next_pages(s, t, &mut w.next, w.end)
     }
 
     /// The run ends when the last writer exits.
