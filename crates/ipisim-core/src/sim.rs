@@ -242,6 +242,7 @@ impl crate::mm::Hooks for Sim {
 
 /// The code smp's calls run, wired here so that smp names nothing above it.
 impl crate::smp::Hooks for Sim {
+    /// The function a csd runs on its target: the handler's time.
     fn run_call(
         &mut self,
         cpu: CpuId,
@@ -249,36 +250,27 @@ impl crate::smp::Hooks for Sim {
         sender: CpuId,
         func: CallFunc,
     ) -> Time {
-        run_call(self, cpu, task, sender, func)
+        match func {
+            CallFunc::FlushTlbFunc => crate::arch::flush_tlb_func(self, cpu, task, sender),
+            CallFunc::FlushTlbBatchPages => crate::arch::tlbbatch_flush(self, cpu, task),
+            CallFunc::FlushTlbPfns => crate::arch::tlbbatch_flush_pfns(self, cpu, task, sender),
+            CallFunc::DrainLocalPages => crate::mm::drain::drain_local_pages(self, cpu, task),
+            // ipi_mb(): one smp_mb(), a few dozen cycles: within the noise of irq_entry_exit.
+            CallFunc::IpiMb => 0,
+            CallFunc::DoSerialize | CallFunc::TlbRemoveTableSmpSync | CallFunc::DoNothingIpi => 0,
+        }
     }
+    /// on_each_cpu_cond_mask's condition for `cpu`.
     fn call_wanted(&self, cond: Cond, cpu: CpuId, sender: CpuId) -> bool {
-        call_wanted(self, cond, cpu, sender)
+        match cond {
+            Cond::Always => true,
+            Cond::ShouldFlushTlb => crate::arch::should_flush_tlb(self, cpu, sender),
+        }
     }
     fn idle_polling(&self, cpu: CpuId) -> bool {
         sched::idle_polling(self, cpu)
     }
     fn kick_spinner(&mut self, cpu: CpuId) {
         sched::kick_spinner(self, cpu)
-    }
-}
-
-/// The function a csd runs on its target: the handler's time.
-fn run_call(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId, func: CallFunc) -> Time {
-    match func {
-        CallFunc::FlushTlbFunc => crate::arch::flush_tlb_func(s, cpu, task, sender),
-        CallFunc::FlushTlbBatchPages => crate::arch::tlbbatch_flush(s, cpu, task),
-        CallFunc::FlushTlbPfns => crate::arch::tlbbatch_flush_pfns(s, cpu, task, sender),
-        CallFunc::DrainLocalPages => crate::mm::drain::drain_local_pages(s, cpu, task),
-        // ipi_mb(): one smp_mb(), a few dozen cycles: within the noise of irq_entry_exit.
-        CallFunc::IpiMb => 0,
-        CallFunc::DoSerialize | CallFunc::TlbRemoveTableSmpSync | CallFunc::DoNothingIpi => 0,
-    }
-}
-
-/// on_each_cpu_cond_mask's condition for `cpu`.
-fn call_wanted(s: &Sim, cond: Cond, cpu: CpuId, sender: CpuId) -> bool {
-    match cond {
-        Cond::Always => true,
-        Cond::ShouldFlushTlb => crate::arch::should_flush_tlb(s, cpu, sender),
     }
 }

@@ -4,8 +4,7 @@
 use super::page_alloc::Frames;
 use super::Hooks as _;
 use crate::config::named_enum;
-use crate::engine::{CpuId, TaskId};
-use crate::engine::{CpuMask, Time, NEVER};
+use crate::engine::{CpuId, CpuMask, TaskId, Time, NEVER};
 use crate::machine::Cost;
 use crate::observe::{Func, Vm};
 use crate::sim::Sim;

@@ -2,8 +2,7 @@
 //! missing (do_anonymous_page, do_shared_fault, do_cow_fault, do_read_fault).
 
 use super::{Backing, Pte, Vma, NONE, PTRS_PER_PTE, ZERO_PFN};
-use crate::engine::Time;
-use crate::engine::{CpuId, TaskId};
+use crate::engine::{CpuId, TaskId, Time};
 use crate::machine::Cost;
 use crate::observe::check::{Site, Violation};
 use crate::observe::{Func, Vm};

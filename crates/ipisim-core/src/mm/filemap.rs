@@ -4,8 +4,7 @@
 
 use super::page_alloc::{alloc_page, alloc_slowpath, alloc_succeeded, NeedReclaim};
 use super::{Backing, Vma, NONE, SWAPPED};
-use crate::engine::Time;
-use crate::engine::{CpuId, TaskId};
+use crate::engine::{CpuId, TaskId, Time};
 use crate::machine::Cost;
 use crate::observe::check::{Site, Violation};
 use crate::observe::{Func, Vm};

@@ -3,8 +3,7 @@
 //! What each PMD clear costs besides the clear is the architecture's (arch/powerpc, seed 002).
 
 use crate::arch::{self, AfterPmdClear};
-use crate::engine::CpuMask;
-use crate::engine::{CpuId, TaskId};
+use crate::engine::{CpuId, CpuMask, TaskId};
 use crate::machine::Cost;
 use crate::observe::Func;
 use crate::sim::Sim;

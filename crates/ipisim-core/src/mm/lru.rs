@@ -4,8 +4,7 @@
 
 use std::collections::VecDeque;
 
-use crate::engine::{CpuId, TaskId};
-use crate::engine::{SpinLock, Time};
+use crate::engine::{CpuId, SpinLock, TaskId, Time};
 use crate::machine::Cost;
 use crate::observe::Func;
 use crate::sim::Sim;

@@ -4,8 +4,7 @@
 
 use super::Hooks as _;
 use super::KTHREAD;
-use crate::engine::TaskId;
-use crate::engine::{Time, NEVER, PS_PER_S};
+use crate::engine::{TaskId, Time, NEVER, PS_PER_S};
 use crate::sim::Sim;
 use crate::step::Outcome;
 

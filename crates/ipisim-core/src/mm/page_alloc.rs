@@ -1,8 +1,7 @@
 //! Physical pages (mm/page_alloc.c): one zone per node with its free pages and watermarks, and
 //! the per-CPU page lists (pcp) that batch trips to the zone under zone->lock.
 
-use crate::engine::{CpuId, TaskId};
-use crate::engine::{SpinLock, Time};
+use crate::engine::{CpuId, SpinLock, TaskId, Time};
 use crate::machine::Cost;
 use crate::observe::Func;
 use crate::sim::Sim;

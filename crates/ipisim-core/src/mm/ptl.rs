@@ -5,8 +5,7 @@
 //! these locks, and faults do not take them yet (pte_offset_map_lock).
 
 use super::Hooks as _;
-use crate::engine::{CpuId, TaskId};
-use crate::engine::{HeldLock, Time, NEVER};
+use crate::engine::{CpuId, HeldLock, TaskId, Time, NEVER};
 use crate::observe::Func;
 use crate::sim::Sim;
 use crate::step::{Outcome, SpinOn, Step};

@@ -5,8 +5,7 @@
 use super::filemap::{PG_DIRTY, PTE_DIRTY, PTE_MAPPED, PTE_YOUNG};
 use crate::arch::{self, FlushRange};
 use crate::config::named_enum;
-use crate::engine::{CpuId, TaskId};
-use crate::engine::{CpuMask, Time};
+use crate::engine::{CpuId, CpuMask, TaskId, Time};
 use crate::machine::Cost;
 use crate::observe::check::{PageEvent, Site, Violation};
 use crate::observe::{Func, Vm};

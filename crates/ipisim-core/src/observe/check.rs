@@ -5,8 +5,7 @@
 //! A ring of recent page events gives each violation its history.
 
 use crate::config::{named_enum, params, Kind as ParamKind};
-use crate::engine::CpuId;
-use crate::engine::{secs, Time};
+use crate::engine::{secs, CpuId, Time};
 use serde_json::{json, Value};
 
 params! {

@@ -2,8 +2,7 @@
 //! one flow per IPI from sender to handler, and the `tlb:tlb_flush` / `ipi:*` tracepoints. It
 //! writes Chrome trace-event JSON (loads in Perfetto) and ftrace text in the kernel's formats.
 
-use crate::engine::CpuId;
-use crate::engine::{CpuMask, Time, PS_PER_S, PS_PER_US};
+use crate::engine::{CpuId, CpuMask, Time, PS_PER_S, PS_PER_US};
 use crate::sim::Sim;
 use serde_json::{json, Value};
 

@@ -3,8 +3,7 @@
 //! sent with smp_call_function_many(wait=1), so the caller waits for every target's handler.
 
 use super::{Mode, Outcome, Step, TaskState};
-use crate::engine::CpuMask;
-use crate::engine::{CpuId, TaskId};
+use crate::engine::{CpuId, CpuMask, TaskId};
 use crate::machine::Cost;
 use crate::observe::Func;
 use crate::sim::Sim;

@@ -12,8 +12,7 @@ pub use crate::step::{Outcome, SpinOn, Step};
 pub use step::exec;
 
 use crate::config::{named_enum, params, ConfigError, Kind, Resolved};
-use crate::engine::{CpuId, TaskId};
-use crate::engine::{Rng, Time, NEVER};
+use crate::engine::{CpuId, Rng, TaskId, Time, NEVER};
 use crate::machine::{Cost, Idle};
 use crate::observe::{Func, Irq};
 use crate::sim::{Event, Sim};

@@ -3,8 +3,7 @@
 //! several CPUs went through one global queue instead (`global_cfd`).
 
 use crate::config::named_enum;
-use crate::engine::{CpuId, TaskId};
-use crate::engine::{CpuMask, SpinLock, Time};
+use crate::engine::{CpuId, CpuMask, SpinLock, TaskId, Time};
 use crate::machine::{Apic, Arch, Cost};
 use crate::observe::{Func, Trace};
 use crate::sim::{Event, Sim};
@@ -173,13 +172,6 @@ pub trait Hooks {
     fn kick_spinner(&mut self, cpu: CpuId);
 }
 
-fn cond_holds(s: &Sim, cond: Cond, cpu: CpuId, sender: CpuId) -> bool {
-    match cond {
-        Cond::Always => true,
-        _ => s.call_wanted(cond, cpu, sender),
-    }
-}
-
 /// Where perf shows the IPI writes: the APIC send loop of machine.apic, or powerpc's XIVE trigger
 /// store.
 fn send_ipi_func(s: &Sim) -> Func {
@@ -289,7 +281,7 @@ pub fn smp_call_function_many_cond(
     debug_assert!(s.smp.sending[cpu].is_none(), "one call at a time per CPU");
     let mut targets = CpuMask::new();
     for t in mask.iter().filter(|&t| t != cpu) {
-        if cond_holds(s, cond, t, cpu) {
+        if s.call_wanted(cond, t, cpu) {
             targets.set(t);
         }
     }
@@ -337,7 +329,7 @@ pub fn smp_call_function_many_cond(
         func,
         wait,
         callsite: callsite(cond, run_local),
-        run_local: run_local && mask.test(cpu) && cond_holds(s, cond, cpu, cpu),
+        run_local: run_local && mask.test(cpu) && s.call_wanted(cond, cpu, cpu),
     };
     queue_loop(s, cpu, task, st)
 }

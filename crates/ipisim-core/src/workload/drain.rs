@@ -5,8 +5,7 @@
 
 use super::{Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
-use crate::engine::{secs, Time};
-use crate::engine::{CpuId, TaskId};
+use crate::engine::{secs, CpuId, TaskId, Time};
 use crate::machine::Machine;
 use crate::mm::drain::cpus_with_pcps;
 use crate::sched::{self, Outcome, SpinOn, Step};

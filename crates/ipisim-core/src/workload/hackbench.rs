@@ -24,8 +24,7 @@ use std::collections::VecDeque;
 
 use super::{Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
-use crate::engine::{secs, Time, NEVER};
-use crate::engine::{CpuId, TaskId};
+use crate::engine::{secs, CpuId, TaskId, Time, NEVER};
 use crate::machine::{Cost, Machine};
 use crate::mm::filemap::{PageInfo, PG_EXEC, PG_REFERENCED};
 use crate::mm::page_alloc::{

@@ -7,8 +7,7 @@
 
 use super::{Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
-use crate::engine::{CpuId, TaskId};
-use crate::engine::{CpuMask, Time};
+use crate::engine::{CpuId, CpuMask, TaskId, Time};
 use crate::machine::Machine;
 use crate::observe::Irq;
 use crate::sched::Outcome;

@@ -5,8 +5,7 @@
 
 use super::{Scenario, ScenarioDecl};
 use crate::config::{ConfigError, Kind, Param, Resolved};
-use crate::engine::{secs, Time};
-use crate::engine::{CpuId, TaskId};
+use crate::engine::{secs, CpuId, TaskId, Time};
 use crate::machine::{Cost, Machine};
 use crate::mm::Backing;
 use crate::sched::{self, Outcome, Step};

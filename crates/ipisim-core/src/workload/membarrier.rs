@@ -6,8 +6,7 @@
 
 use super::{Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
-use crate::engine::Time;
-use crate::engine::{CpuId, TaskId};
+use crate::engine::{CpuId, TaskId, Time};
 use crate::machine::Machine;
 use crate::observe::Irq;
 use crate::sched::{Outcome, Step};

@@ -6,8 +6,7 @@
 
 use super::{Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
-use crate::engine::{CpuId, TaskId};
-use crate::engine::{Time, NEVER};
+use crate::engine::{CpuId, TaskId, Time, NEVER};
 use crate::machine::{Cost, Machine};
 use crate::mm::huge_memory;
 use crate::observe::{Func, Irq};

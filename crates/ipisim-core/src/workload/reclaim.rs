@@ -8,8 +8,7 @@
 
 use super::{Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
-use crate::engine::NEVER;
-use crate::engine::{CpuId, TaskId};
+use crate::engine::{CpuId, TaskId, NEVER};
 use crate::machine::Machine;
 use crate::sched::{self, Outcome, Step};
 use crate::sim::Sim;

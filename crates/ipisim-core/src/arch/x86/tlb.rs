@@ -3,8 +3,7 @@
 
 use super::{FlushInfo, FlushRange, LazyTlb, MmCpumask, INIT_MM_CTX_ID, TLB_FLUSH_ALL};
 use crate::arch::tlb::NR_ASID_SLOTS;
-use crate::engine::{CpuId, TaskId};
-use crate::engine::{CpuMask, Time, PS_PER_S};
+use crate::engine::{CpuId, CpuMask, TaskId, Time, PS_PER_S};
 use crate::machine::Cost;
 use crate::observe::tracelog::tlb_flush;
 use crate::observe::{Func, Irq, Vm};
