@@ -119,7 +119,7 @@ pub fn run_limited(
     let mut s = sim::Sim::new(&r)?;
     if let Some((from, to)) = window {
         let ps = |x: f64| (x * engine::PS_PER_S as f64) as engine::Time;
-        s.trace = Some(Box::new(observe::TraceLog::new(
+        s.obs.trace = Some(Box::new(observe::TraceLog::new(
             s.m.ncpus(),
             ps(from),
             ps(to),
@@ -133,7 +133,7 @@ pub fn run_limited(
             "simulated time overflowed 2^64 ps (213 days); use smaller costs, durations or sizes";
         return Err(ConfigError::new("", "", msg));
     }
-    let trace = s.trace.as_ref().map(|tr| TraceOutput {
+    let trace = s.obs.trace.as_ref().map(|tr| TraceOutput {
         chrome_json: tr.chrome_json(&s),
         ftrace: tr.ftrace_text(&s),
         truncated: tr.truncated,

@@ -15,8 +15,9 @@ pub struct RunOutput {
 
 pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
     let end = s.end.unwrap_or(s.now());
-    let st = &s.stats;
+    let st = &s.obs.stats;
     let (user, system) = s
+        .sched
         .tasks
         .iter()
         .zip(&st.tasks)
@@ -57,7 +58,7 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         "tracepoints": tracepoints,
         "ops": crate::sim::workload_ops(s),
         "metrics": crate::sim::workload_metrics(r).iter().map(|(name, lower)| json!({"name": name, "better": if *lower { "lower" } else { "higher" }})).collect::<Vec<_>>(),
-        "check": crate::observe::check::to_json(&s.check),
+        "check": crate::observe::check::to_json(&s.obs.check),
         "latency": {
             "direct_reclaim": latency_json(&st.direct_reclaim_latency),
             "direct_reclaim_drained": latency_json(&st.direct_reclaim_drained_latency),
@@ -118,11 +119,11 @@ fn profile_json(st: &Stats) -> Vec<Value> {
 
 /// perf report --comm: each command's own profile, and "swapper" for time with no task.
 fn profile_by_comm_json(s: &Sim) -> Vec<Value> {
-    let st = &s.stats;
+    let st = &s.obs.stats;
     // Time with no task current is the idle task's (interrupts taken on idle CPUs).
     let mut comms: Vec<(&str, [Time; Func::ALL.len()])> = Vec::new();
     let mut swapper = st.profile;
-    for (t, a) in s.tasks.iter().zip(&st.tasks) {
+    for (t, a) in s.sched.tasks.iter().zip(&st.tasks) {
         let i = match comms.iter().position(|(c, _)| *c == t.comm) {
             Some(i) => i,
             None => {

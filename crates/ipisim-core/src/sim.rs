@@ -1,7 +1,7 @@
 //! The simulator: all state of one run, and the event loop that drives it.
 
 use crate::arch::x86::X86;
-use crate::arch::Tlb;
+use crate::arch::{ArchState, Tlb};
 use crate::config::{ConfigError, Resolved};
 pub use crate::engine::{CpuId, TaskId};
 use crate::engine::{EventQueue, Rng, Time, NEVER};
@@ -9,8 +9,8 @@ use crate::kernel::KernelConfig;
 use crate::machine::Machine;
 use crate::mm::Memory;
 use crate::observe::check::Checker;
-use crate::observe::Stats;
-use crate::sched::{self, Cpu, Task};
+use crate::observe::{Observe, Stats};
+use crate::sched::{self, Cpu, Sched};
 use crate::smp::Smp;
 use crate::step::{CallFunc, Cond, Outcome};
 use crate::workload::{Scenario, Workload};
@@ -44,24 +44,15 @@ pub struct Sim {
     pub k: KernelConfig,
     pub q: EventQueue<Event>,
     pub rng: Rng,
-    pub cpus: Vec<Cpu>,
-    pub tasks: Vec<Task>,
+    pub sched: Sched,
     pub smp: Smp,
-    pub x86: X86,
-    /// Each CPU's hardware TLB.
-    pub tlb: Vec<Tlb>,
+    pub arch: ArchState,
     pub mem: Memory,
-    pub stats: Stats,
-    /// Seeded timing jitter and thread placement.
-    pub perturb: sched::Perturb,
-    /// The TLB-coherence checker.
-    pub check: Checker,
+    pub obs: Observe,
     /// The scenario; taken out while one of its hooks runs, so the hook has both it and the Sim.
     pub work: Option<Box<Workload>>,
     /// Set when the workload says it is finished, or at the time limit.
     pub end: Option<Time>,
-    /// What `--trace` records, when asked for.
-    pub trace: Option<Box<crate::observe::TraceLog>>,
     /// The memory per node simulated when `scale` asked for less than the 64 MiB floor.
     pub mem_floor: Option<u64>,
 }
@@ -92,20 +83,26 @@ impl Sim {
         let mut s = Sim {
             q: EventQueue::new(),
             rng,
-            perturb,
-            cpus: (0..n).map(|_| Cpu::idle_since_boot(m.idle)).collect(),
-            tasks: Vec::new(),
+            sched: Sched {
+                cpus: (0..n).map(|_| Cpu::idle_since_boot(m.idle)).collect(),
+                tasks: Vec::new(),
+                perturb,
+            },
             smp: Smp::new(n),
-            x86: X86::new(n),
-            tlb: (0..n)
-                .map(|_| Tlb::new(m.tlb_entries, m.tlb_ways))
-                .collect(),
+            arch: ArchState {
+                tlb: (0..n)
+                    .map(|_| Tlb::new(m.tlb_entries, m.tlb_ways))
+                    .collect(),
+                x86: X86::new(n),
+            },
             mem: Memory::new(m.nodes, m.mem_per_node, n),
-            stats: Stats::new(n),
-            check: Checker::new(crate::observe::check::CheckParams::from_resolved(r)?.enabled),
+            obs: Observe {
+                stats: Stats::new(n),
+                check: Checker::new(crate::observe::check::CheckParams::from_resolved(r)?.enabled),
+                trace: None,
+            },
             work: None,
             end: None,
-            trace: None,
             mem_floor,
             m,
             k,
@@ -142,7 +139,7 @@ impl Sim {
         match ev {
             Event::Resume { cpu, gen } => sched::resume(self, cpu as usize, gen),
             Event::IpiArrive { cpu, flow } => {
-                if let Some(tr) = self.trace.as_mut() {
+                if let Some(tr) = self.obs.trace.as_mut() {
                     tr.ipi_arrived(cpu as usize, flow);
                 }
                 sched::ipi_arrive(self, cpu as usize)

@@ -51,14 +51,14 @@ pub(crate) fn machine(cpus: usize, kernel: &str, then: Then, sets: &[(&str, &str
     };
     let mut s = Sim::new(&resolve(&req).unwrap()).unwrap();
     // Undo the main thread's switch-in at time 0: the machine starts idle, with no mm loaded.
-    let n = s.cpus.len();
+    let n = s.sched.cpus.len();
     s.q = EventQueue::new();
-    s.cpus = (0..n).map(|_| Cpu::idle_since_boot(s.m.idle)).collect();
-    s.tasks[0].state = TaskState::Exited;
-    s.stats = Stats::new(n);
-    (0..s.tasks.len()).for_each(|_| s.stats.add_task());
-    s.x86 = X86::new(n);
-    s.tlb = (0..n)
+    s.sched.cpus = (0..n).map(|_| Cpu::idle_since_boot(s.m.idle)).collect();
+    s.sched.tasks[0].state = TaskState::Exited;
+    s.obs.stats = Stats::new(n);
+    (0..s.sched.tasks.len()).for_each(|_| s.obs.stats.add_task());
+    s.arch.x86 = X86::new(n);
+    s.arch.tlb = (0..n)
         .map(|_| Tlb::new(s.m.tlb_entries, s.m.tlb_ways))
         .collect();
     s.mem.mms[MM].cpumask = CpuMask::new();
@@ -69,7 +69,7 @@ pub(crate) fn machine(cpus: usize, kernel: &str, then: Then, sets: &[(&str, &str
 /// now: on an idle CPU it is switched in at once.
 pub(crate) fn spawn(s: &mut Sim, mm: usize, cpu: CpuId, steps: &[Step]) -> TaskId {
     let t = sched::spawn(s, mm, cpu);
-    s.tasks[t].steps = steps.iter().rev().copied().collect();
+    s.sched.tasks[t].steps = steps.iter().rev().copied().collect();
     t
 }
 
@@ -96,7 +96,7 @@ pub(crate) fn run_quiet(s: &mut Sim) {
 
 /// When `cpu`'s current busy step ends (panics if it is not busy).
 pub(crate) fn busy_until(s: &Sim, cpu: CpuId) -> Time {
-    match s.cpus[cpu].mode {
+    match s.sched.cpus[cpu].mode {
         Mode::Busy { until } => until,
         m => panic!("CPU {cpu} is not busy: {m:?}"),
     }
@@ -110,7 +110,7 @@ pub(crate) fn ipi_at(s: &mut Sim, cpu: CpuId, at: Time) {
 
 /// Call-function interrupts `cpu` took (its CAL row).
 pub(crate) fn cal(s: &Sim, cpu: CpuId) -> u64 {
-    s.stats.irqs[Irq::Cal as usize][cpu]
+    s.obs.stats.irqs[Irq::Cal as usize][cpu]
 }
 
 /// A cost of the machine's table, in ps.
@@ -133,15 +133,15 @@ mod tests {
     fn a_task_runs_its_steps_after_the_switch_in() {
         let mut s = machine(2, "linux-6.3", Then::Sleep, &[]);
         assert!(s.q.peek_time().is_none(), "nothing scheduled");
-        assert_eq!(s.cpus[0].mode, Mode::Idle);
+        assert_eq!(s.sched.cpus[0].mode, Mode::Idle);
         let t = spawn(&mut s, MM, 1, &[work(1_000_000, false)]);
         let start = switch_in(&s);
         assert_eq!(busy_until(&s, 1), start);
         run_until(&mut s, start + 1);
         assert_eq!(busy_until(&s, 1), start + 1_000_000);
         run_quiet(&mut s);
-        assert_eq!(s.tasks[t].state, TaskState::Sleeping);
-        assert_eq!(s.stats.tasks[t].times.user, 1_000_000);
-        assert_eq!(s.stats.ipis_sent, 0);
+        assert_eq!(s.sched.tasks[t].state, TaskState::Sleeping);
+        assert_eq!(s.obs.stats.tasks[t].times.user, 1_000_000);
+        assert_eq!(s.obs.stats.ipis_sent, 0);
     }
 }

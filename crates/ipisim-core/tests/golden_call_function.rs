@@ -147,7 +147,10 @@ fn the_next_request_spins_in_csd_lock_while_the_previous_one_is_pending() {
     assert!(matches!(call(&mut s, 2), Outcome::Busy { .. }));
     assert_eq!(call(&mut s, 1), Outcome::Spin(SpinOn::CsdLock));
     assert_eq!(s.smp.csd_lock_on[0], 1);
-    assert_eq!(s.tasks[0].steps.last(), Some(&Step::SmpCallFunctionMany));
+    assert_eq!(
+        s.sched.tasks[0].steps.last(),
+        Some(&Step::SmpCallFunctionMany)
+    );
     assert_eq!(
         s.smp.queue[1].len(),
         1,
@@ -282,9 +285,9 @@ fn no_ipi_to_a_target_whose_queue_is_not_empty() {
         };
         let f = CallFunc::DoNothingIpi;
         smp_call_function_many_cond(&mut s, 3, 3, &mask(&[1]), f, Cond::Always, false, false);
-        assert_eq!(s.stats.ipis_sent, 1);
+        assert_eq!(s.obs.stats.ipis_sent, 1);
         smp_call_function_many_cond(&mut s, 0, 0, &mask(&[1, 2]), f, Cond::Always, false, false);
-        assert_eq!(s.stats.ipis_sent, ipis, "skip_ipi_if_queued={skip}");
+        assert_eq!(s.obs.stats.ipis_sent, ipis, "skip_ipi_if_queued={skip}");
         assert_eq!((s.smp.queue[1].len(), s.smp.queue[2].len()), (2, 1));
     }
 }
@@ -342,7 +345,7 @@ fn before_the_run() -> ipisim_core::sim::Sim {
 
 /// When `cpu`'s busy step ends.
 fn busy_until(s: &ipisim_core::sim::Sim, cpu: usize) -> u64 {
-    match s.cpus[cpu].mode {
+    match s.sched.cpus[cpu].mode {
         ipisim_core::sched::Mode::Busy { until } => until,
         m => panic!("CPU {cpu} is not busy: {m:?}"),
     }
@@ -359,18 +362,18 @@ fn back_to_back_interrupts_each_delay_the_interrupted_step() {
     let mut s = before_the_run();
     // CPU 0 is switching to the main thread: a busy step (taken here as one with IRQs on).
     let until = busy_until(&s, 0);
-    s.cpus[0].irqs_off = false;
+    s.sched.cpus[0].irqs_off = false;
     let handler = s.m.cost[Cost::IrqEntryExit];
     ipi_arrive(&mut s, 0);
     ipi_arrive(&mut s, 0);
     assert!(
-        s.cpus[0].irq_pending,
+        s.sched.cpus[0].irq_pending,
         "the second IPI waits for the first handler"
     );
     s.run(2 * handler + 1, &mut |_, _| {});
-    assert!(!s.cpus[0].irq_pending);
+    assert!(!s.sched.cpus[0].irq_pending);
     assert_eq!(
-        s.cpus[0].mode,
+        s.sched.cpus[0].mode,
         Mode::Busy {
             until: until + 2 * handler
         }
@@ -386,15 +389,15 @@ fn back_to_back_interrupts_are_not_charged_as_spinning() {
     use ipisim_core::sched::{ipi_arrive, Mode, SpinOn};
     let mut s = before_the_run();
     // The main thread on CPU 0, taken as spinning in user space from time 0.
-    s.cpus[0].mode = Mode::Spin(SpinOn::UserForever);
-    let t = s.cpus[0].task.unwrap();
-    let user = s.stats.tasks[t].times.user;
+    s.sched.cpus[0].mode = Mode::Spin(SpinOn::UserForever);
+    let t = s.sched.cpus[0].task.unwrap();
+    let user = s.obs.stats.tasks[t].times.user;
     let handler = s.m.cost[Cost::IrqEntryExit];
     ipi_arrive(&mut s, 0);
     ipi_arrive(&mut s, 0);
     let spun = 1000;
     s.run(2 * handler + spun, &mut |_, _| {});
-    assert_eq!(s.stats.tasks[t].times.user - user, spun);
+    assert_eq!(s.obs.stats.tasks[t].times.user - user, spun);
 }
 
 /// A halted idle CPU wakes up for the first of two IPIs that arrive together; the second is
@@ -405,13 +408,13 @@ fn an_idle_cpu_wakes_once_for_back_to_back_interrupts() {
     use ipisim_core::observe::Irq;
     use ipisim_core::sched::{ipi_arrive, Mode};
     let mut s = before_the_run();
-    assert_eq!(s.cpus[5].mode, Mode::Idle);
+    assert_eq!(s.sched.cpus[5].mode, Mode::Idle);
     let (handler, wakeup) = (s.m.cost[Cost::IrqEntryExit], s.m.cost[Cost::IdleWakeup]);
     ipi_arrive(&mut s, 5);
     ipi_arrive(&mut s, 5);
     s.run(wakeup + 2 * handler + 1, &mut |_, _| {});
-    assert!(!s.cpus[5].in_irq(s.now()), "both handlers are over");
-    assert_eq!(s.stats.irqs[Irq::Cal as usize][5], 2, "two interrupts");
+    assert!(!s.sched.cpus[5].in_irq(s.now()), "both handlers are over");
+    assert_eq!(s.obs.stats.irqs[Irq::Cal as usize][5], 2, "two interrupts");
 }
 
 /// A vCPU in guest mode leaves the guest once for two IPIs taken back to back, and enters it
@@ -423,13 +426,13 @@ fn a_vcpu_leaves_the_guest_once_for_back_to_back_interrupts() {
     let mut s = before_the_run();
     // CPU 0's busy step, taken as guest code with IRQs on.
     let until = busy_until(&s, 0);
-    (s.cpus[0].irqs_off, s.cpus[0].in_guest) = (false, true);
+    (s.sched.cpus[0].irqs_off, s.sched.cpus[0].in_guest) = (false, true);
     let (handler, guest) = (s.m.cost[Cost::IrqEntryExit], s.m.cost[Cost::GuestExit]);
     ipi_arrive(&mut s, 0);
     ipi_arrive(&mut s, 0);
     s.run(guest + 2 * handler + 1, &mut |_, _| {});
     assert_eq!(
-        s.cpus[0].mode,
+        s.sched.cpus[0].mode,
         Mode::Busy {
             until: until + guest + 2 * handler
         }
@@ -445,17 +448,21 @@ fn a_wakeup_during_a_handler_preempts_a_user_spin_at_its_return() {
     use ipisim_core::sched::{ipi_arrive, spawn_at, wake, Mode, SpinOn};
     let mut s = before_the_run();
     // CPU 0's task, taken as spinning in user space; another task of its process sleeps there.
-    s.cpus[0].mode = Mode::Spin(SpinOn::UserForever);
-    let spinner = s.cpus[0].task.unwrap();
-    let mm = s.tasks[spinner].mm;
+    s.sched.cpus[0].mode = Mode::Spin(SpinOn::UserForever);
+    let spinner = s.sched.cpus[0].task.unwrap();
+    let mm = s.sched.tasks[spinner].mm;
     let sleeper = spawn_at(&mut s, mm, 0, u64::MAX);
     let handler = s.m.cost[Cost::IrqEntryExit];
     ipi_arrive(&mut s, 0);
     wake(&mut s, sleeper);
-    assert_eq!(s.cpus[0].task, Some(spinner), "not during the handler");
+    assert_eq!(
+        s.sched.cpus[0].task,
+        Some(spinner),
+        "not during the handler"
+    );
     s.run(handler + 1, &mut |_, _| {});
-    assert_eq!(s.cpus[0].task, Some(sleeper));
-    assert_eq!(s.cpus[0].runq, vec![spinner]);
+    assert_eq!(s.sched.cpus[0].task, Some(sleeper));
+    assert_eq!(s.sched.cpus[0].runq, vec![spinner]);
 }
 
 /// csd_lock_wait() waits for the csds of its own call: a request sent earlier without waiting
@@ -504,15 +511,18 @@ fn a_csd_queued_before_the_handler_starts_is_run_by_it() {
     use ipisim_core::machine::Cost;
     let arrival = s.m.cost[Cost::CsdQueue] + s.m.cost[Cost::IpiSend] + s.m.ipi_wire(0, 10);
     s.run(arrival + 1, &mut |_, _| {});
-    assert!(s.cpus[10].in_irq(s.now()), "CPU 10 is waking up for it");
+    assert!(
+        s.sched.cpus[10].in_irq(s.now()),
+        "CPU 10 is waking up for it"
+    );
     assert_eq!(s.smp.queue[10].len(), 1, "not read yet");
     s.end = None;
     call(&mut s, 1);
-    assert_eq!(s.stats.ipis_sent, 1, "the queue was not empty");
+    assert_eq!(s.obs.stats.ipis_sent, 1, "the queue was not empty");
     s.run(arrival + 10_000_000, &mut |_, _| {});
     assert!(s.smp.queue[10].is_empty());
     assert!(!s.smp.locked[0].test(10) && !s.smp.locked[1].test(10));
-    assert_eq!(s.stats.irqs[Irq::Cal as usize][10], 1, "one interrupt");
+    assert_eq!(s.obs.stats.irqs[Irq::Cal as usize][10], 1, "one interrupt");
 }
 
 /// smp_call_function_many() queues on each target at that target's turn in its loop: with an
@@ -540,12 +550,12 @@ fn the_send_loop_queues_each_target_at_its_own_time() {
         let queued = (s.smp.queue[1].len(), s.smp.queue[2].len());
         if event_due {
             assert_eq!(queued, (1, 0));
-            assert_eq!(s.tasks[0].steps.last(), Some(&Step::QueueCsds));
-            assert_eq!(s.stats.ipis_sent, 0);
+            assert_eq!(s.sched.tasks[0].steps.last(), Some(&Step::QueueCsds));
+            assert_eq!(s.obs.stats.ipis_sent, 0);
         } else {
             assert_eq!(queued, (1, 1));
-            assert_eq!(s.tasks[0].steps.last(), Some(&Step::CsdLockWait));
-            assert_eq!(s.stats.ipis_sent, 2);
+            assert_eq!(s.sched.tasks[0].steps.last(), Some(&Step::CsdLockWait));
+            assert_eq!(s.obs.stats.ipis_sent, 2);
         }
     }
 }
@@ -613,9 +623,12 @@ fn the_global_walk_does_not_see_a_cfd_queued_after_it_began() {
 fn the_global_queue_lock_is_taken_with_irqsave() {
     use ipisim_core::observe::Func;
     let s = three_senders_on_the_global_queue();
-    assert!(s.stats.profile[Func::RawSpinLockIrqsave as usize] > 0);
-    assert_eq!(s.stats.profile[Func::RawSpinLock as usize], 0);
-    assert_eq!(s.stats.lock_callers[Func::SmpCallFunctionMany as usize], 0);
+    assert!(s.obs.stats.profile[Func::RawSpinLockIrqsave as usize] > 0);
+    assert_eq!(s.obs.stats.profile[Func::RawSpinLock as usize], 0);
+    assert_eq!(
+        s.obs.stats.lock_callers[Func::SmpCallFunctionMany as usize],
+        0
+    );
 }
 
 /// To 3.13 the handler detaches its queue with list_replace_init() under q->lock, which sets the

@@ -59,11 +59,11 @@ fn oom_kill_picks_the_largest_task() {
     let mut s = one_group();
     assert_eq!(select_bad_process(&s), Selected::Nothing);
     for (t, rss) in [(3, 9), (7, 12), (5, 12), (20, 11), (41, 1000)] {
-        s.tasks[t].rss = rss;
+        s.sched.tasks[t].rss = rss;
     }
     // Task 41 is kswapd: not a candidate whatever it holds.
     assert_eq!(select_bad_process(&s), Selected::Victim(5));
-    s.tasks[7].rss = 13;
+    s.sched.tasks[7].rss = 13;
     assert_eq!(select_bad_process(&s), Selected::Victim(7));
     // out_of_memory() from task 3 kills 7, then waits a jiffy (4 ms at HZ=250) to retry.
     let now = s.now();
@@ -71,26 +71,26 @@ fn oom_kill_picks_the_largest_task() {
         out_of_memory(&mut s, 3),
         Outcome::Sleep(now + 4_000_000_000)
     );
-    assert!(s.tasks[7].oom_killed);
-    assert_eq!(s.stats.oom_kills, 1);
+    assert!(s.sched.tasks[7].oom_killed);
+    assert_eq!(s.obs.stats.oom_kills, 1);
     // TIF_MEMDIE: while 7 has not exited nobody else is chosen.
     assert_eq!(select_bad_process(&s), Selected::Exiting);
     assert_eq!(
         out_of_memory(&mut s, 3),
         Outcome::Sleep(now + 4_000_000_000)
     );
-    assert_eq!(s.stats.oom_kills, 1);
+    assert_eq!(s.obs.stats.oom_kills, 1);
     // The victim itself retries at once (it exits at its next user step).
     assert_eq!(out_of_memory(&mut s, 7), Outcome::Next);
     // Once it has exited, the next call kills the next largest.
-    s.tasks[7].state = ipisim_core::sched::TaskState::Exited;
+    s.sched.tasks[7].state = ipisim_core::sched::TaskState::Exited;
     assert_eq!(select_bad_process(&s), Selected::Victim(5));
     out_of_memory(&mut s, 3);
-    assert!(s.tasks[5].oom_killed);
-    assert_eq!(s.stats.oom_kills, 2);
+    assert!(s.sched.tasks[5].oom_killed);
+    assert_eq!(s.obs.stats.oom_kills, 2);
     // A task marked killed some other way stops the walk too.
-    s.tasks[5].state = ipisim_core::sched::TaskState::Exited;
-    s.tasks[20].oom_killed = true;
+    s.sched.tasks[5].state = ipisim_core::sched::TaskState::Exited;
+    s.sched.tasks[20].oom_killed = true;
     assert_eq!(select_bad_process(&s), Selected::Exiting);
 }
 
@@ -99,7 +99,7 @@ fn oom_kill_picks_the_largest_task() {
 fn no_killable_task_ends_the_run() {
     let mut s = one_group();
     assert_eq!(out_of_memory(&mut s, 0), Outcome::Sleep(u64::MAX));
-    assert!(s.stats.oom_no_victim);
+    assert!(s.obs.stats.oom_no_victim);
     assert!(s.end.is_some());
 }
 
@@ -252,7 +252,7 @@ fn too_many_isolated_throttles_direct_reclaimers() {
             "congestion_wait" => assert_eq!(again, Outcome::Sleep(now + wait)),
             _ => assert_eq!(again, Outcome::Next, "reclaim_throttle: scan nothing"),
         }
-        s.tasks[3].oom_killed = true;
+        s.sched.tasks[3].oom_killed = true;
         if throttle == "congestion_wait" {
             assert_eq!(shrink_node(&mut s, 0, 3, 0, 32), Outcome::Next, "killed");
         }
@@ -279,13 +279,13 @@ fn a_reclaim_pass_first_drains_its_own_cpus_pagevec() {
     let other: Vec<u32> = (0..4).map(|_| s.mem.frames.alloc()).collect();
     s.mem.pagevec[0].extend(&mine);
     s.mem.pagevec[1].extend(&other);
-    let system = s.stats.tasks[3].times.system;
+    let system = s.obs.stats.tasks[3].times.system;
     let Outcome::Busy { ps, .. } = shrink_node(&mut s, 0, 3, 0, 32) else {
         panic!("the pass should be busy");
     };
     // The drain is charged once, as __pagevec_lru_add: the task's system time grows by the
     // pass's length, no more.
-    assert_eq!(s.stats.tasks[3].times.system - system, ps);
+    assert_eq!(s.obs.stats.tasks[3].times.system - system, ps);
     assert!(s.mem.pagevec[0].is_empty());
     assert_eq!(s.mem.pagevec[1], other);
     // The two old pages and the three drained ones are all isolated; the list is empty.
@@ -306,19 +306,19 @@ fn reclaim_throttle_wakes_sleepers_when_the_node_is_below_the_limit() {
         shrink_node(&mut s, 0, 3, 0, 32),
         Outcome::Sleep(_)
     ));
-    s.tasks[3].state = TaskState::Sleeping;
+    s.sched.tasks[3].state = TaskState::Sleeping;
     s.mem.lru[0].isolated[0] = 0;
     assert!(matches!(
         shrink_node(&mut s, 1, 4, 0, 32),
         Outcome::Busy { .. }
     ));
-    assert_eq!(s.tasks[3].state, TaskState::Running);
+    assert_eq!(s.sched.tasks[3].state, TaskState::Running);
     assert!(s.mem.lru[0].throttled.is_empty());
     // Its 20 ms timer must not end a later sleep that has no timer (or another one).
-    s.tasks[3].state = TaskState::Sleeping;
-    s.tasks[3].timer_at = ipisim_core::engine::NEVER;
+    s.sched.tasks[3].state = TaskState::Sleeping;
+    s.sched.tasks[3].timer_at = ipisim_core::engine::NEVER;
     ipisim_core::sched::timer_wake(&mut s, 3);
-    assert_eq!(s.tasks[3].state, TaskState::Sleeping);
+    assert_eq!(s.sched.tasks[3].state, TaskState::Sleeping);
 }
 
 /// Blocks above order 0 (SLUB's slabs of two or more pages) come from the buddy lists and go

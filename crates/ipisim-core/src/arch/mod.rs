@@ -18,6 +18,13 @@ pub use crate::step::FlushRange;
 use crate::step::{Outcome, Step};
 use x86::MmCpumask;
 
+/// The MMU state of every CPU: its hardware TLB and what it has loaded (x86's cpu_tlbstate,
+/// which powerpc radix shares).
+pub struct ArchState {
+    pub tlb: Vec<Tlb>,
+    pub x86: x86::X86,
+}
+
 /// 4 KiB pages per PMD (HPAGE_PMD_NR with 4 KiB pages; the model's page numbers are 4 KiB).
 pub const PMD_PAGES: u64 = 512;
 
@@ -35,22 +42,22 @@ pub fn jiffies(s: &Sim) -> u64 {
 /// Load `mm` on `cpu` as a switch would, without its costs or flushes (unit tests' setup).
 #[cfg(test)]
 pub fn load_for_test(s: &mut Sim, cpu: CpuId, mm: usize) {
-    s.x86.cpu[cpu].loaded_mm = Some(mm);
+    s.arch.x86.cpu[cpu].loaded_mm = Some(mm);
 }
 
 /// The mm `cpu` has loaded (lazy or not), if any.
 pub fn loaded_mm(s: &Sim, cpu: CpuId) -> Option<usize> {
-    s.x86.cpu[cpu].loaded_mm
+    s.arch.x86.cpu[cpu].loaded_mm
 }
 
 /// `cpu` is in lazy TLB mode: idle or a kernel thread, with a user mm still loaded.
 pub fn is_lazy(s: &Sim, cpu: CpuId) -> bool {
-    s.x86.cpu[cpu].is_lazy
+    s.arch.x86.cpu[cpu].is_lazy
 }
 
 /// The address-space id `cpu` runs its loaded mm under: the TLB tag of its translations.
 pub fn loaded_asid(s: &Sim, cpu: CpuId) -> u8 {
-    s.x86.cpu[cpu].loaded_asid
+    s.arch.x86.cpu[cpu].loaded_asid
 }
 
 /// switch_mm_irqs_off(): load `next` (None: no mm) on `cpu`; the time of the switch.
@@ -127,7 +134,7 @@ pub fn flush_huge_range(s: &mut Sim, mm: u32, first: u64, end: u64) -> Step {
         }),
         // radix__tlb_flush -> a range above tlb_single_page_flush_ceiling: _tlbie_pid().
         Arch::PowerpcRadix => {
-            s.stats.tlbies += 1;
+            s.obs.stats.tlbies += 1;
             Step::Work {
                 func: Func::FlushTlbMm,
                 ps: s.m.cost[Cost::Tlbie],

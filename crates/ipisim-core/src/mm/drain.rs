@@ -57,7 +57,7 @@ pub fn drain_pages(s: &mut Sim, by: CpuId, cpu: CpuId) -> Time {
 /// drain_local_pages(): the call-function (or work item) that drains the CPU it runs on.
 pub fn drain_local_pages(s: &mut Sim, cpu: CpuId, task: Option<TaskId>) -> Time {
     let ps = drain_pages(s, cpu, cpu);
-    s.stats.charge(task, Func::DrainPages, ps);
+    s.obs.stats.charge(task, Func::DrainPages, ps);
     ps
 }
 
@@ -67,10 +67,10 @@ pub fn drain_all_pages(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     let ncpus = s.m.ncpus();
     // The seed's unmerged debug counters (patch 8/8): every call, and calls where fewer than
     // half the online CPUs held pages.
-    s.stats.vm(Vm::PcpGlobalDrain, 1);
-    s.stats.drain_cpus_with_pages[with.weight()] += 1;
+    s.obs.stats.vm(Vm::PcpGlobalDrain, 1);
+    s.obs.stats.drain_cpus_with_pages[with.weight()] += 1;
     if with.weight() < ncpus / 2 {
-        s.stats.vm(Vm::PcpGlobalIpiSaved, 1);
+        s.obs.stats.vm(Vm::PcpGlobalIpiSaved, 1);
     }
     match s.k.pcp_drain {
         PcpDrain::AllCpus | PcpDrain::CpusWithPages => {
@@ -95,7 +95,7 @@ pub fn drain_all_pages(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             for c in with.iter() {
                 ps += drain_pages(s, cpu, c);
             }
-            s.stats.charge(Some(t), Func::DrainPages, ps);
+            s.obs.stats.charge(Some(t), Func::DrainPages, ps);
             Outcome::Busy {
                 ps,
                 irqs_off: false,
@@ -110,7 +110,7 @@ pub fn drain_all_pages(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             s.mem.drain.pending = with.weight() as u32;
             for c in with.iter() {
                 let w = kworker(s, c);
-                s.tasks[w].steps.push(Step::DrainWork);
+                s.sched.tasks[w].steps.push(Step::DrainWork);
                 s.wake(w);
             }
             if s.mem.drain.pending == 0 {
@@ -129,7 +129,7 @@ fn kworker(s: &mut Sim, cpu: CpuId) -> TaskId {
         return t;
     }
     let t = s.spawn_kthread(cpu);
-    s.tasks[t].comm = format!("kworker/{cpu}:1");
+    s.sched.tasks[t].comm = format!("kworker/{cpu}:1");
     s.mem.drain.kworkers[cpu] = Some(t);
     t
 }

@@ -15,13 +15,13 @@ const TOUCH_CHUNK: u32 = 64;
 pub fn touch(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) -> Outcome {
     let chunk = n.min(TOUCH_CHUNK);
     if n > chunk {
-        s.tasks[t].steps.push(Step::Touch {
+        s.sched.tasks[t].steps.push(Step::Touch {
             vpn: vpn + chunk as u64,
             n: n - chunk,
             write,
         });
     }
-    let mm = s.tasks[t].mm;
+    let mm = s.sched.tasks[t].mm;
     let asid = crate::arch::loaded_asid(s, cpu);
     let (touch_cost, walk_cost) = (s.m.cost[Cost::UserTouch], s.m.cost[Cost::TlbMiss]);
     let (mut user, mut fault): (Time, Time) = (0, 0);
@@ -30,13 +30,13 @@ pub fn touch(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) 
     let end = vpn + chunk as u64;
     for v in vpn..end {
         user += touch_cost;
-        let (hit, slot) = s.tlb[cpu].access(asid, v);
+        let (hit, slot) = s.arch.tlb[cpu].access(asid, v);
         if let Some(e) = hit.filter(|e| !write || e.dirty) {
             // The checker: the frame must not be back in the allocator. (A hit on a page that
             // is zapped but not yet freed is the user racing its own madvise: allowed.)
-            if s.check.enabled && e.pfn != ZERO_PFN && s.mem.frames.is_free(e.pfn) {
+            if s.obs.check.enabled && e.pfn != ZERO_PFN && s.mem.frames.is_free(e.pfn) {
                 let site = Site::Access { write };
-                s.check.violation(
+                s.obs.check.violation(
                     s.q.now(),
                     Violation::UseAfterFree,
                     site,
@@ -76,9 +76,9 @@ pub fn touch(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) 
             pte = pte.mkdirty();
         }
         s.mem.tables[tab].pte[idx] = pte;
-        s.tlb[cpu].fill_at(slot, asid, v, pte.pfn(), pte.write(), pte.dirty());
+        s.arch.tlb[cpu].fill_at(slot, asid, v, pte.pfn(), pte.write(), pte.dirty());
     }
-    s.stats.charge(Some(t), Func::User, user);
+    s.obs.stats.charge(Some(t), Func::User, user);
     Outcome::Busy {
         ps: user + fault,
         irqs_off: false,
@@ -108,8 +108,8 @@ fn touch_fault(
         // private mapping, or the zero page): ptep_clear_flush() before the new PTE is used, so
         // other CPUs drop the old translation. Resume after the flush.
         s.mem.tables[tab].pte[idx] = new;
-        let mm = s.tasks[t].mm;
-        let steps = &mut s.tasks[t].steps;
+        let mm = s.sched.tasks[t].mm;
+        let steps = &mut s.sched.tasks[t].steps;
         if v + 1 < end {
             steps.push(Step::Touch {
                 vpn: v + 1,
@@ -148,7 +148,7 @@ fn fault_around(s: &mut Sim, t: TaskId, vma: Vma, v: u64, tab: usize) -> Time {
         mapped += 1;
     }
     let cost = mapped * s.m.cost[Cost::FaultAroundPage];
-    s.stats.charge(Some(t), Func::FilemapFault, cost);
+    s.obs.stats.charge(Some(t), Func::FilemapFault, cost);
     cost
 }
 
@@ -158,7 +158,7 @@ fn handle_mm_fault(s: &mut Sim, t: TaskId, vma: Vma, v: u64, write: bool) -> (Pt
         !write || vma.write,
         "workload wrote to read-only page {v:#x}"
     );
-    s.stats.vm(Vm::PgFault, 1);
+    s.obs.stats.vm(Vm::PgFault, 1);
     let c = &s.m.cost;
     let (pte, cost, extra, extra_func) = match vma.backing {
         // do_anonymous_page(): a read maps the shared zero page read-only.
@@ -212,8 +212,8 @@ fn handle_mm_fault(s: &mut Sim, t: TaskId, vma: Vma, v: u64, write: bool) -> (Pt
             }
         }
     };
-    s.stats.charge(Some(t), Func::HandleMmFault, cost);
-    s.stats.charge(Some(t), extra_func, extra);
+    s.obs.stats.charge(Some(t), Func::HandleMmFault, cost);
+    s.obs.stats.charge(Some(t), extra_func, extra);
     (pte, cost + extra)
 }
 
@@ -232,16 +232,16 @@ mod tests {
             ..Default::default()
         };
         let mut s = Sim::new(&resolve(&req).unwrap()).unwrap();
-        let mm = s.tasks[0].mm;
+        let mm = s.sched.tasks[0].mm;
         let vpn = s.mem.mms[mm].vmas[0].start;
         crate::arch::load_for_test(&mut s, 0, mm);
         touch(&mut s, 0, 0, vpn, 1, true);
-        assert_eq!(s.check.total(), 0);
+        assert_eq!(s.obs.check.total(), 0);
         let pfn = s.mem.pte(mm, vpn).pfn();
         s.mem.frames.free(pfn);
         touch(&mut s, 0, 0, vpn, 1, true);
-        assert_eq!(s.check.total(), 1);
-        let json = crate::observe::check::to_json(&s.check);
+        assert_eq!(s.obs.check.total(), 1);
+        let json = crate::observe::check::to_json(&s.obs.check);
         assert_eq!(json["first"][0]["kind"], "use-after-free");
         assert_eq!(json["first"][0]["at"], "write");
     }

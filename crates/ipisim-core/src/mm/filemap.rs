@@ -90,19 +90,19 @@ fn mapping_at(s: &Sim, mm: usize, vpn: u64) -> (usize, u64, Vma) {
 /// User reads (or writes) of whole pages [vpn, vpn + n) of a file mapping, each through
 /// [`access_page`], faulting where it says.
 pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) -> Outcome {
-    let mm = s.tasks[t].mm;
+    let mm = s.sched.tasks[t].mm;
     let (file, first, _) = mapping_at(s, mm, vpn);
     let asid = crate::arch::loaded_asid(s, cpu);
     let (read, walk) = (s.m.cost[Cost::UserReadPage], s.m.cost[Cost::TlbMiss]);
     let mut user: Time = 0;
     // The loop's own text and stack: resident, but refilled after a full flush.
-    let (ws, ws_n) = s.tasks[t].working_set;
+    let (ws, ws_n) = s.sched.tasks[t].working_set;
     for w in ws..ws + ws_n as u64 {
-        let (hit, slot) = s.tlb[cpu].access(asid, w);
+        let (hit, slot) = s.arch.tlb[cpu].access(asid, w);
         if hit.is_none() {
             let pte = s.mem.pte(mm, w);
             user += walk;
-            s.tlb[cpu].fill_at(slot, asid, w, pte.pfn(), pte.write(), pte.dirty());
+            s.arch.tlb[cpu].fill_at(slot, asid, w, pte.pfn(), pte.write(), pte.dirty());
         }
     }
     for i in 0..n as u64 {
@@ -120,12 +120,12 @@ pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bo
                     n: n - i as u32,
                     write,
                 };
-                s.tasks[t].steps.extend([retry, fault]);
+                s.sched.tasks[t].steps.extend([retry, fault]);
                 break;
             }
         }
     }
-    s.stats.charge(Some(t), Func::User, user);
+    s.obs.stats.charge(Some(t), Func::User, user);
     Outcome::Busy {
         ps: user,
         irqs_off: false,
@@ -151,19 +151,19 @@ pub fn access_page(
         s.mem.page[pfn as usize].flags
     };
     let present = flags & PTE_MAPPED != 0;
-    let (hit, slot) = s.tlb[cpu].access(asid, v);
+    let (hit, slot) = s.arch.tlb[cpu].access(asid, v);
     // A write through a clean entry makes x86 walk the page table to set the dirty bit; an
     // architecture without that guarantee writes through a stale clean entry.
     let traps = s.m.clean_write_traps;
     if let Some(e) = hit.filter(|e| !write || e.dirty || (!traps && !present)) {
-        if s.check.enabled && !(present && e.pfn == pfn) {
+        if s.obs.check.enabled && !(present && e.pfn == pfn) {
             check_hit(s, cpu, (mm, v), (file, index), e.pfn, write);
         }
         return Ok(0);
     }
     if present && (!write || flags & PTE_DIRTY != 0) {
         s.mem.page[pfn as usize].flags |= PTE_YOUNG;
-        s.tlb[cpu].fill_at(slot, asid, v, pfn, write, write);
+        s.arch.tlb[cpu].fill_at(slot, asid, v, pfn, write, write);
         return Ok(s.m.cost[Cost::TlbMiss]);
     }
     Err(if flags & PTE_MIGRATION != 0 {
@@ -202,14 +202,15 @@ fn check_hit(
     } else {
         return;
     };
-    s.check
+    s.obs
+        .check
         .violation(s.q.now(), kind, Site::Access { write }, cpu, (mm, v, frame));
 }
 
 /// page_cache_sync_readahead() of the missing page at `index`, then the fault (`retry`) again.
 fn read_in(s: &mut Sim, t: TaskId, file: usize, index: u64, retry: Step) -> Outcome {
     let n = s.k.readahead_pages as u32;
-    let steps = &mut s.tasks[t].steps;
+    let steps = &mut s.sched.tasks[t].steps;
     steps.push(retry);
     steps.push(Step::Readahead {
         file: file as u32,
@@ -222,12 +223,12 @@ fn read_in(s: &mut Sim, t: TaskId, file: usize, index: u64, retry: Step) -> Outc
 /// filemap_fault() + do_fault_around(): read the page in if it is not cached (readahead), then
 /// map every cached page of the aligned `fault_around_bytes` window around it.
 pub fn file_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
-    let mm = s.tasks[t].mm;
+    let mm = s.sched.tasks[t].mm;
     let (file, index, vma) = mapping_at(s, mm, vpn);
     if s.mem.files[file].pages[index as usize] == NONE {
         return read_in(s, t, file, index, Step::FileFault { vpn });
     }
-    s.stats.vm(Vm::PgFault, 1);
+    s.obs.stats.vm(Vm::PgFault, 1);
     let fa = s.k.fault_around_pages;
     let start = (vpn - vpn % fa).max(vma.start);
     let end = (vpn - vpn % fa + fa).min(vma.end);
@@ -248,7 +249,7 @@ pub fn file_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
     // The fault itself maps its page; fault-around maps the others of the window more cheaply.
     let c = &s.m.cost;
     let ps = c[Cost::FaultFile] + mapped.saturating_sub(1) * c[Cost::FaultAroundPage] + lines;
-    s.stats.charge(Some(t), Func::FilemapFault, ps);
+    s.obs.stats.charge(Some(t), Func::FilemapFault, ps);
     Outcome::Busy {
         ps,
         irqs_off: false,
@@ -259,7 +260,7 @@ pub fn file_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
 /// read-only PTE): read the page in if needed, then page_mkwrite, a writable dirty PTE and
 /// set_page_dirty(). No fault-around: 4.x maps around only on read faults.
 pub fn file_write_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
-    let mm = s.tasks[t].mm;
+    let mm = s.sched.tasks[t].mm;
     let (file, index, _) = mapping_at(s, mm, vpn);
     let pfn = s.mem.files[file].pages[index as usize];
     if s.mem.files[file].anon {
@@ -270,10 +271,10 @@ pub fn file_write_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome
     } else if pfn == NONE {
         return read_in(s, t, file, index, Step::FileWriteFault { vpn });
     }
-    s.stats.vm(Vm::PgFault, 1);
+    s.obs.stats.vm(Vm::PgFault, 1);
     let ps = s.m.cost[Cost::FaultFile] + touch_page(s, cpu, pfn);
     s.mem.page[pfn as usize].flags |= PTE_MAPPED | PTE_YOUNG | PTE_DIRTY | PG_DIRTY;
-    s.stats.charge(Some(t), Func::FilemapFault, ps);
+    s.obs.stats.charge(Some(t), Func::FilemapFault, ps);
     Outcome::Busy {
         ps,
         irqs_off: false,
@@ -292,13 +293,13 @@ fn do_anonymous_page(
     let (pfn, alloc) = match alloc_page(s, cpu, t) {
         Ok(got) => got,
         Err(NeedReclaim) => {
-            s.tasks[t].steps.push(Step::FileWriteFault { vpn });
+            s.sched.tasks[t].steps.push(Step::FileWriteFault { vpn });
             alloc_slowpath(s, t);
             return Outcome::Next;
         }
     };
     alloc_succeeded(s, t);
-    s.stats.vm(Vm::PgFault, 1);
+    s.obs.stats.vm(Vm::PgFault, 1);
     s.mem.files[file].pages[index as usize] = pfn;
     s.mem.page[pfn as usize] = PageInfo {
         file: file as u32,
@@ -307,7 +308,7 @@ fn do_anonymous_page(
         cpu: cpu as u16,
     };
     let work = s.m.cost[Cost::FaultAnon] + s.m.cost[Cost::PageClear];
-    s.stats.charge(Some(t), Func::DoAnonymousPage, work);
+    s.obs.stats.charge(Some(t), Func::DoAnonymousPage, work);
     let ps = alloc + work + super::lru::lru_cache_add(s, cpu, t, pfn);
     Outcome::Busy {
         ps,
@@ -329,7 +330,7 @@ pub fn readahead(s: &mut Sim, cpu: CpuId, t: TaskId, file: u32, index: u64, n: u
             continue;
         }
         if ps > 0 && super::lru::add_drains(s, cpu) {
-            s.tasks[t].steps.push(Step::Readahead {
+            s.sched.tasks[t].steps.push(Step::Readahead {
                 file,
                 index: i,
                 n: (end - i) as u32,
@@ -343,7 +344,7 @@ pub fn readahead(s: &mut Sim, cpu: CpuId, t: TaskId, file: u32, index: u64, n: u
                 pfn
             }
             Err(NeedReclaim) => {
-                s.tasks[t].steps.push(Step::Readahead {
+                s.sched.tasks[t].steps.push(Step::Readahead {
                     file,
                     index: i,
                     n: (end - i) as u32,
@@ -360,7 +361,7 @@ pub fn readahead(s: &mut Sim, cpu: CpuId, t: TaskId, file: u32, index: u64, n: u
             flags: 0,
             cpu: cpu as u16,
         };
-        s.stats.charge(Some(t), Func::Readahead, per_page);
+        s.obs.stats.charge(Some(t), Func::Readahead, per_page);
         ps += per_page + super::lru::lru_cache_add(s, cpu, t, pfn);
     }
     Outcome::Busy {
@@ -396,7 +397,7 @@ mod tests {
         };
         crate::arch::load_for_test(&mut s, 1, mm);
         let asid = crate::arch::loaded_asid(&s, 1);
-        s.tlb[1].fill(asid, vpn, pfn, false, false);
+        s.arch.tlb[1].fill(asid, vpn, pfn, false, false);
         (s, mm, vpn, pfn)
     }
 
@@ -408,17 +409,17 @@ mod tests {
         let (mut s, mm, vpn, _) = unmapped_clean_page(true);
         let got = access_page(&mut s, 1, (mm, vpn), (0, 0), true);
         assert_eq!(got, Err(Step::FileWriteFault { vpn }));
-        assert_eq!(s.check.total(), 0);
+        assert_eq!(s.obs.check.total(), 0);
 
         let (mut s, mm, vpn, _) = unmapped_clean_page(false);
         assert_eq!(access_page(&mut s, 1, (mm, vpn), (0, 0), true), Ok(0));
-        let json = crate::observe::check::to_json(&s.check);
+        let json = crate::observe::check::to_json(&s.obs.check);
         assert_eq!(json["by_kind"]["lost-write"], 1, "{json}");
         assert_eq!(json["first"][0]["at"], "write");
         // A load through it is fine: the page is still the file's until it is freed.
         let (mut s, mm, vpn, _) = unmapped_clean_page(false);
         assert_eq!(access_page(&mut s, 1, (mm, vpn), (0, 0), false), Ok(0));
-        assert_eq!(s.check.total(), 0);
+        assert_eq!(s.obs.check.total(), 0);
     }
 
     /// A 32-page readahead reaches the LRU a pagevec at a time: each step ends before the page
@@ -428,7 +429,7 @@ mod tests {
         let (mut s, ..) = unmapped_clean_page(true);
         s.k.pagevec_size = 14; // PAGEVEC_SIZE before 5.x's folio batches of 31
         let t = 0;
-        s.tasks[t].steps.clear();
+        s.sched.tasks[t].steps.clear();
         let on_lru = |s: &Sim| s.mem.lru[0].file.inactive.len();
         let mut seen = vec![];
         let (mut index, mut n) = (1, 32);
@@ -438,7 +439,7 @@ mod tests {
                 Outcome::Busy { .. }
             ));
             seen.push((on_lru(&s), s.mem.pagevec[0].len()));
-            match s.tasks[t].steps.pop() {
+            match s.sched.tasks[t].steps.pop() {
                 Some(Step::Readahead { index: i, n: m, .. }) => (index, n) = (i, m),
                 None => break,
                 Some(other) => panic!("unexpected step {other:?}"),

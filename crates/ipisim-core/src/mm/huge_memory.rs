@@ -19,12 +19,12 @@ const PMDS_PER_STEP: u64 = 4096;
 /// munmap of huge PMDs [first, end) of the task's mm, after the syscall entry: the zap, the
 /// gather's final flush (tlb_finish_mmu) and free_pgtables. Pushes the steps.
 pub fn unmap_huge_region(s: &mut Sim, t: TaskId, first: u64, end: u64) {
-    let mm = s.tasks[t].mm as u32;
+    let mm = s.sched.tasks[t].mm as u32;
     let free_tables = Step::TlbRemoveTables {
         n: (end - first).div_ceil(PMDS_PER_TABLE),
     };
     let flush = arch::flush_huge_range(s, mm, first, end);
-    let steps = &mut s.tasks[t].steps;
+    let steps = &mut s.sched.tasks[t].steps;
     steps.push(free_tables);
     steps.push(flush);
     steps.push(Step::ZapHugePmds { next: first, end });
@@ -40,10 +40,10 @@ pub fn zap_huge_pmds(s: &mut Sim, t: TaskId, next: u64, end: u64) -> Outcome {
     let ps = n * s.m.cost[Cost::PmdZap];
     let mut flush = 0;
     if after == AfterPmdClear::Tlbie {
-        s.stats.tlbies += n;
+        s.obs.stats.tlbies += n;
         flush = n * s.m.cost[Cost::Tlbie];
     }
-    let steps = &mut s.tasks[t].steps;
+    let steps = &mut s.sched.tasks[t].steps;
     if stop < end {
         steps.push(Step::ZapHugePmds { next: stop, end });
     }
@@ -51,8 +51,8 @@ pub fn zap_huge_pmds(s: &mut Sim, t: TaskId, next: u64, end: u64) -> Outcome {
         // The IPI goes out from inside the clear; the rest of the zap follows the wait.
         steps.push(Step::SerializeAgainstPteLookup);
     }
-    s.stats.charge(Some(t), Func::ZapHugePmd, ps);
-    s.stats.charge(Some(t), Func::FlushPmdTlbRange, flush);
+    s.obs.stats.charge(Some(t), Func::ZapHugePmd, ps);
+    s.obs.stats.charge(Some(t), Func::FlushPmdTlbRange, flush);
     Outcome::Busy {
         ps: ps + flush,
         irqs_off: false,
@@ -67,13 +67,13 @@ pub fn tlb_remove_tables(s: &mut Sim, t: TaskId, n: u64) -> Outcome {
     if !s.k.table_batch_alloc_fails {
         ps *= n;
     } else {
-        let steps = &mut s.tasks[t].steps;
+        let steps = &mut s.sched.tasks[t].steps;
         if n > 1 {
             steps.push(Step::TlbRemoveTables { n: n - 1 });
         }
         steps.push(Step::TlbRemoveTableSyncOne);
     }
-    s.stats.charge(Some(t), Func::FreePgtables, ps);
+    s.obs.stats.charge(Some(t), Func::FreePgtables, ps);
     Outcome::Busy {
         ps,
         irqs_off: false,

@@ -116,6 +116,6 @@ pub fn lru_add_drain(s: &mut Sim, cpu: CpuId, t: TaskId) -> Time {
     }
     pv.clear();
     s.mem.pagevec[cpu] = pv;
-    s.stats.charge(Some(t), Func::LruAdd, cost);
+    s.obs.stats.charge(Some(t), Func::LruAdd, cost);
     cost
 }

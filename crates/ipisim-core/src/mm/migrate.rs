@@ -60,7 +60,7 @@ pub fn migrate_pages(
     for c in 0..s.m.ncpus() {
         ps += lru_add_drain(s, c, t);
     }
-    let mut pages = std::mem::take(&mut s.tasks[t].migrate.pages);
+    let mut pages = std::mem::take(&mut s.sched.tasks[t].migrate.pages);
     pages.clear();
     let (page, files) = (&s.mem.page, &s.mem.files);
     let lists = &mut s.mem.lru[from].anon;
@@ -80,13 +80,13 @@ pub fn migrate_pages(
         s.mem.page[p as usize].flags &= !(PG_LRU | PG_ACTIVE);
     }
     let isolate = lock_lru(s, cpu, from, &pages);
-    s.stats.charge(Some(t), Func::IsolateLruPages, isolate);
+    s.obs.stats.charge(Some(t), Func::IsolateLruPages, isolate);
     ps += isolate;
     // pop() takes the lowest address first.
     pages.reverse();
-    let m = &mut s.tasks[t].migrate;
+    let m = &mut s.sched.tasks[t].migrate;
     (m.pages, m.to) = (pages, to);
-    s.tasks[t].steps.push(Step::MigrateUnmap);
+    s.sched.tasks[t].steps.push(Step::MigrateUnmap);
     Outcome::Busy {
         ps,
         irqs_off: false,
@@ -100,11 +100,11 @@ pub fn unmap_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         MigrateFlush::Immediate => 1,
         _ => NR_MAX_BATCHED_MIGRATION,
     };
-    let to = s.tasks[t].migrate.to;
+    let to = s.sched.tasks[t].migrate.to;
     let mut ps: Time = 0;
     let mut flushes = Vec::new();
-    while s.tasks[t].migrate.batch.len() < size {
-        let Some(src) = s.tasks[t].migrate.pages.pop() else {
+    while s.sched.tasks[t].migrate.batch.len() < size {
+        let Some(src) = s.sched.tasks[t].migrate.pages.pop() else {
             break;
         };
         let Some((dst, alloc)) = alloc_page_on_node(s, cpu, t, to) else {
@@ -122,7 +122,7 @@ pub fn unmap_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             p.flags |= PG_DIRTY;
         }
         let walk = s.m.cost[Cost::RmapWalk];
-        s.stats.charge(Some(t), Func::TryToMigrate, walk);
+        s.obs.stats.charge(Some(t), Func::TryToMigrate, walk);
         ps += walk;
         // should_defer_flush(): only when another CPU may cache the translation.
         let defer =
@@ -130,20 +130,21 @@ pub fn unmap_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         if defer {
             rmap::set_tlb_ubc_flush_pending(s, cpu, t, mm, src, dirty);
         } else {
-            s.check
+            s.obs
+                .check
                 .record(s.q.now(), cpu, src, PageEvent::Unmap { batch: 0 });
             flushes.push(flush_tlb_page(mm, vpn));
         }
-        s.tasks[t].migrate.batch.push((src, dst));
+        s.sched.tasks[t].migrate.batch.push((src, dst));
     }
-    if s.tasks[t].migrate.batch.is_empty() {
+    if s.sched.tasks[t].migrate.batch.is_empty() {
         // All pages done: migrate_pages() returns.
         return Outcome::Busy {
             ps,
             irqs_off: false,
         };
     }
-    let steps = &mut s.tasks[t].steps;
+    let steps = &mut s.sched.tasks[t].steps;
     steps.push(Step::MigrateUnmap);
     if s.k.migrate_flush == MigrateFlush::BatchedUnsafe {
         steps.extend([Step::TryToUnmapFlush, Step::MigrateMove]);
@@ -162,38 +163,41 @@ pub fn unmap_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
 /// there (remove_migration_ptes), wake tasks waiting on the migration entry, free the source and
 /// put the destination on the LRU.
 pub fn move_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-    let batch = std::mem::take(&mut s.tasks[t].migrate.batch);
+    let batch = std::mem::take(&mut s.sched.tasks[t].migrate.batch);
     let mut ps: Time = 0;
     for &(src, dst) in &batch {
         let info = s.mem.page[src as usize];
         let copy = s.m.cost[Cost::PageCopy] + touch_page(s, cpu, dst);
-        s.stats.charge(Some(t), Func::CopyPage, copy);
+        s.obs.stats.charge(Some(t), Func::CopyPage, copy);
         let remap = s.m.cost[Cost::RmapWalk];
-        s.stats.charge(Some(t), Func::RemoveMigrationPtes, remap);
+        s.obs
+            .stats
+            .charge(Some(t), Func::RemoveMigrationPtes, remap);
         s.mem.page[dst as usize] = PageInfo {
             flags: (info.flags & !(PTE_MIGRATION | PG_LRU | PG_ACTIVE)) | PTE_MAPPED,
             cpu: cpu as u16,
             ..info
         };
         s.mem.files[info.file as usize].pages[info.index as usize] = dst;
-        s.check
+        s.obs
+            .check
             .record(s.q.now(), cpu, src, PageEvent::MigrateTo { to: dst });
         wake_waiters(s, src);
         rmap::check_translations(s, src, Site::Free);
-        s.check.record(s.q.now(), cpu, src, PageEvent::Free);
+        s.obs.check.record(s.q.now(), cpu, src, PageEvent::Free);
         s.mem.page[src as usize] = PageInfo {
             cpu: info.cpu,
             ..Default::default()
         };
         let free = free_page(s, cpu, src);
-        s.stats.charge(Some(t), Func::FreePage, free);
+        s.obs.stats.charge(Some(t), Func::FreePage, free);
         ps += copy + remap + free + lru_cache_add(s, cpu, t, dst);
     }
-    s.stats.vm(Vm::PgMigrateSuccess, batch.len() as u64);
-    s.stats.vm(Vm::PgFree, batch.len() as u64);
+    s.obs.stats.vm(Vm::PgMigrateSuccess, batch.len() as u64);
+    s.obs.stats.vm(Vm::PgFree, batch.len() as u64);
     let mut batch = batch;
     batch.clear();
-    s.tasks[t].migrate.batch = batch;
+    s.sched.tasks[t].migrate.batch = batch;
     Outcome::Busy {
         ps,
         irqs_off: false,
@@ -203,15 +207,15 @@ pub fn move_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
 /// A page that could not be migrated goes back on its LRU list.
 fn putback(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32) {
     let cost = lru_cache_add(s, cpu, t, pfn);
-    s.stats.charge(Some(t), Func::PutbackLruPages, cost);
+    s.obs.stats.charge(Some(t), Func::PutbackLruPages, cost);
 }
 
 /// migration_entry_wait(): a fault on a migration entry sleeps on the page lock until the
 /// migration restores the PTE; then the access is retried.
 pub fn migration_entry_wait(s: &mut Sim, t: TaskId, pfn: u32) -> Outcome {
     let fault = s.m.cost[Cost::FaultAnon];
-    s.stats.charge(Some(t), Func::MigrationEntryWait, fault);
-    s.stats.vm(Vm::PgFault, 1);
+    s.obs.stats.charge(Some(t), Func::MigrationEntryWait, fault);
+    s.obs.stats.vm(Vm::PgFault, 1);
     if s.mem.page[pfn as usize].flags & PTE_MIGRATION == 0 {
         return Outcome::Busy {
             ps: fault,

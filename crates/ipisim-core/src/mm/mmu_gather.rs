@@ -67,7 +67,7 @@ impl MmuGather {
 /// tlb_flush_mmu() (also the flush of tlb_finish_mmu()): flush the gathered range if any PTE or
 /// table was cleared, then free the gathered pages.
 pub fn tlb_flush_mmu(s: &mut Sim, t: TaskId) -> Outcome {
-    let g = &mut s.tasks[t].gather;
+    let g = &mut s.sched.tasks[t].gather;
     let flush = (g.start < g.end).then(|| FlushRange {
         mm: g.mm as u32,
         start: g.start,
@@ -76,7 +76,7 @@ pub fn tlb_flush_mmu(s: &mut Sim, t: TaskId) -> Outcome {
         freed_tables: g.freed_tables,
     });
     g.reset_range();
-    let steps = &mut s.tasks[t].steps;
+    let steps = &mut s.sched.tasks[t].steps;
     steps.push(Step::TlbBatchPagesFlush);
     if let Some(r) = flush {
         steps.push(Step::FlushTlbMmRange(r));
@@ -88,7 +88,7 @@ pub fn tlb_flush_mmu(s: &mut Sim, t: TaskId) -> Outcome {
 /// flush may not have reached every CPU yet, so flush the whole mm, page tables included (the
 /// MADV_DONTNEED race fix, Minchan Kim, 4.15); then flush as tlb_flush_mmu() and close.
 pub fn tlb_finish_mmu(s: &mut Sim, t: TaskId) -> Outcome {
-    let g = &mut s.tasks[t].gather;
+    let g = &mut s.sched.tasks[t].gather;
     if s.mem.mms[g.mm].tlb_flush_pending > 1 {
         g.reset_range();
         (g.start, g.end, g.freed_tables) = (0, TLB_FLUSH_ALL, true);
@@ -99,15 +99,15 @@ pub fn tlb_finish_mmu(s: &mut Sim, t: TaskId) -> Outcome {
 
 /// tlb_batch_pages_flush(): the TLB is clean, the gathered pages can go back to the allocator.
 pub fn tlb_batch_pages_flush(s: &mut Sim, t: TaskId) -> Outcome {
-    let g = &mut s.tasks[t].gather;
+    let g = &mut s.sched.tasks[t].gather;
     if std::mem::take(&mut g.finishing) {
         s.mem.mms[g.mm].tlb_flush_pending -= 1;
     }
-    let mut pages = std::mem::take(&mut s.tasks[t].gather.pages);
+    let mut pages = std::mem::take(&mut s.sched.tasks[t].gather.pages);
     for &pfn in &pages {
         s.mem.frames.free(pfn);
     }
     pages.clear();
-    s.tasks[t].gather.pages = pages;
+    s.sched.tasks[t].gather.pages = pages;
     Outcome::Next
 }

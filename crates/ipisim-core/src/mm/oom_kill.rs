@@ -22,7 +22,7 @@ pub enum Selected {
 /// oom_badness(): the pages the task holds (its `rss`). Kernel threads, exited tasks and tasks
 /// holding nothing are not candidates (oom_unkillable_task, find_lock_task_mm).
 pub fn oom_badness(s: &Sim, t: TaskId) -> Option<u64> {
-    let task = &s.tasks[t];
+    let task = &s.sched.tasks[t];
     let alive = !task.exited() && task.mm != KTHREAD;
     (alive && task.rss > 0).then_some(task.rss)
 }
@@ -40,11 +40,11 @@ pub fn select_bad_process(s: &Sim) -> Selected {
         return Selected::Exiting;
     }
     let mut chosen: Option<(TaskId, u64)> = None;
-    for t in 0..s.tasks.len() {
+    for t in 0..s.sched.tasks.len() {
         let Some(points) = oom_badness(s, t) else {
             continue;
         };
-        if s.tasks[t].oom_killed {
+        if s.sched.tasks[t].oom_killed {
             return Selected::Exiting;
         }
         if chosen.is_none_or(|(_, best)| points > best) {
@@ -57,9 +57,9 @@ pub fn select_bad_process(s: &Sim) -> Selected {
 /// oom_kill_process() -> oom_kill_task(): SIGKILL and TIF_MEMDIE; the victim is woken from an
 /// interruptible sleep and exits (freeing its memory) at its next user step.
 pub fn oom_kill_process(s: &mut Sim, victim: TaskId) {
-    s.tasks[victim].oom_killed = true;
+    s.sched.tasks[victim].oom_killed = true;
     s.mem.oom_victims.push(victim);
-    s.stats.oom_kills += 1;
+    s.obs.stats.oom_kills += 1;
     s.signal_wake_up(victim);
 }
 
@@ -67,7 +67,7 @@ pub fn oom_kill_process(s: &mut Sim, victim: TaskId) {
 pub fn out_of_memory(s: &mut Sim, t: TaskId) -> Outcome {
     // "If current has a pending SIGKILL ... automatically select it": it may use the reserves
     // and exits at its next user step.
-    if s.tasks[t].oom_killed {
+    if s.sched.tasks[t].oom_killed {
         return Outcome::Next;
     }
     // Victims that exited are candidates no more.
@@ -79,16 +79,16 @@ pub fn out_of_memory(s: &mut Sim, t: TaskId) -> Outcome {
         Selected::Exiting => {}
         Selected::Nothing => {
             // The kernel panics here; the run ends and the result says why.
-            s.stats.oom_no_victim = true;
+            s.obs.stats.oom_no_victim = true;
             s.end = Some(s.now());
             return Outcome::Sleep(NEVER);
         }
     }
-    if s.tasks[t].oom_killed {
+    if s.sched.tasks[t].oom_killed {
         return Outcome::Next;
     }
     // schedule_timeout_uninterruptible(1): give the victim a jiffy to exit, then retry.
     let jiffy: Time = PS_PER_S / s.k.hz;
-    s.tasks[t].uninterruptible = true;
+    s.sched.tasks[t].uninterruptible = true;
     Outcome::Sleep(s.now() + jiffy)
 }

@@ -199,7 +199,7 @@ fn take_pcp(s: &mut Sim, cpu: CpuId, zone: usize) -> (u32, Time) {
 pub fn alloc_page(s: &mut Sim, cpu: CpuId, t: TaskId) -> Result<(u32, Time), NeedReclaim> {
     let zone = pick_zone(s, cpu, 0)?;
     let (pfn, cost) = take_pcp(s, cpu, zone);
-    s.stats.charge(Some(t), Func::PageAlloc, cost);
+    s.obs.stats.charge(Some(t), Func::PageAlloc, cost);
     Ok((pfn, cost))
 }
 
@@ -249,7 +249,7 @@ pub fn alloc_block(
     }
     s.mem.frames.used += 1 << order;
     let cost = zone_lock_wait(s, zone, cpu, hold) + hold;
-    s.stats.charge(Some(t), Func::PageAlloc, cost);
+    s.obs.stats.charge(Some(t), Func::PageAlloc, cost);
     Ok(cost)
 }
 
@@ -277,7 +277,7 @@ pub fn alloc_page_on_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize) -> Op
         return None;
     }
     let (pfn, cost) = take_pcp(s, cpu, node);
-    s.stats.charge(Some(t), Func::PageAlloc, cost);
+    s.obs.stats.charge(Some(t), Func::PageAlloc, cost);
     Some((pfn, cost))
 }
 
@@ -285,17 +285,17 @@ pub fn alloc_page_on_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize) -> Op
 /// after reclaim, or after the drain), that call returns now.
 pub fn alloc_succeeded(s: &mut Sim, t: TaskId) {
     end_direct_reclaim(s, t);
-    let r = &mut s.tasks[t].reclaim;
+    let r = &mut s.sched.tasks[t].reclaim;
     (r.after_reclaim, r.drained) = (false, false);
 }
 
 /// __alloc_pages_direct_reclaim() returns: one latency sample, from entering it.
 pub fn end_direct_reclaim(s: &mut Sim, t: TaskId) {
-    if let Some(from) = s.tasks[t].reclaim.direct_since.take() {
+    if let Some(from) = s.sched.tasks[t].reclaim.direct_since.take() {
         let now = s.q.now();
-        s.stats.direct_reclaim_latency.push(now - from);
-        if s.tasks[t].reclaim.drained {
-            s.stats.direct_reclaim_drained_latency.push(now - from);
+        s.obs.stats.direct_reclaim_latency.push(now - from);
+        if s.sched.tasks[t].reclaim.drained {
+            s.obs.stats.direct_reclaim_drained_latency.push(now - from);
         }
     }
 }
@@ -305,21 +305,23 @@ pub fn end_direct_reclaim(s: &mut Sim, t: TaskId) {
 /// that freed nothing returns at once and goes to __alloc_pages_may_oom() (see
 /// vmscan::direct_reclaim). The caller pushed its own retry first.
 pub fn alloc_slowpath(s: &mut Sim, t: TaskId) {
-    let r = &mut s.tasks[t].reclaim;
+    let r = &mut s.sched.tasks[t].reclaim;
     if r.after_reclaim && !r.drained {
         // "pages are pinned on the per-cpu lists. Drain them and try again" (drained = true).
         r.drained = true;
-        s.tasks[t].steps.push(Step::DrainAllPages);
+        s.sched.tasks[t].steps.push(Step::DrainAllPages);
         return;
     }
     // The retry after the drain failed too: this direct reclaim returns NULL; rebalance.
     end_direct_reclaim(s, t);
     let now = s.q.now();
-    let r = &mut s.tasks[t].reclaim;
+    let r = &mut s.sched.tasks[t].reclaim;
     (r.after_reclaim, r.drained) = (true, false);
     r.direct_since = Some(now);
-    s.tasks[t].steps.push(Step::DirectReclaim { want: 32 });
-    s.stats.vm(crate::observe::Vm::AllocStall, 1);
+    s.sched.tasks[t]
+        .steps
+        .push(Step::DirectReclaim { want: 32 });
+    s.obs.stats.vm(crate::observe::Vm::AllocStall, 1);
 }
 
 /// free_hot_cold_page(): onto this CPU's pcp list for the page's zone; past `pcp_high`, a batch

@@ -70,8 +70,10 @@ fn take(s: &mut Sim, cpu: CpuId, t: TaskId, id: u32, ps: &mut Time) -> bool {
     else {
         return false;
     };
-    s.tasks[t].locks_held += 1;
-    s.stats.charge_lock(Some(t), Func::PageCheckAddress, moved);
+    s.sched.tasks[t].locks_held += 1;
+    s.obs
+        .stats
+        .charge_lock(Some(t), Func::PageCheckAddress, moved);
     *ps += moved;
     true
 }
@@ -89,7 +91,7 @@ pub fn lock_or_spin(
     if take(s, cpu, t, id, &mut moved) {
         return Ok(moved);
     }
-    s.tasks[t].steps.push(retry);
+    s.sched.tasks[t].steps.push(retry);
     Err(Outcome::Spin(SpinOn::Ptl))
 }
 
@@ -107,16 +109,16 @@ pub fn lock_step(s: &mut Sim, cpu: CpuId, t: TaskId, id: u32) -> Outcome {
 
 /// spin_unlock(ptl) by task `t`: the first waiting CPU gets the lock once its line arrives.
 pub fn unlock(s: &mut Sim, t: TaskId, id: u32) -> Outcome {
-    s.tasks[t].locks_held -= 1;
+    s.sched.tasks[t].locks_held -= 1;
     let m = &s.m;
     let l = &mut s.mem.ptl;
     if let Some((next, moved)) = l.locks[id as usize].unlock(&l.next, |a, b| m.line_transfer(a, b))
     {
         l.granted_at[next] = s.q.now() + moved;
-        let waiter = s.cpus[next]
+        let waiter = s.sched.cpus[next]
             .task
             .expect("a CPU spinning for a lock runs a task");
-        s.tasks[waiter].locks_held += 1;
+        s.sched.tasks[waiter].locks_held += 1;
         s.kick_lock_spinner(next);
     }
     Outcome::Next

@@ -74,9 +74,11 @@ pub fn try_to_unmap_one(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, dirty: boo
     }
     p.flags &= !(PTE_MAPPED | PTE_YOUNG | PTE_DIRTY);
     let cost = s.m.cost[Cost::RmapWalk];
-    s.stats.charge(Some(t), Func::TryToUnmap, cost);
+    s.obs.stats.charge(Some(t), Func::TryToUnmap, cost);
     if s.k.reclaim_flush == ReclaimFlush::None {
-        s.check.record(s.q.now(), cpu, pfn, PageEvent::UnmapNoFlush);
+        s.obs
+            .check
+            .record(s.q.now(), cpu, pfn, PageEvent::UnmapNoFlush);
         return (cost, false);
     }
     // should_defer_flush(): only worth it when another CPU may hold the translation.
@@ -85,17 +87,18 @@ pub fn try_to_unmap_one(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, dirty: boo
         && (!dirty || s.k.defer_writable);
     if !defer {
         // ptep_clear_flush() -> flush_tlb_page().
-        s.check
+        s.obs
+            .check
             .record(s.q.now(), cpu, pfn, PageEvent::Unmap { batch: 0 });
-        s.tasks[t].steps.push(flush_tlb_page(mm, vpn));
+        s.sched.tasks[t].steps.push(flush_tlb_page(mm, vpn));
         return (cost, true);
     }
     set_tlb_ubc_flush_pending(s, cpu, t, mm, pfn, dirty);
     if s.k.reclaim_flush == ReclaimFlush::BatchPfn {
-        let ubc = &mut s.tasks[t].reclaim.ubc;
+        let ubc = &mut s.sched.tasks[t].reclaim.ubc;
         ubc.pages.push((mm as u32, vpn));
         if ubc.pages.len() >= s.k.batch_pfn_size {
-            s.tasks[t].steps.push(Step::TryToUnmapFlush);
+            s.sched.tasks[t].steps.push(Step::TryToUnmapFlush);
             return (cost, true);
         }
     }
@@ -117,16 +120,17 @@ pub fn set_tlb_ubc_flush_pending(
         s.mem.mms[mm].tlb_gen += 1;
     }
     let mask = s.mem.mms[mm].cpumask;
-    let ubc = &mut s.tasks[t].reclaim.ubc;
+    let ubc = &mut s.sched.tasks[t].reclaim.ubc;
     ubc.cpumask.or(&mask);
     if !ubc.flush_required {
-        s.check.batches += 1;
-        ubc.batch = s.check.batches;
+        s.obs.check.batches += 1;
+        ubc.batch = s.obs.check.batches;
     }
     ubc.flush_required = true;
     ubc.writable |= dirty;
     let batch = ubc.batch;
-    s.check
+    s.obs
+        .check
         .record(s.q.now(), cpu, pfn, PageEvent::Unmap { batch });
 }
 
@@ -144,7 +148,7 @@ pub fn flush_tlb_page(mm: usize, vpn: u64) -> Step {
 /// try_to_unmap_flush(): one call to every CPU in the batch's mask (this one runs it directly),
 /// waiting for all of them; then the batch is empty. `kernel.tlbbatch_flush` says how.
 pub fn try_to_unmap_flush(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-    let ubc = &s.tasks[t].reclaim.ubc;
+    let ubc = &s.sched.tasks[t].reclaim.ubc;
     if !ubc.flush_required {
         return Outcome::Next;
     }
@@ -154,24 +158,25 @@ pub fn try_to_unmap_flush(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     } else {
         CallFunc::FlushTlbPfns
     };
-    s.check
+    s.obs
+        .check
         .record(s.q.now(), cpu, u32::MAX, PageEvent::BatchFlush { batch });
     if func == CallFunc::FlushTlbBatchPages && s.k.tlbbatch_flush == TlbBatchFlush::FlushTlbFunc {
-        s.tasks[t].steps.push(Step::TlbUbcClear);
+        s.sched.tasks[t].steps.push(Step::TlbUbcClear);
         return arch::tlbbatch_flush_multi(s, cpu, t, &mask);
     }
     // 4.3 traced the batch flush as a remote shootdown of every page (-1).
     crate::observe::tracelog::tlb_flush(s, cpu, 1, -1);
     if mask.any_but(cpu) {
-        s.stats.vm(Vm::TlbRemoteFlush, 1);
+        s.obs.stats.vm(Vm::TlbRemoteFlush, 1);
     }
     // The targets read the batch while the sender waits; it is emptied after the wait.
-    s.tasks[t].steps.push(Step::TlbUbcClear);
+    s.sched.tasks[t].steps.push(Step::TlbUbcClear);
     smp::smp_call_function_many_cond(s, cpu, t, &mask, func, Cond::Always, true, true)
 }
 
 pub fn tlb_ubc_clear(s: &mut Sim, t: TaskId) -> Outcome {
-    let ubc = &mut s.tasks[t].reclaim.ubc;
+    let ubc = &mut s.sched.tasks[t].reclaim.ubc;
     ubc.cpumask = CpuMask::new();
     ubc.flush_required = false;
     ubc.writable = false;
@@ -184,7 +189,7 @@ pub fn tlb_ubc_clear(s: &mut Sim, t: TaskId) -> Outcome {
 /// out. Each CPU that does is a violation. Only CPUs with the mm loaded can (without PCID every
 /// mm switch flushes; with it, a batch bumps tlb_gen so a switch back flushes).
 pub fn check_translations(s: &mut Sim, pfn: u32, site: Site) {
-    if !s.check.enabled {
+    if !s.obs.check.enabled {
         return;
     }
     let (mm, vpn) = mapping_of(s, pfn);
@@ -197,7 +202,7 @@ pub fn check_translations(s: &mut Sim, pfn: u32, site: Site) {
         if arch::loaded_mm(s, c) != Some(mm) || (arch::is_lazy(s, c) && s.k.pcid) {
             return None;
         }
-        let e = s.tlb[c]
+        let e = s.arch.tlb[c]
             .probe(arch::loaded_asid(s, c), vpn)
             .filter(|e| e.pfn == pfn)?;
         match site {
@@ -213,7 +218,9 @@ pub fn check_translations(s: &mut Sim, pfn: u32, site: Site) {
     let mask = s.mem.mms[mm].cpumask;
     for c in mask.iter() {
         if let Some(kind) = stale(s, c) {
-            s.check.violation(s.q.now(), kind, site, c, (mm, vpn, pfn));
+            s.obs
+                .check
+                .violation(s.q.now(), kind, site, c, (mm, vpn, pfn));
         }
     }
 }

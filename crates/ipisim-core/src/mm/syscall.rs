@@ -11,10 +11,10 @@ pub use crate::step::Syscall;
 use crate::step::{Outcome, Step};
 
 pub fn syscall(s: &mut Sim, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
-    let mm = s.tasks[t].mm;
+    let mm = s.sched.tasks[t].mm;
     let writes_vmas = !matches!(sc, Syscall::MadviseDontneed { .. });
     if writes_vmas && !mmap_write_lock(s, t) {
-        s.tasks[t].steps.push(Step::Syscall(sc));
+        s.sched.tasks[t].steps.push(Step::Syscall(sc));
         return Outcome::Sleep(crate::engine::NEVER);
     }
     let mut vma = s.m.cost[Cost::VmaOp];
@@ -22,17 +22,18 @@ pub fn syscall(s: &mut Sim, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
         vma += s.m.cost[Cost::MunmapVma];
     }
     let entry = s.m.cost[Cost::Syscall] + vma;
-    s.stats
+    s.obs
+        .stats
         .charge(Some(t), Func::Syscall, s.m.cost[Cost::Syscall]);
-    s.stats.charge(Some(t), Func::VmaOps, vma);
-    s.tasks[t].gather.init(mm);
+    s.obs.stats.charge(Some(t), Func::VmaOps, vma);
+    s.sched.tasks[t].gather.init(mm);
     // tlb_gather_mmu() -> inc_tlb_flush_pending(): other threads' tlb_finish_mmu() see it.
     s.mem.mms[mm].tlb_flush_pending += 1;
     match sc {
         Syscall::MadviseDontneed { vpn, n } => {
             // madvise_dontneed_free() -> zap_page_range_single_batched(); with CONFIG_PT_RECLAIM
             // the zap may free PTE tables it empties completely.
-            let steps = &mut s.tasks[t].steps;
+            let steps = &mut s.sched.tasks[t].steps;
             steps.push(Step::TlbFinishMmu);
             steps.push(Step::Zap {
                 from: vpn,
@@ -61,7 +62,7 @@ fn munmap(s: &mut Sim, t: TaskId, mm: usize, vpn: u64, n: u64) {
     let floor = if i > 0 { m.vmas[i - 1].end } else { 0 };
     let ceiling = m.vmas.get(j).map_or(0, |v| v.start);
     m.vmas.drain(i..j);
-    let steps = &mut s.tasks[t].steps;
+    let steps = &mut s.sched.tasks[t].steps;
     steps.push(Step::MmapWriteUnlock);
     steps.push(Step::TlbFinishMmu);
     steps.push(Step::FreePgtables {
@@ -92,7 +93,7 @@ fn mprotect_read(s: &mut Sim, t: TaskId, mm: usize, vpn: u64, n: u64) {
         v.write = false;
     }
     merge_vmas(m);
-    let steps = &mut s.tasks[t].steps;
+    let steps = &mut s.sched.tasks[t].steps;
     steps.push(Step::MmapWriteUnlock);
     steps.push(Step::TlbFinishMmu);
     steps.push(Step::Protect {
@@ -105,7 +106,7 @@ fn mprotect_read(s: &mut Sim, t: TaskId, mm: usize, vpn: u64, n: u64) {
 /// (false). A munmap holds it until its page tables are freed and its TLB flush is done, so
 /// another thread cannot map into the hole meanwhile (it would get a table being freed).
 pub fn mmap_write_lock(s: &mut Sim, t: TaskId) -> bool {
-    let m = &mut s.mem.mms[s.tasks[t].mm];
+    let m = &mut s.mem.mms[s.sched.tasks[t].mm];
     match m.mmap_lock_writer {
         None => {
             m.mmap_lock_writer = Some(t);
@@ -121,7 +122,7 @@ pub fn mmap_write_lock(s: &mut Sim, t: TaskId) -> bool {
 
 /// mmap_write_unlock(): wake every task sleeping for the lock; they race for it again.
 pub fn mmap_write_unlock(s: &mut Sim, t: TaskId) -> Outcome {
-    let m = &mut s.mem.mms[s.tasks[t].mm];
+    let m = &mut s.mem.mms[s.sched.tasks[t].mm];
     m.mmap_lock_writer = None;
     for w in std::mem::take(&mut m.mmap_lock_waiters) {
         s.wake(w);
@@ -132,7 +133,7 @@ pub fn mmap_write_unlock(s: &mut Sim, t: TaskId) -> Outcome {
 /// zap_pmd_range() / zap_pte_range() over [from, end): clear present PTEs into the gather. If the
 /// gather fills, flush and come back for the rest (force_flush).
 pub fn zap_step(s: &mut Sim, t: TaskId, from: u64, end: u64, reclaim_pt: bool) -> Outcome {
-    let mm = s.tasks[t].mm;
+    let mm = s.sched.tasks[t].mm;
     let mut zapped: u64 = 0;
     let mut freed_tables: u64 = 0;
     let mut vpn = from;
@@ -163,13 +164,13 @@ pub fn zap_step(s: &mut Sim, t: TaskId, from: u64, end: u64, reclaim_pt: bool) -
             (lo, hi) = (lo.min(v - 1), v);
             delay_rmap |= !pte.is_anon() && pte.dirty();
             // Anonymous pages are freed after the flush; page-cache pages and the zero page stay.
-            if pte.is_anon() && s.tasks[t].gather.remove_page(pte.pfn()) {
+            if pte.is_anon() && s.sched.tasks[t].gather.remove_page(pte.pfn()) {
                 force_flush = true;
                 break;
             }
         }
         if hi > 0 {
-            let g = &mut s.tasks[t].gather;
+            let g = &mut s.sched.tasks[t].gather;
             g.adjust_range(lo, hi);
             g.cleared_ptes = true;
         }
@@ -181,7 +182,7 @@ pub fn zap_step(s: &mut Sim, t: TaskId, from: u64, end: u64, reclaim_pt: bool) -
             freed_tables += 1;
         }
         if force_flush || (delay_rmap && pmd_end < end) {
-            let steps = &mut s.tasks[t].steps;
+            let steps = &mut s.sched.tasks[t].steps;
             steps.push(Step::Zap {
                 from: v,
                 end,
@@ -192,14 +193,14 @@ pub fn zap_step(s: &mut Sim, t: TaskId, from: u64, end: u64, reclaim_pt: bool) -
         }
         if delay_rmap {
             // The last table of the range: flush now; tlb_finish_mmu() finds nothing left.
-            s.tasks[t].steps.push(Step::TlbFlushMmu);
+            s.sched.tasks[t].steps.push(Step::TlbFlushMmu);
         }
         vpn = pmd_end;
     }
     let ps = zapped * s.m.cost[Cost::PteZap];
-    s.stats.charge(Some(t), Func::ZapPteRange, ps);
+    s.obs.stats.charge(Some(t), Func::ZapPteRange, ps);
     let pt = freed_tables * s.m.cost[Cost::PgtableFree];
-    s.stats.charge(Some(t), Func::FreePgtables, pt);
+    s.obs.stats.charge(Some(t), Func::FreePgtables, pt);
     Outcome::Busy {
         ps: ps + pt,
         irqs_off: false,
@@ -212,7 +213,7 @@ fn free_pte_table(s: &mut Sim, t: TaskId, mm: usize, pmd_start: u64) {
     let tab = s.mem.mms[mm].pmds[i];
     s.mem.mms[mm].pmds[i] = NONE;
     s.mem.free_table(tab);
-    let g = &mut s.tasks[t].gather;
+    let g = &mut s.sched.tasks[t].gather;
     g.freed_tables = true;
     g.cleared_pmds = true;
     g.adjust_range(pmd_start, pmd_start + 1);
@@ -228,7 +229,7 @@ pub fn free_pgtables(
     floor: u64,
     ceiling: u64,
 ) -> Outcome {
-    let mm = s.tasks[t].mm;
+    let mm = s.sched.tasks[t].mm;
     // The kernel's arithmetic, in pages: round to PMDs inside the floor and ceiling.
     let mut addr = start - start % PTRS_PER_PTE;
     if addr < floor {
@@ -256,7 +257,7 @@ pub fn free_pgtables(
         return Outcome::Next;
     }
     let ps = freed * s.m.cost[Cost::PgtableFree];
-    s.stats.charge(Some(t), Func::FreePgtables, ps);
+    s.obs.stats.charge(Some(t), Func::FreePgtables, ps);
     Outcome::Busy {
         ps,
         irqs_off: false,
@@ -265,7 +266,7 @@ pub fn free_pgtables(
 
 /// change_pte_range(): write-protect present PTEs in [from, end), gathering the range to flush.
 pub fn protect_step(s: &mut Sim, t: TaskId, from: u64, end: u64) -> Outcome {
-    let mm = s.tasks[t].mm;
+    let mm = s.sched.tasks[t].mm;
     let mut changed: u64 = 0;
     for v in from..end {
         let Some(tab) = s.mem.table_of(mm, v) else {
@@ -276,13 +277,13 @@ pub fn protect_step(s: &mut Sim, t: TaskId, from: u64, end: u64) -> Outcome {
         if pte.present() && pte.write() {
             s.mem.tables[tab as usize].pte[idx] = pte.wrprotect();
             changed += 1;
-            let g = &mut s.tasks[t].gather;
+            let g = &mut s.sched.tasks[t].gather;
             g.adjust_range(v, v + 1);
             g.cleared_ptes = true;
         }
     }
     let ps = changed * s.m.cost[Cost::PteProtect];
-    s.stats.charge(Some(t), Func::ChangePteRange, ps);
+    s.obs.stats.charge(Some(t), Func::ChangePteRange, ps);
     Outcome::Busy {
         ps,
         irqs_off: false,

@@ -108,8 +108,8 @@ fn kswapd(s: &mut Sim, t: TaskId, node: usize) -> Outcome {
         s.mem.lru[node].zone_dirty = false;
         return Outcome::Sleep(crate::engine::NEVER);
     }
-    s.stats.vm(Vm::PageOutRun, 1);
-    s.tasks[t].steps.push(Step::ShrinkNode {
+    s.obs.stats.vm(Vm::PageOutRun, 1);
+    s.sched.tasks[t].steps.push(Step::ShrinkNode {
         node: node as u32,
         nr: SWAP_CLUSTER_MAX as u32,
     });
@@ -138,13 +138,13 @@ pub fn zone_reclaimable(s: &Sim, node: usize) -> bool {
 pub fn direct_reclaim(s: &mut Sim, cpu: CpuId, t: TaskId, want: u32) -> Outcome {
     let home = s.m.node_of(cpu);
     let nodes = s.m.nodes;
-    let mut d = s.tasks[t].reclaim.direct.unwrap_or(DirectScan {
+    let mut d = s.sched.tasks[t].reclaim.direct.unwrap_or(DirectScan {
         priority: DEF_PRIORITY,
         zone: 0,
         to_scan: None,
     });
     loop {
-        let r = &s.tasks[t].reclaim;
+        let r = &s.sched.tasks[t].reclaim;
         if d.zone < nodes {
             let node = zonelist(nodes, home).nth(d.zone).expect("in range");
             let left = d.to_scan.unwrap_or(scan_size(s, node) as u64 >> d.priority);
@@ -156,9 +156,9 @@ pub fn direct_reclaim(s: &mut Sim, cpu: CpuId, t: TaskId, want: u32) -> Outcome 
             if left > 0 && reclaimable(s, node) && !satisfied && !skip {
                 let nr = left.min(SWAP_CLUSTER_MAX as u64);
                 d.to_scan = Some(left - nr);
-                s.tasks[t].reclaim.direct = Some(d);
-                s.tasks[t].steps.push(Step::DirectReclaim { want });
-                s.tasks[t].steps.push(Step::ShrinkNode {
+                s.sched.tasks[t].reclaim.direct = Some(d);
+                s.sched.tasks[t].steps.push(Step::DirectReclaim { want });
+                s.sched.tasks[t].steps.push(Step::ShrinkNode {
                     node: node as u32,
                     nr: nr as u32,
                 });
@@ -166,7 +166,7 @@ pub fn direct_reclaim(s: &mut Sim, cpu: CpuId, t: TaskId, want: u32) -> Outcome 
             }
             d.zone += 1;
             d.to_scan = None;
-            s.tasks[t].reclaim.zone_reclaimed = 0;
+            s.sched.tasks[t].reclaim.zone_reclaimed = 0;
             continue;
         }
         if r.reclaimed >= want || d.priority == 0 {
@@ -178,7 +178,7 @@ pub fn direct_reclaim(s: &mut Sim, cpu: CpuId, t: TaskId, want: u32) -> Outcome 
     // do_try_to_free_pages(): "top priority shrink_zones still had more to do? don't OOM, then".
     let still_reclaimable = s.k.zone_reclaimable_progress
         && zonelist(nodes, home).any(|node| zone_reclaimable(s, node));
-    let r = &mut s.tasks[t].reclaim;
+    let r = &mut s.sched.tasks[t].reclaim;
     let progress = r.reclaimed;
     (r.direct, r.reclaimed, r.zone_reclaimed) = (None, 0, 0);
     if progress == 0 && !still_reclaimable {
@@ -186,7 +186,7 @@ pub fn direct_reclaim(s: &mut Sim, cpu: CpuId, t: TaskId, want: u32) -> Outcome 
         // (no retry, no drain); the slowpath then calls __alloc_pages_may_oom().
         r.after_reclaim = false;
         super::page_alloc::end_direct_reclaim(s, t);
-        s.tasks[t].steps.push(Step::OutOfMemory);
+        s.sched.tasks[t].steps.push(Step::OutOfMemory);
     }
     Outcome::Next
 }
@@ -220,7 +220,7 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
     } else {
         (0, [0; SWAP_CLUSTER_MAX], 0, 0)
     };
-    let mut isolated = std::mem::take(&mut s.tasks[t].reclaim.isolated);
+    let mut isolated = std::mem::take(&mut s.sched.tasks[t].reclaim.isolated);
     isolated.clear();
     for _ in 0..nr.min(SWAP_CLUSTER_MAX) {
         let Some(p) = s.mem.lru[node].lists(anon).inactive.pop_back() else {
@@ -238,14 +238,14 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
     } else {
         Vm::PgScanDirect
     };
-    s.stats.vm(scan, n as u64);
-    let r = &mut s.tasks[t].reclaim;
+    s.obs.stats.vm(scan, n as u64);
+    let r = &mut s.sched.tasks[t].reclaim;
     r.isolated = isolated;
     r.pos = 0;
     r.node = node;
     r.anon = anon;
     r.unqueued_dirty = 0;
-    s.tasks[t].steps.push(Step::ShrinkPageList);
+    s.sched.tasks[t].steps.push(Step::ShrinkPageList);
     if s.k.young_flush {
         // Before 3.15, shrink_active_list's ptep_clear_flush_young() flushed each page whose
         // accessed bit it cleared, under its PTE lock; those flushes come before shrink_page_list.
@@ -253,7 +253,7 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
             let (mm, vpn) = rmap::mapping_of(s, p);
             let id = ptl::ptl_of_page(s, p);
             // page_referenced_one(): the flush runs with the page's PTE lock held.
-            let steps = &mut s.tasks[t].steps;
+            let steps = &mut s.sched.tasks[t].steps;
             steps.extend([
                 Step::PtlUnlock { id },
                 rmap::flush_tlb_page(mm, vpn),
@@ -261,7 +261,7 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
             ]);
         }
     }
-    s.stats.charge(Some(t), Func::IsolateLruPages, ps);
+    s.obs.stats.charge(Some(t), Func::IsolateLruPages, ps);
     // spin_lock_irq(&zone->lru_lock): interrupts wait while we spin for it and hold it.
     Outcome::Busy {
         ps: drain + ps,
@@ -327,7 +327,7 @@ fn too_many_isolated(s: &Sim, t: TaskId, node: usize, anon: bool) -> bool {
         true => listed + super::page_io::under_writeback(s, node),
         false => listed,
     };
-    let priority = s.tasks[t].reclaim.direct.map_or(0, |d| d.priority);
+    let priority = s.sched.tasks[t].reclaim.direct.map_or(0, |d| d.priority);
     inactive >> priority > 0 && lru.isolated[anon as usize] > inactive
 }
 
@@ -340,14 +340,14 @@ fn too_many_isolated_wait(
     anon: bool,
     nr: usize,
 ) -> Option<Outcome> {
-    let stalled = std::mem::take(&mut s.tasks[t].reclaim.stalled);
+    let stalled = std::mem::take(&mut s.sched.tasks[t].reclaim.stalled);
     if stalled {
         // Off the wait queue, whether woken or timed out.
         s.mem.lru[node].throttled.retain(|&w| w != t as u32);
     }
-    if stalled && s.tasks[t].oom_killed {
+    if stalled && s.sched.tasks[t].oom_killed {
         // "We are about to die and free our memory. Return now.": SWAP_CLUSTER_MAX reclaimed.
-        let r = &mut s.tasks[t].reclaim;
+        let r = &mut s.sched.tasks[t].reclaim;
         r.reclaimed += SWAP_CLUSTER_MAX as u32;
         r.zone_reclaimed += SWAP_CLUSTER_MAX as u32;
         return Some(Outcome::Next);
@@ -365,19 +365,19 @@ fn too_many_isolated_wait(
     let jiffy = crate::engine::PS_PER_S / s.k.hz;
     let until = match s.k.isolated_throttle {
         IsolatedThrottle::CongestionWait => {
-            s.stats.trace(Trace::WritebackCongestionWait);
+            s.obs.stats.trace(Trace::WritebackCongestionWait);
             s.now() + s.k.hz / 10 * jiffy
         }
         IsolatedThrottle::ReclaimThrottle if stalled => return Some(Outcome::Next),
         IsolatedThrottle::ReclaimThrottle => {
-            s.stats.trace(Trace::VmscanThrottled);
+            s.obs.stats.trace(Trace::VmscanThrottled);
             s.mem.lru[node].throttled.push(t as u32);
             s.now() + s.k.hz / 50 * jiffy
         }
     };
-    s.tasks[t].reclaim.stalled = true;
-    s.tasks[t].uninterruptible = true;
-    s.tasks[t].steps.push(Step::ShrinkNode {
+    s.sched.tasks[t].reclaim.stalled = true;
+    s.sched.tasks[t].uninterruptible = true;
+    s.sched.tasks[t].steps.push(Step::ShrinkNode {
         node: node as u32,
         nr: nr as u32,
     });
@@ -388,8 +388,8 @@ fn too_many_isolated_wait(
 /// reclaim and take them out of the page cache. Stops when an unmap needs a flush now.
 pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     let mut ps: Time = 0;
-    while s.tasks[t].reclaim.pos < s.tasks[t].reclaim.isolated.len() {
-        let r = &mut s.tasks[t].reclaim;
+    while s.sched.tasks[t].reclaim.pos < s.sched.tasks[t].reclaim.isolated.len() {
+        let r = &mut s.sched.tasks[t].reclaim;
         let pfn = r.isolated[r.pos];
         r.pos += 1;
         let ptl = match lock_page_ptl(s, cpu, t, pfn, ps) {
@@ -411,7 +411,7 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     // End of the list: try_to_unmap_flush() before the pages are freed (or, in the unsafe
     // what-if, after).
     let (first, then) = (Step::TryToUnmapFlush, Step::ShrinkFinish);
-    let steps = &mut s.tasks[t].steps;
+    let steps = &mut s.sched.tasks[t].steps;
     if s.k.flush_before_free {
         steps.extend([then, first]);
     } else {
@@ -440,8 +440,8 @@ fn lock_page_ptl(
     let id = ptl::ptl_of_page(s, pfn);
     if ps > 0 && !ptl::free_or_mine(s, cpu, id) {
         // Spend this pass's time first, then come back to this page and wait.
-        s.tasks[t].reclaim.pos -= 1;
-        s.tasks[t].steps.push(Step::ShrinkPageList);
+        s.sched.tasks[t].reclaim.pos -= 1;
+        s.sched.tasks[t].steps.push(Step::ShrinkPageList);
         return Err(Outcome::Busy {
             ps,
             irqs_off: false,
@@ -450,7 +450,7 @@ fn lock_page_ptl(
     match ptl::lock_or_spin(s, cpu, t, id, Step::ShrinkPageList) {
         Ok(moved) => Ok((Some(id), moved)),
         Err(spin) => {
-            s.tasks[t].reclaim.pos -= 1;
+            s.sched.tasks[t].reclaim.pos -= 1;
             Err(spin)
         }
     }
@@ -464,7 +464,7 @@ fn shrink_page(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, ptl: Option<u32>) -
     let flags = s.mem.page[pfn as usize].flags;
     // page_check_dirty_writeback(): PG_dirty before the unmap (writeback is synchronous here).
     if flags & PG_DIRTY != 0 {
-        s.tasks[t].reclaim.unqueued_dirty += 1;
+        s.sched.tasks[t].reclaim.unqueued_dirty += 1;
     }
     let (walked, verdict) = page_check_references(s, t, pfn, ptl, flags);
     ps += walked;
@@ -498,8 +498,8 @@ fn page_check_references(
     if super::filemap::exec_referenced(flags) {
         // "Activate file-backed executable pages after first usage".
         s.mem.page[pfn as usize].flags &= !PG_REFERENCED;
-        s.stats.charge(Some(t), Func::PageReferenced, walk);
-        s.tasks[t].reclaim.activate.push(pfn);
+        s.obs.stats.charge(Some(t), Func::PageReferenced, walk);
+        s.sched.tasks[t].reclaim.activate.push(pfn);
         return (walk, PageRef::Done { stop: false });
     }
     // page_referenced(): an rmap walk if mapped; clearing the accessed bit needs no flush
@@ -509,7 +509,7 @@ fn page_check_references(
     let mut ps = 0;
     if mapped {
         ps += walk;
-        s.stats.charge(Some(t), Func::PageReferenced, walk);
+        s.obs.stats.charge(Some(t), Func::PageReferenced, walk);
     }
     let referenced_page = flags & PG_REFERENCED != 0;
     let swapbacked = flags & PG_SWAPBACKED != 0;
@@ -522,7 +522,7 @@ fn page_check_references(
     }
     p.flags |= PG_REFERENCED;
     // PAGEREF_ACTIVATE for anonymous pages and pages referenced before, else KEEP.
-    let r = &mut s.tasks[t].reclaim;
+    let r = &mut s.sched.tasks[t].reclaim;
     if referenced_page || swapbacked {
         r.activate.push(pfn);
     } else {
@@ -533,7 +533,7 @@ fn page_check_references(
         // ptep_clear_flush_young() before 3.15: flush the page with its PTE lock held,
         // then on down the list.
         let (mm, vpn) = rmap::mapping_of(s, pfn);
-        let steps = &mut s.tasks[t].steps;
+        let steps = &mut s.sched.tasks[t].steps;
         steps.push(Step::ShrinkPageList);
         steps.push(Step::PtlUnlock { id });
         steps.push(rmap::flush_tlb_page(mm, vpn));
@@ -560,7 +560,7 @@ fn reclaim_page(
     if swapbacked && flags & PG_SWAPCACHE == 0 {
         // add_to_swap(): a swap slot and a place in the swap cache; dirty until written.
         let add = s.m.cost[Cost::PagecacheInsert];
-        s.stats.charge(Some(t), Func::AddToSwap, add);
+        s.obs.stats.charge(Some(t), Func::AddToSwap, add);
         ps += add;
         s.mem.page[pfn as usize].flags |= PG_DIRTY | PG_SWAPCACHE;
     }
@@ -574,16 +574,16 @@ fn reclaim_page(
         }
     }
     let dirty = s.mem.page[pfn as usize].flags & PG_DIRTY != 0;
-    let node = s.tasks[t].reclaim.node;
+    let node = s.sched.tasks[t].reclaim.node;
     let kswapd_writes = is_kswapd(s, t) && s.mem.lru[node].zone_dirty;
     // Anonymous pages go to swap from any reclaimer. Only kswapd writes file pages, once the
     // zone is ZONE_DIRTY, and a RECLAIM_CLEAN page is kept rather than written.
     let write = dirty && (swapbacked || (kswapd_writes && !reclaim_clean));
     if dirty && !write {
         if !kswapd_writes {
-            s.stats.vm(Vm::NrVmscanImmediateReclaim, 1);
+            s.obs.stats.vm(Vm::NrVmscanImmediateReclaim, 1);
         }
-        s.tasks[t].reclaim.keep.push(pfn);
+        s.sched.tasks[t].reclaim.keep.push(pfn);
     } else if !dirty {
         ps += remove_mapping(s, t, pfn, s.m.cost[Cost::PagecacheDelete]);
     }
@@ -593,18 +593,20 @@ fn reclaim_page(
     // The unmap's own flush, then try_to_unmap_flush_dirty() (no writable TLB entry may outlive
     // the start of the I/O), then pageout(), then on down the list. ptep_clear_flush() runs with
     // the PTE lock held; the lock goes after it.
-    let steps = &mut s.tasks[t].steps;
+    let steps = &mut s.sched.tasks[t].steps;
     let flush = if flush_now { steps.pop() } else { None };
     steps.push(Step::ShrinkPageList);
     if write {
         steps.push(Step::Pageout { pfn });
-        if s.tasks[t].reclaim.ubc.writable && s.k.flush_dirty_before_pageout {
-            s.tasks[t].steps.push(Step::TryToUnmapFlush);
+        if s.sched.tasks[t].reclaim.ubc.writable && s.k.flush_dirty_before_pageout {
+            s.sched.tasks[t].steps.push(Step::TryToUnmapFlush);
         }
     }
     if let Some(flush) = flush {
         let id = ptl.expect("an unmap flush is of a mapped page");
-        s.tasks[t].steps.extend([Step::PtlUnlock { id }, flush]);
+        s.sched.tasks[t]
+            .steps
+            .extend([Step::PtlUnlock { id }, flush]);
     }
     (ps, true)
 }
@@ -615,8 +617,8 @@ fn remove_mapping(s: &mut Sim, t: TaskId, pfn: u32, delete: Time) -> Time {
     let f = &mut s.mem.files[info.file as usize];
     // An anonymous page leaves the swap cache; its PTE would now hold the swap entry.
     f.pages[info.index as usize] = if f.anon { SWAPPED } else { NONE };
-    s.stats.charge(Some(t), Func::RemoveMapping, delete);
-    s.tasks[t].reclaim.free.push(pfn);
+    s.obs.stats.charge(Some(t), Func::RemoveMapping, delete);
+    s.sched.tasks[t].reclaim.free.push(pfn);
     delete
 }
 
@@ -631,22 +633,22 @@ pub fn pageout(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32) -> Outcome {
     if bio {
         if let Err(until) = super::page_io::submit(s, s.now(), pfn) {
             // get_request(): the request queue is full; sleep until a write completes.
-            s.tasks[t].steps.push(Step::Pageout { pfn });
+            s.sched.tasks[t].steps.push(Step::Pageout { pfn });
             return Outcome::Sleep(until);
         }
     }
     rmap::check_translations(s, pfn, Site::Pageout);
-    s.check.record(s.q.now(), cpu, pfn, PageEvent::Pageout);
+    s.obs.check.record(s.q.now(), cpu, pfn, PageEvent::Pageout);
     s.mem.page[pfn as usize].flags &= !PG_DIRTY;
     if to_swap {
-        s.stats.vm(Vm::PSwpOut, 1);
+        s.obs.stats.vm(Vm::PSwpOut, 1);
     }
-    s.stats.vm(Vm::NrVmscanWrite, 1);
+    s.obs.stats.vm(Vm::NrVmscanWrite, 1);
     let mut ps = super::filemap::touch_page(s, cpu, pfn);
     if !bio {
         ps += s.m.cost[Cost::PageCopy];
     }
-    s.stats.charge(Some(t), Func::Pageout, ps);
+    s.obs.stats.charge(Some(t), Func::Pageout, ps);
     if !bio {
         ps += remove_mapping(s, t, pfn, s.m.cost[Cost::PagecacheDelete]);
     }
@@ -660,7 +662,7 @@ pub fn pageout(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32) -> Outcome {
 /// gone by now), then putback_inactive_pages() for the rest.
 pub fn shrink_finish(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     let mut ps: Time = 0;
-    let free = std::mem::take(&mut s.tasks[t].reclaim.free);
+    let free = std::mem::take(&mut s.sched.tasks[t].reclaim.free);
     for &pfn in &free {
         if s.mem.files[s.mem.page[pfn as usize].file as usize]
             .mapper
@@ -668,7 +670,7 @@ pub fn shrink_finish(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         {
             rmap::check_translations(s, pfn, Site::Free);
         }
-        s.check.record(s.q.now(), cpu, pfn, PageEvent::Free);
+        s.obs.check.record(s.q.now(), cpu, pfn, PageEvent::Free);
         let last = s.mem.page[pfn as usize].cpu;
         s.mem.page[pfn as usize] = super::filemap::PageInfo {
             cpu: last,
@@ -676,15 +678,15 @@ pub fn shrink_finish(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         };
         ps += free_page(s, cpu, pfn);
     }
-    s.stats.charge(Some(t), Func::FreePage, ps);
+    s.obs.stats.charge(Some(t), Func::FreePage, ps);
     let steal = if is_kswapd(s, t) {
         Vm::PgStealKswapd
     } else {
         Vm::PgStealDirect
     };
-    s.stats.vm(steal, free.len() as u64);
-    s.stats.vm(Vm::PgFree, free.len() as u64);
-    let r = &mut s.tasks[t].reclaim;
+    s.obs.stats.vm(steal, free.len() as u64);
+    s.obs.stats.vm(Vm::PgFree, free.len() as u64);
+    let r = &mut s.sched.tasks[t].reclaim;
     r.reclaimed += free.len() as u32;
     r.zone_reclaimed += free.len() as u32;
     let node = r.node;
@@ -692,7 +694,7 @@ pub fn shrink_finish(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     if r.unqueued_dirty > 0 && r.unqueued_dirty == r.isolated.len() {
         s.mem.lru[node].zone_dirty = true;
     }
-    let r = &mut s.tasks[t].reclaim;
+    let r = &mut s.sched.tasks[t].reclaim;
     let anon = r.anon;
     s.mem.lru[node].isolated[anon as usize] -= r.isolated.len();
     let (keep, activate) = (std::mem::take(&mut r.keep), std::mem::take(&mut r.activate));
@@ -704,12 +706,12 @@ pub fn shrink_finish(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         s.mem.page[p as usize].flags |= PG_LRU | PG_ACTIVE;
         s.mem.lru[node].lists(anon).active.push_front(p);
     }
-    s.stats.vm(Vm::PgActivate, activate.len() as u64);
+    s.obs.stats.vm(Vm::PgActivate, activate.len() as u64);
     let putback = lock_lru(s, cpu, node, &keep) + lock_lru(s, cpu, node, &activate);
-    s.stats.charge(Some(t), Func::PutbackLruPages, putback);
+    s.obs.stats.charge(Some(t), Func::PutbackLruPages, putback);
     ps += putback;
     // Hand the vectors back so the next pass reuses their capacity.
-    let r = &mut s.tasks[t].reclaim;
+    let r = &mut s.sched.tasks[t].reclaim;
     (r.free, r.keep, r.activate) = (free, keep, activate);
     r.free.clear();
     r.keep.clear();
@@ -729,11 +731,11 @@ mod tests {
     const MS: u64 = 1_000_000_000;
 
     fn vm(s: &Sim, c: Vm) -> u64 {
-        s.stats.vm[c as usize]
+        s.obs.stats.vm[c as usize]
     }
 
     fn row(s: &Sim, irq: Irq) -> Vec<u64> {
-        s.stats.irqs[irq as usize].clone()
+        s.obs.stats.irqs[irq as usize].clone()
     }
 
     /// Three CPUs: CPU 1 reads (or writes) `pages` pages of a region of the process (a shared
@@ -787,7 +789,10 @@ mod tests {
         );
         assert_eq!(s.mem.lru[0].file.inactive.len(), 32);
         assert_eq!(s.mem.lru[0].isolated, [0, 0]);
-        assert_eq!(s.stats.ipis_sent, 0, "nothing unmapped, nothing flushed");
+        assert_eq!(
+            s.obs.stats.ipis_sent, 0,
+            "nothing unmapped, nothing flushed"
+        );
         shrink_pass(&mut s);
         assert_eq!(
             (vm(&s, Vm::PgScanDirect), vm(&s, Vm::PgStealDirect)),
@@ -800,7 +805,7 @@ mod tests {
             file.pages.iter().all(|&p| p == crate::mm::NONE),
             "out of the page cache"
         );
-        assert_eq!(s.check.total(), 0);
+        assert_eq!(s.obs.check.total(), 0);
     }
 
     /// The flush of the second pass's 32 unmaps: batch_full (4.3) sends one IPI to each other
@@ -813,10 +818,10 @@ mod tests {
             shrink_pass(&mut s);
             shrink_pass(&mut s);
             assert_eq!(vm(&s, Vm::PgStealDirect), 32, "{flush}");
-            assert_eq!(s.stats.ipis_sent, 2 * per_cpu, "{flush}");
+            assert_eq!(s.obs.stats.ipis_sent, 2 * per_cpu, "{flush}");
             assert_eq!(row(&s, Irq::Cal), [0, per_cpu, per_cpu], "{flush}");
             assert_eq!(row(&s, Irq::Tlb), [0, per_cpu, per_cpu], "{flush}");
-            assert_eq!(s.check.total(), 0, "{flush}");
+            assert_eq!(s.obs.check.total(), 0, "{flush}");
         }
     }
 
@@ -831,9 +836,9 @@ mod tests {
             shrink_pass(&mut s);
             shrink_pass(&mut s);
             assert_eq!(vm(&s, Vm::PgStealDirect), 32);
-            let json = crate::observe::check::to_json(&s.check);
+            let json = crate::observe::check::to_json(&s.obs.check);
             assert_eq!(
-                s.check.total(),
+                s.obs.check.total(),
                 caught,
                 "flush_before_free={before}: {json}"
             );
@@ -874,12 +879,12 @@ mod tests {
             );
             assert!(s.mem.lru[0].anon.is_empty());
             assert_eq!(
-                s.stats.ipis_sent, ipis,
+                s.obs.stats.ipis_sent, ipis,
                 "flush_dirty_before_pageout={flush_dirty}"
             );
-            let json = crate::observe::check::to_json(&s.check);
+            let json = crate::observe::check::to_json(&s.obs.check);
             assert_eq!(json["by_kind"]["lost-write"], lost, "{json}");
-            assert_eq!(s.check.total(), lost);
+            assert_eq!(s.obs.check.total(), lost);
         }
     }
 }

@@ -85,6 +85,14 @@ pub struct TaskAccount {
     pub profile: Box<[Time; Func::ALL.len()]>,
 }
 
+/// What a run records: its counters and profiles, the TLB-coherence checker, and the trace.
+pub struct Observe {
+    pub stats: Stats,
+    pub check: check::Checker,
+    /// What `--trace` records, when asked for.
+    pub trace: Option<Box<TraceLog>>,
+}
+
 #[derive(Debug, Clone)]
 pub struct Stats {
     pub vm: [u64; Vm::ALL.len()],

@@ -179,7 +179,7 @@ impl TraceLog {
             ev.push(e);
         }
         let bin = super::IRQ_BIN;
-        for (i, &n) in s.stats.irq_bins.iter().enumerate() {
+        for (i, &n) in s.obs.stats.irq_bins.iter().enumerate() {
             let t = i as Time * bin;
             if t + bin > self.from && t < self.to {
                 let rate = n as f64 * PS_PER_S as f64 / bin as f64;
@@ -194,7 +194,7 @@ impl TraceLog {
         let mut out = String::from("# tracer: nop\n#\n#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION\n#              | |         |   |||||     |         |\n");
         for l in &self.lines {
             let (comm, pid) = match l.task {
-                Some(t) => (s.tasks[t].comm.as_str(), 1000 + t),
+                Some(t) => (s.sched.tasks[t].comm.as_str(), 1000 + t),
                 None => ("<idle>", 0),
             };
             let flags = if l.in_irq { "d.h1." } else { "...1." };
@@ -265,17 +265,17 @@ fn at(s: &Sim, cpu: CpuId) -> LineAt {
     LineAt {
         time: s.now(),
         cpu,
-        task: s.cpus[cpu].task,
-        in_irq: s.cpus[cpu].in_irq(s.now()),
+        task: s.sched.cpus[cpu].task,
+        in_irq: s.sched.cpus[cpu].in_irq(s.now()),
     }
 }
 
 /// The `tlb:tlb_flush` tracepoint: counted always, recorded when tracing.
 pub fn tlb_flush(s: &mut Sim, cpu: CpuId, reason: u8, pages: i64) {
-    s.stats.trace(super::Trace::tlb_flush(reason));
-    if s.trace.is_some() {
+    s.obs.stats.trace(super::Trace::tlb_flush(reason));
+    if s.obs.trace.is_some() {
         let a = at(s, cpu);
-        if let Some(tr) = s.trace.as_mut() {
+        if let Some(tr) = s.obs.trace.as_mut() {
             tr.line(a, Event::TlbFlush { reason, pages });
         }
     }
@@ -283,10 +283,10 @@ pub fn tlb_flush(s: &mut Sim, cpu: CpuId, reason: u8, pages: i64) {
 
 /// `ipi:ipi_send_cpu` from `callsite`.
 pub fn ipi_send_cpu(s: &mut Sim, cpu: CpuId, target: CpuId, callsite: &'static str) {
-    s.stats.trace(super::Trace::IpiSendCpu);
-    if s.trace.is_some() {
+    s.obs.stats.trace(super::Trace::IpiSendCpu);
+    if s.obs.trace.is_some() {
         let a = at(s, cpu);
-        if let Some(tr) = s.trace.as_mut() {
+        if let Some(tr) = s.obs.trace.as_mut() {
             tr.line(a, Event::IpiSendCpu { target, callsite });
         }
     }
@@ -294,10 +294,10 @@ pub fn ipi_send_cpu(s: &mut Sim, cpu: CpuId, target: CpuId, callsite: &'static s
 
 /// `ipi:ipi_send_cpumask` from `callsite`.
 pub fn ipi_send_cpumask(s: &mut Sim, cpu: CpuId, targets: &CpuMask, callsite: &'static str) {
-    s.stats.trace(super::Trace::IpiSendCpumask);
-    if s.trace.is_some() {
+    s.obs.stats.trace(super::Trace::IpiSendCpumask);
+    if s.obs.trace.is_some() {
         let a = at(s, cpu);
-        if let Some(tr) = s.trace.as_mut() {
+        if let Some(tr) = s.obs.trace.as_mut() {
             let targets = *targets;
             tr.line(a, Event::IpiSendCpumask { targets, callsite });
         }

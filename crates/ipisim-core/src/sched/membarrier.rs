@@ -12,8 +12,8 @@ use crate::smp::{self, CallFunc};
 /// sys_membarrier() entry: the syscall, then membarrier_private_expedited() below.
 pub fn sys_membarrier(s: &mut Sim, t: TaskId) -> Outcome {
     let ps = s.m.cost[Cost::Syscall] + s.m.cost[Cost::Membarrier];
-    s.stats.charge(Some(t), Func::Syscall, ps);
-    s.tasks[t].steps.push(Step::MembarrierIpis);
+    s.obs.stats.charge(Some(t), Func::Syscall, ps);
+    s.sched.tasks[t].steps.push(Step::MembarrierIpis);
     Outcome::Busy {
         ps,
         irqs_off: false,
@@ -22,9 +22,10 @@ pub fn sys_membarrier(s: &mut Sim, t: TaskId) -> Outcome {
 
 /// membarrier_private_expedited(0, -1) up to the IPIs.
 pub fn membarrier_private_expedited(s: &mut Sim, t: TaskId) -> Outcome {
-    let mm = s.tasks[t].mm;
+    let mm = s.sched.tasks[t].mm;
     // atomic_read(&mm->mm_users) == 1 || num_online_cpus() == 1: nothing to order against.
     let users = s
+        .sched
         .tasks
         .iter()
         .filter(|x| x.mm == mm && x.state != TaskState::Exited)
@@ -35,8 +36,8 @@ pub fn membarrier_private_expedited(s: &mut Sim, t: TaskId) -> Outcome {
     // smp_mb(), zalloc_cpumask_var(), cpus_read_lock(), rcu_read_lock(), then the scan below
     // and the smp_mb() after the IPIs: one measured cost.
     let own = s.m.cost[Cost::MembarrierMask];
-    s.stats.charge(Some(t), Func::Membarrier, own);
-    s.tasks[t].steps.push(Step::MembarrierIpiMb);
+    s.obs.stats.charge(Some(t), Func::Membarrier, own);
+    s.sched.tasks[t].steps.push(Step::MembarrierIpiMb);
     Outcome::Busy {
         ps: own,
         irqs_off: false,
@@ -48,11 +49,13 @@ pub fn membarrier_private_expedited(s: &mut Sim, t: TaskId) -> Outcome {
 /// calling CPU itself. An idle CPU's curr is its idle task (mm NULL), even while it lazily keeps
 /// this mm loaded.
 pub fn membarrier_ipi_mb(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-    let mm = s.tasks[t].mm;
+    let mm = s.sched.tasks[t].mm;
     let mut mask = CpuMask::new();
-    for c in 0..s.cpus.len() {
-        let curr = s.cpus[c].task.filter(|_| s.cpus[c].mode != Mode::Idle);
-        if curr.is_some_and(|p| s.tasks[p].mm == mm) {
+    for c in 0..s.sched.cpus.len() {
+        let curr = s.sched.cpus[c]
+            .task
+            .filter(|_| s.sched.cpus[c].mode != Mode::Idle);
+        if curr.is_some_and(|p| s.sched.tasks[p].mm == mm) {
             mask.set(c);
         }
     }

@@ -35,6 +35,13 @@ params! {
     }
 }
 
+/// The scheduler's state: the CPUs' run state, every task, and the seeded perturbations.
+pub struct Sched {
+    pub cpus: Vec<Cpu>,
+    pub tasks: Vec<Task>,
+    pub perturb: Perturb,
+}
+
 /// The seeded perturbations of a run: timing jitter and thread placement (sched.*).
 pub struct Perturb {
     /// Up to this many 1/65536ths of a busy step are added to it.
@@ -66,10 +73,10 @@ impl Perturb {
 
 /// A busy step of `ps`, stretched by the run's jitter.
 fn jittered(s: &mut Sim, ps: Time) -> Time {
-    if s.perturb.jitter == 0 || ps == 0 {
+    if s.sched.perturb.jitter == 0 || ps == 0 {
         return ps;
     }
-    let max = ((ps as u128 * s.perturb.jitter as u128) >> 16) as u64;
+    let max = ((ps as u128 * s.sched.perturb.jitter as u128) >> 16) as u64;
     ps + s.rng.below(max + 1)
 }
 
@@ -207,11 +214,11 @@ pub fn spawn_at(s: &mut Sim, mm: usize, cpu: CpuId, at: Time) -> TaskId {
     let cpu = if mm == KTHREAD {
         cpu
     } else {
-        s.perturb.placement[cpu]
+        s.sched.perturb.placement[cpu]
     };
-    let t = s.tasks.len();
-    s.stats.add_task();
-    s.tasks.push(Task {
+    let t = s.sched.tasks.len();
+    s.obs.stats.add_task();
+    s.sched.tasks.push(Task {
         mm,
         cpu,
         state: TaskState::Sleeping,
@@ -261,7 +268,7 @@ fn spin(s: &mut Sim, cpu: CpuId, on: SpinOn) -> bool {
         }
         return true;
     }
-    let c = &mut s.cpus[cpu];
+    let c = &mut s.sched.cpus[cpu];
     if c.mode != Mode::Spin(on) {
         c.mode = Mode::Spin(on);
         c.since = now;
@@ -286,10 +293,10 @@ fn spin(s: &mut Sim, cpu: CpuId, on: SpinOn) -> bool {
 /// Charge `dt` of spinning on `on` to the task on `cpu` (PTE-lock spins are the reclaim rmap
 /// walks', __page_check_address).
 fn charge_spin(s: &mut Sim, cpu: CpuId, on: SpinOn, dt: Time) {
-    let task = s.cpus[cpu].task;
+    let task = s.sched.cpus[cpu].task;
     match on {
-        SpinOn::Ptl => s.stats.charge_lock(task, Func::PageCheckAddress, dt),
-        _ => s.stats.charge(task, spin_func(s, on), dt),
+        SpinOn::Ptl => s.obs.stats.charge_lock(task, Func::PageCheckAddress, dt),
+        _ => s.obs.stats.charge(task, spin_func(s, on), dt),
     }
 }
 
@@ -305,18 +312,18 @@ fn spin_func(s: &Sim, on: SpinOn) -> Func {
 /// Leave the current spin or idle period, charging its time.
 fn close_period(s: &mut Sim, cpu: CpuId) {
     let now = s.now();
-    let dt = now - s.cpus[cpu].since;
-    let since = s.cpus[cpu].since;
-    s.cpus[cpu].since = now;
-    match s.cpus[cpu].mode {
+    let dt = now - s.sched.cpus[cpu].since;
+    let since = s.sched.cpus[cpu].since;
+    s.sched.cpus[cpu].since = now;
+    match s.sched.cpus[cpu].mode {
         Mode::Spin(on) => {
             let name = spin_func(s, on).name();
-            if let Some(tr) = s.trace.as_mut() {
+            if let Some(tr) = s.obs.trace.as_mut() {
                 tr.slice(cpu, since, now, name);
             }
             charge_spin(s, cpu, on, dt)
         }
-        Mode::Idle => s.stats.idle[cpu] += dt,
+        Mode::Idle => s.obs.stats.idle[cpu] += dt,
         Mode::Busy { .. } => {}
     }
 }
@@ -325,33 +332,35 @@ fn close_period(s: &mut Sim, cpu: CpuId) {
 pub fn run(s: &mut Sim, cpu: CpuId) {
     for _ in 0..1_000_000 {
         // IRQs are on between steps: a pending IPI is taken first.
-        if s.cpus[cpu].irq_pending {
+        if s.sched.cpus[cpu].irq_pending {
             irq_enter(s, cpu, Entry::Ipi);
             return;
         }
-        let t = s.cpus[cpu].task.expect("run() on a CPU without a task");
-        if let Some(tr) = s.trace.as_mut() {
+        let t = s.sched.cpus[cpu]
+            .task
+            .expect("run() on a CPU without a task");
+        if let Some(tr) = s.obs.trace.as_mut() {
             tr.step_end(cpu, s.q.now());
         }
         // No preemption while a spinlock is held across steps, nor inside smp_call_function_many
         // (it runs under get_cpu()): from a csd_lock() spin to the call, and from queueing to the
         // end of csd_lock_wait(). A request sent without waiting does not hold it off.
-        let preemptible = s.tasks[t].locks_held == 0
+        let preemptible = s.sched.tasks[t].locks_held == 0
             && s.smp.waiting[cpu] == 0
-            && s.tasks[t].csd_lock_call.is_none()
+            && s.sched.tasks[t].csd_lock_call.is_none()
             && s.smp.sending[cpu].is_none();
-        if s.cpus[cpu].need_resched && preemptible {
+        if s.sched.cpus[cpu].need_resched && preemptible {
             // Wakeup preemption at a step boundary: the current task waits its turn.
-            s.cpus[cpu].need_resched = false;
-            if !s.cpus[cpu].runq.is_empty() {
-                s.cpus[cpu].runq.push(t);
-                s.cpus[cpu].task = None;
+            s.sched.cpus[cpu].need_resched = false;
+            if !s.sched.cpus[cpu].runq.is_empty() {
+                s.sched.cpus[cpu].runq.push(t);
+                s.sched.cpus[cpu].task = None;
                 switch_in(s, cpu);
                 return;
             }
         }
-        let step = s.tasks[t].steps.pop().unwrap_or(Step::User);
-        s.cpus[cpu].in_guest = matches!(step, Step::Guest { .. });
+        let step = s.sched.tasks[t].steps.pop().unwrap_or(Step::User);
+        s.sched.cpus[cpu].in_guest = matches!(step, Step::Guest { .. });
         match exec(s, cpu, t, step) {
             Outcome::Next => continue,
             Outcome::Busy { ps, irqs_off } => {
@@ -371,7 +380,7 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
                 return;
             }
             Outcome::Exit => {
-                s.tasks[t].state = TaskState::Exited;
+                s.sched.tasks[t].state = TaskState::Exited;
                 switch_out(s, cpu);
                 crate::sim::task_exited(s, t);
                 return;
@@ -385,13 +394,13 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
 /// step ends, so the CPU ran on to its end without an event and takes the next step now.
 fn start_busy(s: &mut Sim, cpu: CpuId, step: Step, ps: Time, irqs_off: bool) -> bool {
     let until = s.q.now() + jittered(s, ps);
-    if let Some(tr) = s.trace.as_mut() {
+    if let Some(tr) = s.obs.trace.as_mut() {
         tr.step_begin(cpu, step.name(), s.q.now());
     }
     if !s.q.due_by(until) {
         // The Resume would be the very next event popped: run on without it.
         s.q.advance_to(until);
-        let c = &mut s.cpus[cpu];
+        let c = &mut s.sched.cpus[cpu];
         c.mode = Mode::Busy { until };
         c.irqs_off = irqs_off;
         return true;
@@ -402,7 +411,7 @@ fn start_busy(s: &mut Sim, cpu: CpuId, step: Step, ps: Time, irqs_off: bool) -> 
 
 /// `cpu` is busy until `until`, when its Resume comes (a new generation: older ones are stale).
 fn resume_at(s: &mut Sim, cpu: CpuId, until: Time, irqs_off: bool) {
-    let c = &mut s.cpus[cpu];
+    let c = &mut s.sched.cpus[cpu];
     c.mode = Mode::Busy { until };
     c.irqs_off = irqs_off;
     c.gen = c.gen.wrapping_add(1);
@@ -418,20 +427,21 @@ fn resume_at(s: &mut Sim, cpu: CpuId, until: Time, irqs_off: bool) {
 
 /// The task on `cpu` sleeps until `until` (NEVER: until woken) and leaves the CPU.
 fn sleep(s: &mut Sim, cpu: CpuId, t: TaskId, until: Time) {
-    s.tasks[t].state = TaskState::Sleeping;
-    s.tasks[t].timer_at = until;
+    s.sched.tasks[t].state = TaskState::Sleeping;
+    s.sched.tasks[t].timer_at = until;
     if until != NEVER {
         s.q.schedule(until, Event::Wake { task: t as u32 });
     }
-    s.stats
+    s.obs
+        .stats
         .charge(Some(t), Func::Schedule, s.m.cost[Cost::ContextSwitch]);
     switch_out(s, cpu);
 }
 
 /// The current task left the CPU: run the next runnable task, or go idle.
 fn switch_out(s: &mut Sim, cpu: CpuId) {
-    s.cpus[cpu].task = None;
-    if !s.cpus[cpu].runq.is_empty() {
+    s.sched.cpus[cpu].task = None;
+    if !s.sched.cpus[cpu].runq.is_empty() {
         switch_in(s, cpu);
     } else {
         go_idle(s, cpu);
@@ -446,7 +456,7 @@ fn go_idle(s: &mut Sim, cpu: CpuId) {
         Idle::Poll => NEVER,
         Idle::HaltPoll => s.m.idle_poll,
     };
-    let c = &mut s.cpus[cpu];
+    let c = &mut s.sched.cpus[cpu];
     c.mode = Mode::Idle;
     c.irqs_off = false;
     c.since = now;
@@ -455,19 +465,19 @@ fn go_idle(s: &mut Sim, cpu: CpuId) {
 
 /// Is this idle CPU polling (so a single-target call IPI can be replaced by setting NEED_RESCHED)?
 pub fn idle_polling(s: &Sim, cpu: CpuId) -> bool {
-    let c = &s.cpus[cpu];
+    let c = &s.sched.cpus[cpu];
     c.mode == Mode::Idle && !c.in_irq(s.now()) && s.now() < c.poll_until
 }
 
 /// Switch an idle CPU to its first runnable task: context switch plus switch_mm.
 fn switch_in(s: &mut Sim, cpu: CpuId) {
-    let t = s.cpus[cpu].runq.remove(0);
-    if s.cpus[cpu].mode == Mode::Idle {
+    let t = s.sched.cpus[cpu].runq.remove(0);
+    if s.sched.cpus[cpu].mode == Mode::Idle {
         close_period(s, cpu);
     }
-    s.cpus[cpu].task = Some(t);
-    s.tasks[t].state = TaskState::Running;
-    let mm = s.tasks[t].mm;
+    s.sched.cpus[cpu].task = Some(t);
+    s.sched.tasks[t].state = TaskState::Running;
+    let mm = s.sched.tasks[t].mm;
     let switch_mm = if mm == KTHREAD {
         // A kernel thread keeps the previous mm loaded, lazily.
         crate::arch::enter_lazy_tlb(s, cpu);
@@ -476,9 +486,9 @@ fn switch_in(s: &mut Sim, cpu: CpuId) {
         crate::arch::switch_mm_irqs_off(s, cpu, Some(mm))
     };
     let cs = s.m.cost[Cost::ContextSwitch];
-    s.stats.charge(Some(t), Func::Schedule, cs);
-    s.stats.charge(Some(t), Func::SwitchMm, switch_mm);
-    if let Some(tr) = s.trace.as_mut() {
+    s.obs.stats.charge(Some(t), Func::Schedule, cs);
+    s.obs.stats.charge(Some(t), Func::SwitchMm, switch_mm);
+    if let Some(tr) = s.obs.trace.as_mut() {
         tr.step_begin(cpu, Func::Schedule.name(), s.q.now());
     }
     let until = s.q.now() + cs + switch_mm;
@@ -487,25 +497,25 @@ fn switch_in(s: &mut Sim, cpu: CpuId) {
 
 /// The timer of a timed sleep fired: wake the task if that sleep is still the one it is in.
 pub fn timer_wake(s: &mut Sim, t: TaskId) {
-    if s.tasks[t].timer_at == s.now() {
+    if s.sched.tasks[t].timer_at == s.now() {
         wake(s, t);
     }
 }
 
 pub fn wake(s: &mut Sim, t: TaskId) {
-    if s.tasks[t].state != TaskState::Sleeping {
+    if s.sched.tasks[t].state != TaskState::Sleeping {
         return;
     }
-    s.tasks[t].state = TaskState::Running;
-    s.tasks[t].uninterruptible = false;
-    let cpu = s.tasks[t].cpu;
-    s.cpus[cpu].runq.push(t);
-    let in_irq = s.cpus[cpu].in_irq(s.now());
-    if s.cpus[cpu].task.is_none() && s.cpus[cpu].mode == Mode::Idle && !in_irq {
+    s.sched.tasks[t].state = TaskState::Running;
+    s.sched.tasks[t].uninterruptible = false;
+    let cpu = s.sched.tasks[t].cpu;
+    s.sched.cpus[cpu].runq.push(t);
+    let in_irq = s.sched.cpus[cpu].in_irq(s.now());
+    if s.sched.cpus[cpu].task.is_none() && s.sched.cpus[cpu].mode == Mode::Idle && !in_irq {
         switch_in(s, cpu);
-    } else if s.cpus[cpu].task.is_some() {
-        s.cpus[cpu].need_resched = true;
-        if s.cpus[cpu].mode == Mode::Spin(SpinOn::UserForever) {
+    } else if s.sched.cpus[cpu].task.is_some() {
+        s.sched.cpus[cpu].need_resched = true;
+        if s.sched.cpus[cpu].mode == Mode::Spin(SpinOn::UserForever) {
             if !in_irq {
                 // A task spinning in user space is preempted at once (the reschedule IPI).
                 preempt_user_spin(s, cpu);
@@ -519,14 +529,14 @@ pub fn wake(s: &mut Sim, t: TaskId) {
 
 /// wait_event_interruptible(): sleep until wake_interruptible() or a fatal signal.
 pub fn sleep_interruptible(s: &mut Sim, t: TaskId) -> Outcome {
-    s.tasks[t].interruptible = true;
+    s.sched.tasks[t].interruptible = true;
     Outcome::Sleep(NEVER)
 }
 
 /// wake_up_interruptible(): end task `t`'s interruptible wait, if it is in one.
 pub fn wake_interruptible(s: &mut Sim, t: TaskId) {
-    if s.tasks[t].interruptible {
-        s.tasks[t].interruptible = false;
+    if s.sched.tasks[t].interruptible {
+        s.sched.tasks[t].interruptible = false;
         wake(s, t);
     }
 }
@@ -534,22 +544,25 @@ pub fn wake_interruptible(s: &mut Sim, t: TaskId) {
 /// signal_wake_up() of a fatal signal (the OOM killer's SIGKILL): ends an interruptible sleep.
 pub fn signal_wake_up(s: &mut Sim, t: TaskId) {
     // An interruptible mark left from a wait that a plain wake() ended must not end this one.
-    if !s.tasks[t].uninterruptible {
+    if !s.sched.tasks[t].uninterruptible {
         wake_interruptible(s, t);
     }
 }
 
 /// Switch a task spinning in user space out for the first runnable one (NEED_RESCHED is set).
 fn preempt_user_spin(s: &mut Sim, cpu: CpuId) {
-    s.cpus[cpu].need_resched = false;
+    s.sched.cpus[cpu].need_resched = false;
     close_period(s, cpu);
-    let cur = s.cpus[cpu].task.take().expect("a user spin runs a task");
-    s.cpus[cpu].runq.push(cur);
+    let cur = s.sched.cpus[cpu]
+        .task
+        .take()
+        .expect("a user spin runs a task");
+    s.sched.cpus[cpu].runq.push(cur);
     switch_in(s, cpu);
 }
 
 pub fn resume(s: &mut Sim, cpu: CpuId, gen: u32) {
-    let c = &s.cpus[cpu];
+    let c = &s.sched.cpus[cpu];
     if c.gen != gen || c.in_irq(s.q.now()) {
         return;
     }
@@ -559,7 +572,7 @@ pub fn resume(s: &mut Sim, cpu: CpuId, gen: u32) {
         Mode::Spin(on) => {
             if spin(s, cpu, on) {
                 close_period(s, cpu);
-                s.cpus[cpu].mode = Mode::Busy { until: s.q.now() };
+                s.sched.cpus[cpu].mode = Mode::Busy { until: s.q.now() };
                 run(s, cpu);
             }
         }
@@ -569,12 +582,12 @@ pub fn resume(s: &mut Sim, cpu: CpuId, gen: u32) {
 
 /// The condition a CPU spins on may have come true: re-arm its spin (in a handler, once it ends).
 pub fn kick_spinner(s: &mut Sim, cpu: CpuId) {
-    if let Mode::Spin(on) = s.cpus[cpu].mode {
-        if s.cpus[cpu].in_irq(s.q.now()) {
+    if let Mode::Spin(on) = s.sched.cpus[cpu].mode {
+        if s.sched.cpus[cpu].in_irq(s.q.now()) {
             look_again_after_handler(s, cpu);
         } else if spin(s, cpu, on) {
             close_period(s, cpu);
-            s.cpus[cpu].mode = Mode::Busy { until: s.q.now() };
+            s.sched.cpus[cpu].mode = Mode::Busy { until: s.q.now() };
             run(s, cpu);
         }
     }
@@ -584,8 +597,8 @@ pub fn kick_spinner(s: &mut Sim, cpu: CpuId) {
 /// exits on its own, or at the IrqExit re-entry's (irq_enter's Spin case) if one is queued.
 fn look_again_after_handler(s: &mut Sim, cpu: CpuId) {
     // (A handler that has not started its pass looks at the spin when it has: handler_start.)
-    if !s.cpus[cpu].exit_queued && !s.cpus[cpu].in_pass() {
-        let end = s.cpus[cpu].irq_end;
+    if !s.sched.cpus[cpu].exit_queued && !s.sched.cpus[cpu].in_pass() {
+        let end = s.sched.cpus[cpu].irq_end;
         spin_resume_at(s, cpu, end);
     }
 }
@@ -593,7 +606,7 @@ fn look_again_after_handler(s: &mut Sim, cpu: CpuId) {
 /// Make sure a spinning CPU looks at its condition again at `at` (unless a Resume of this spin
 /// is due then already).
 fn spin_resume_at(s: &mut Sim, cpu: CpuId, at: Time) {
-    let c = &mut s.cpus[cpu];
+    let c = &mut s.sched.cpus[cpu];
     if c.spin_gen == c.gen && c.spin_at == at {
         return;
     }
@@ -611,7 +624,7 @@ fn spin_resume_at(s: &mut Sim, cpu: CpuId, at: Time) {
 
 pub fn ipi_arrive(s: &mut Sim, cpu: CpuId) {
     let now = s.q.now();
-    let c = &mut s.cpus[cpu];
+    let c = &mut s.sched.cpus[cpu];
     let in_irq = c.in_irq(now);
     let masked = in_irq || (c.irqs_off && matches!(c.mode, Mode::Busy { .. }));
     if masked {
@@ -629,7 +642,7 @@ pub fn ipi_arrive(s: &mut Sim, cpu: CpuId) {
 }
 
 pub fn poll_kick(s: &mut Sim, cpu: CpuId) {
-    if s.cpus[cpu].mode == Mode::Idle && !s.cpus[cpu].in_irq(s.q.now()) {
+    if s.sched.cpus[cpu].mode == Mode::Idle && !s.sched.cpus[cpu].in_irq(s.q.now()) {
         irq_enter(s, cpu, Entry::IdlePoll);
     } else {
         // The CPU left the idle loop meanwhile: the queued work needs a real interrupt.
@@ -656,9 +669,9 @@ fn irq_enter(s: &mut Sim, cpu: CpuId, how: Entry) {
     let mut exit = 0;
     let mut guest_exit = 0;
     let mut wake = 0;
-    match s.cpus[cpu].mode {
+    match s.sched.cpus[cpu].mode {
         Mode::Busy { until } => {
-            let c = &mut s.cpus[cpu];
+            let c = &mut s.sched.cpus[cpu];
             c.busy_left = until.saturating_sub(now);
             c.gen = c.gen.wrapping_add(1);
             if c.in_guest && how == Entry::Ipi {
@@ -669,7 +682,7 @@ fn irq_enter(s: &mut Sim, cpu: CpuId, how: Entry) {
         }
         Mode::Spin(_) => close_period(s, cpu),
         Mode::Idle => {
-            if how == Entry::Ipi && now >= s.cpus[cpu].poll_until {
+            if how == Entry::Ipi && now >= s.sched.cpus[cpu].poll_until {
                 // Leaving the halted state is idle time, not handler time (perf sees none of it).
                 wake = s.m.cost[Cost::IdleWakeup];
             }
@@ -678,24 +691,25 @@ fn irq_enter(s: &mut Sim, cpu: CpuId, how: Entry) {
     }
     if how != Entry::IdlePoll {
         // sysvec_call_function(_single): inc_irq_stat(irq_call_count)
-        s.stats.irq(Irq::Cal, cpu);
-        s.stats.interrupt_at(now);
+        s.obs.stats.irq(Irq::Cal, cpu);
+        s.obs.stats.interrupt_at(now);
         let half = s.m.cost[Cost::IrqEntryExit] / 2;
         entry += half;
         exit += s.m.cost[Cost::IrqEntryExit] - half;
     }
-    let c = &mut s.cpus[cpu];
+    let c = &mut s.sched.cpus[cpu];
     // In the handler from now: its end is known once its pass has run (irq_end = NEVER till then).
     c.irq_end = NEVER;
     c.irq_pending = false;
     let task = handler_task(s, cpu);
-    s.stats
+    s.obs
+        .stats
         .charge(task, Func::CallFunctionInterrupt, entry + exit);
-    s.stats.charge(task, Func::GuestExit, guest_exit);
-    s.stats.idle[cpu] += wake;
+    s.obs.stats.charge(task, Func::GuestExit, guest_exit);
+    s.obs.stats.idle[cpu] += wake;
     // The guest exit comes before the handler, the re-entry after it.
     let leave_guest = guest_exit / 2;
-    let c = &mut s.cpus[cpu];
+    let c = &mut s.sched.cpus[cpu];
     c.irq_from = now;
     c.irq_tail = guest_exit - leave_guest + exit;
     // The handler reads the call queue when it starts, not when the IPI arrives: senders that
@@ -710,7 +724,7 @@ fn irq_enter(s: &mut Sim, cpu: CpuId, how: Entry) {
 /// (generic_smp_call_function_single_interrupt / __flush_smp_call_function_queue).
 pub fn handler_start(s: &mut Sim, cpu: CpuId) {
     let now = s.now();
-    if let Some(tr) = s.trace.as_mut() {
+    if let Some(tr) = s.obs.trace.as_mut() {
         tr.handler_start(cpu, now);
     }
     let task = handler_task(s, cpu);
@@ -727,7 +741,7 @@ pub fn handler_continue(s: &mut Sim, cpu: CpuId) {
 
 /// The task a handler on `cpu` interrupts (none on an idle CPU).
 fn handler_task(s: &Sim, cpu: CpuId) -> Option<TaskId> {
-    let c = &s.cpus[cpu];
+    let c = &s.sched.cpus[cpu];
     if c.mode == Mode::Idle {
         None
     } else {
@@ -744,16 +758,16 @@ fn handler_went_on(s: &mut Sim, cpu: CpuId, pass: Option<Time>) {
         return;
     };
     let task = handler_task(s, cpu);
-    let (from, tail) = (s.cpus[cpu].irq_from, s.cpus[cpu].irq_tail);
+    let (from, tail) = (s.sched.cpus[cpu].irq_from, s.sched.cpus[cpu].irq_tail);
     let end = pass_end + tail;
-    if let Some(tr) = s.trace.as_mut() {
+    if let Some(tr) = s.obs.trace.as_mut() {
         tr.slice(cpu, from, end, Func::CallFunctionInterrupt.name());
     }
     if task.is_none() {
         // Interrupt time on an idle CPU belongs to no task; keep the idle clock honest.
-        s.cpus[cpu].since = end;
+        s.sched.cpus[cpu].since = end;
     }
-    let c = &mut s.cpus[cpu];
+    let c = &mut s.sched.cpus[cpu];
     c.irq_end = end;
     c.exit_queued = false;
     match c.mode {
@@ -785,7 +799,7 @@ fn handler_went_on(s: &mut Sim, cpu: CpuId, pass: Option<Time>) {
     }
     // An idle CPU leaves its handler with an event, and so does one where an IPI arrived before
     // the pass started (taken again after iret).
-    let c = &mut s.cpus[cpu];
+    let c = &mut s.sched.cpus[cpu];
     if c.mode == Mode::Idle || c.irq_pending {
         c.exit_queued = true;
         s.q.schedule(end, Event::IrqExit { cpu: cpu as u32 });
@@ -795,15 +809,15 @@ fn handler_went_on(s: &mut Sim, cpu: CpuId, pass: Option<Time>) {
 /// The end of a handler that exits with an event: an idle CPU's, or one that must take an IPI
 /// that arrived while it ran (a busy or spinning CPU's handler otherwise ends without one).
 pub fn irq_exit(s: &mut Sim, cpu: CpuId) {
-    s.cpus[cpu].exit_queued = false;
-    s.cpus[cpu].irq_end = 0;
-    if s.cpus[cpu].irq_pending {
+    s.sched.cpus[cpu].exit_queued = false;
+    s.sched.cpus[cpu].irq_end = 0;
+    if s.sched.cpus[cpu].irq_pending {
         // The IRR bit was set while the handler ran: the interrupt is taken again after iret.
         irq_enter(s, cpu, Entry::Pending);
         return;
     }
-    debug_assert_eq!(s.cpus[cpu].mode, Mode::Idle);
-    if !s.cpus[cpu].runq.is_empty() {
+    debug_assert_eq!(s.sched.cpus[cpu].mode, Mode::Idle);
+    if !s.sched.cpus[cpu].runq.is_empty() {
         switch_in(s, cpu);
     } else {
         // Back to the top of the idle loop: poll again before halting.
@@ -813,23 +827,25 @@ pub fn irq_exit(s: &mut Sim, cpu: CpuId) {
 
 /// Charge the periods still open when the run ends.
 pub fn finish_accounting(s: &mut Sim, end: Time) {
-    for cpu in 0..s.cpus.len() {
-        if let Some(tr) = s.trace.as_mut() {
+    for cpu in 0..s.sched.cpus.len() {
+        if let Some(tr) = s.obs.trace.as_mut() {
             tr.step_end(cpu, end);
         }
-        if matches!(s.cpus[cpu].mode, Mode::Spin(_) | Mode::Idle) && !s.cpus[cpu].in_irq(end) {
-            let since = s.cpus[cpu].since.min(end);
+        if matches!(s.sched.cpus[cpu].mode, Mode::Spin(_) | Mode::Idle)
+            && !s.sched.cpus[cpu].in_irq(end)
+        {
+            let since = s.sched.cpus[cpu].since.min(end);
             let dt = end - since;
-            s.cpus[cpu].since = end;
-            match s.cpus[cpu].mode {
+            s.sched.cpus[cpu].since = end;
+            match s.sched.cpus[cpu].mode {
                 Mode::Spin(on) => {
                     let name = spin_func(s, on).name();
-                    if let Some(tr) = s.trace.as_mut() {
+                    if let Some(tr) = s.obs.trace.as_mut() {
                         tr.slice(cpu, since, end, name);
                     }
                     charge_spin(s, cpu, on, dt)
                 }
-                _ => s.stats.idle[cpu] += dt,
+                _ => s.obs.stats.idle[cpu] += dt,
             }
         }
     }
@@ -867,14 +883,14 @@ mod tests {
         let (mut s, start) = one_step(100 * US, false, &[]);
         ipi_at(&mut s, 1, start + 10 * US);
         run_until(&mut s, start + 10 * US + 1);
-        assert!(s.cpus[1].in_irq(s.now()));
+        assert!(s.sched.cpus[1].in_irq(s.now()));
         run_until(&mut s, start + 50 * US);
         let handler = c(&s, IrqEntryExit);
         assert_eq!(busy_until(&s, 1), start + 100 * US + handler);
         assert_eq!(cal(&s, 1), 1);
-        let t = s.cpus[1].task.unwrap();
+        let t = s.sched.cpus[1].task.unwrap();
         assert_eq!(
-            s.stats.tasks[t].times.user,
+            s.obs.stats.tasks[t].times.user,
             100 * US,
             "the step's own time is unchanged"
         );
@@ -897,7 +913,7 @@ mod tests {
             run_until(&mut s, start + 80 * US);
             let handler = c(&s, IrqEntryExit);
             assert_eq!(cal(&s, 1), passes, "{offsets:?}");
-            assert!(!s.cpus[1].irq_pending, "{offsets:?}");
+            assert!(!s.sched.cpus[1].irq_pending, "{offsets:?}");
             let end = start + 100 * US + passes * handler;
             assert_eq!(busy_until(&s, 1), end, "{offsets:?}");
         }
@@ -910,7 +926,7 @@ mod tests {
         let (mut s, start) = one_step(100 * US, true, &[work(50 * US, false)]);
         ipi_at(&mut s, 1, start + 10 * US);
         run_until(&mut s, start + 100 * US - 1);
-        assert!(s.cpus[1].irq_pending);
+        assert!(s.sched.cpus[1].irq_pending);
         assert_eq!(cal(&s, 1), 0);
         assert_eq!(
             busy_until(&s, 1),
@@ -936,14 +952,14 @@ mod tests {
             }
             let end = at + c(&s, IdleWakeup) + ipis * c(&s, IrqEntryExit);
             run_until(&mut s, end - 1);
-            assert!(s.cpus[1].in_irq(s.now()), "{ipis} IPIs");
+            assert!(s.sched.cpus[1].in_irq(s.now()), "{ipis} IPIs");
             run_until(&mut s, end);
-            assert!(!s.cpus[1].in_irq(s.now()), "{ipis} IPIs");
+            assert!(!s.sched.cpus[1].in_irq(s.now()), "{ipis} IPIs");
             assert_eq!(cal(&s, 1), ipis);
-            assert_eq!(s.cpus[1].mode, Mode::Idle);
+            assert_eq!(s.sched.cpus[1].mode, Mode::Idle);
             // Idle the whole time but the handlers.
             run_until(&mut s, 1000 * US);
-            assert_eq!(s.stats.idle[1], 1000 * US - ipis * c(&s, IrqEntryExit));
+            assert_eq!(s.obs.stats.idle[1], 1000 * US - ipis * c(&s, IrqEntryExit));
         }
     }
 
@@ -975,18 +991,18 @@ mod tests {
                 ipi_at(&mut s, 1, start + 10 * US + i);
             }
             run_until(&mut s, start + 10 * US + 1);
-            assert!(s.cpus[1].in_irq(s.now()), "taken at once");
+            assert!(s.sched.cpus[1].in_irq(s.now()), "taken at once");
             let end = start + 100 * US;
             run_until(&mut s, end);
-            assert_eq!(s.cpus[1].mode, Mode::Spin(SpinOn::UserForever));
+            assert_eq!(s.sched.cpus[1].mode, Mode::Spin(SpinOn::UserForever));
             let handlers = ipis * c(&s, IrqEntryExit);
             assert_eq!(
-                s.stats.tasks[t].times.user,
+                s.obs.stats.tasks[t].times.user,
                 end - start - handlers,
                 "{ipis} IPIs"
             );
             assert_eq!(
-                s.stats.tasks[t].times.system,
+                s.obs.stats.tasks[t].times.system,
                 switch_in(&s) + handlers,
                 "{ipis} IPIs"
             );
@@ -1005,12 +1021,12 @@ mod tests {
             let at = switch_in(&s) + 10 * US;
             ipi_at(&mut s, 1, at);
             let t = spawn_at(&mut s, MM, 1, at + woken);
-            s.tasks[t].steps = vec![work(20 * US, false)];
+            s.sched.tasks[t].steps = vec![work(20 * US, false)];
             let exit = at + c(&s, IrqEntryExit);
             run_until(&mut s, exit - 1);
-            assert_eq!(s.cpus[1].task, Some(spinner), "woken at {woken}");
+            assert_eq!(s.sched.cpus[1].task, Some(spinner), "woken at {woken}");
             run_until(&mut s, exit + 1);
-            assert_eq!(s.cpus[1].task, Some(t), "woken at {woken}");
+            assert_eq!(s.sched.cpus[1].task, Some(t), "woken at {woken}");
             assert_eq!(busy_until(&s, 1), exit + c(&s, ContextSwitch));
             run_until(&mut s, exit + 10 * US);
             assert_eq!(busy_until(&s, 1), exit + c(&s, ContextSwitch) + 20 * US);
@@ -1027,16 +1043,16 @@ mod tests {
             let mut tasks = [0; 2];
             for i in [first_set, 1 - first_set] {
                 tasks[i] = spawn_at(&mut s, MM, 1, at);
-                s.tasks[tasks[i]].steps = vec![work(5 * US, false)];
+                s.sched.tasks[tasks[i]].steps = vec![work(5 * US, false)];
             }
             let (a, b) = (tasks[first_set], tasks[1 - first_set]);
             run_until(&mut s, at + 1);
-            assert_eq!(s.cpus[1].task, Some(a));
-            assert_eq!(s.cpus[1].runq, [b]);
-            assert_eq!(s.tasks[b].state, TaskState::Running);
+            assert_eq!(s.sched.cpus[1].task, Some(a));
+            assert_eq!(s.sched.cpus[1].runq, [b]);
+            assert_eq!(s.sched.tasks[b].state, TaskState::Running);
             // b runs once a sleeps after its step: a context switch out, one in.
             run_until(&mut s, at + 100 * US);
-            assert_eq!(s.stats.tasks[b].times.user, 5 * US);
+            assert_eq!(s.obs.stats.tasks[b].times.user, 5 * US);
         }
     }
 
@@ -1060,12 +1076,12 @@ mod tests {
         let pass = arrive + c(&s, IdleWakeup) + c(&s, IrqEntryExit) / 2;
         run_until(&mut s, pass - 1);
         assert_eq!(s.smp.queue[1].len(), 2, "both csds wait for the pass");
-        assert_eq!(s.stats.ipis_sent, 2 + 1, "CPU 2 sent only CPU 0 an IPI");
+        assert_eq!(s.obs.stats.ipis_sent, 2 + 1, "CPU 2 sent only CPU 0 an IPI");
         run_until(&mut s, pass + 1);
         assert!(s.smp.queue[1].is_empty());
         run_until(&mut s, 200 * US);
         assert_eq!((s.smp.waiting[0], s.smp.waiting[2]), (0, 0));
         assert_eq!(cal(&s, 1), 1);
-        assert_eq!(s.stats.ipis_sent, 3);
+        assert_eq!(s.obs.stats.ipis_sent, 3);
     }
 }

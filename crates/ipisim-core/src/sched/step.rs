@@ -10,16 +10,16 @@ use crate::step::{Outcome, SpinOn, Step};
 
 pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
     match step {
-        Step::User if s.tasks[t].mm == super::KTHREAD => mm::vmscan::kthread(s, t),
+        Step::User if s.sched.tasks[t].mm == super::KTHREAD => mm::vmscan::kthread(s, t),
         Step::User => crate::sim::next_op(s, cpu, t),
         Step::Work { func, ps, irqs_off } => {
-            s.stats.charge(Some(t), func, ps);
+            s.obs.stats.charge(Some(t), func, ps);
             Outcome::Busy { ps, irqs_off }
         }
         Step::Syscall(sc) => mm::syscall(s, cpu, t, sc),
         Step::Touch { vpn, n, write } => mm::touch(s, cpu, t, vpn, n, write),
         Step::Guest { ps } => {
-            s.stats.charge_guest(t, ps);
+            s.obs.stats.charge_guest(t, ps);
             Outcome::Busy {
                 ps,
                 irqs_off: false,

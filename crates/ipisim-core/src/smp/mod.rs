@@ -196,9 +196,9 @@ pub fn scf_func(s: &Sim) -> Func {
 
 /// Send one IPI from `from` to `to`, leaving the sender at `at`.
 fn send_ipi(s: &mut Sim, from: CpuId, to: CpuId, at: Time) {
-    s.stats.ipis_sent += 1;
+    s.obs.stats.ipis_sent += 1;
     let arrive = at + s.m.ipi_wire(from, to);
-    let flow = s.trace.as_mut().map_or(0, |tr| tr.ipi_sent(from, at));
+    let flow = s.obs.trace.as_mut().map_or(0, |tr| tr.ipi_sent(from, at));
     s.q.schedule(
         arrive,
         Event::IpiArrive {
@@ -246,7 +246,7 @@ fn callsite(cond: Cond, run_local: bool) -> &'static str {
 
 /// The call that waited in csd_lock(): make it now.
 pub fn deferred_call(s: &mut Sim, cpu: CpuId, task: TaskId) -> Outcome {
-    let c = s.tasks[task]
+    let c = s.sched.tasks[task]
         .csd_lock_call
         .take()
         .expect("a call waited in csd_lock");
@@ -301,14 +301,14 @@ pub fn smp_call_function_many_cond(
     };
     if let Some(csd) = busy {
         s.smp.csd_lock_on[cpu] = csd;
-        s.tasks[task].csd_lock_call = Some(Call {
+        s.sched.tasks[task].csd_lock_call = Some(Call {
             mask: *mask,
             func,
             cond,
             wait,
             run_local,
         });
-        s.tasks[task].steps.push(Step::SmpCallFunctionMany);
+        s.sched.tasks[task].steps.push(Step::SmpCallFunctionMany);
         return Outcome::Spin(SpinOn::CsdLock);
     }
     if global {
@@ -351,8 +351,9 @@ fn queue_loop(s: &mut Sim, cpu: CpuId, task: TaskId, mut st: Sending) -> Outcome
         if setup > 0 && s.q.due_by(now + setup) {
             // Something happens before this target's turn (its handler may take the lock).
             s.smp.sending[cpu] = Some(st);
-            s.tasks[task].steps.push(Step::QueueCsds);
-            s.stats
+            s.sched.tasks[task].steps.push(Step::QueueCsds);
+            s.obs
+                .stats
                 .charge(Some(task), scf_func(s), setup - queue_lock_wait);
             return Outcome::Busy {
                 ps: setup,
@@ -366,15 +367,16 @@ fn queue_loop(s: &mut Sim, cpu: CpuId, task: TaskId, mut st: Sending) -> Outcome
     let nr_queued = st.queued.weight();
     let send = send_call_ipis(s, cpu, &st, nr_queued, now + setup);
     if st.wait && nr_queued > 0 {
-        s.tasks[task].steps.push(Step::CsdLockWait);
+        s.sched.tasks[task].steps.push(Step::CsdLockWait);
     }
     if st.run_local {
-        s.tasks[task].steps.push(Step::LocalCall(st.func));
+        s.sched.tasks[task].steps.push(Step::LocalCall(st.func));
     }
     // The ICR writes follow the queueing with nothing in between: one busy period for both.
-    s.stats
+    s.obs
+        .stats
         .charge(Some(task), scf_func(s), setup - queue_lock_wait);
-    s.stats.charge(Some(task), send_ipi_func(s), send);
+    s.obs.stats.charge(Some(task), send_ipi_func(s), send);
     Outcome::Busy {
         ps: setup + send,
         irqs_off: false,
@@ -396,7 +398,7 @@ fn queue_csd(
     if st.wait {
         wait_for_one_more(s, cpu);
     }
-    s.stats.trace(Trace::CsdQueueCpu);
+    s.obs.stats.trace(Trace::CsdQueueCpu);
     // llist_add() (or list_empty() under the lock) tells whether the queue was empty.
     let tail = s.smp.queue[t].last().map(|c| c.sender as usize);
     if tail.is_none() {
@@ -418,7 +420,9 @@ fn queue_csd(
         // target's handler; the list_add_tail happens under it.
         let m = &s.m;
         wait = s.smp.queue_lock[t].acquire(at, cpu, add, |a, b| m.line_transfer(a, b));
-        s.stats.charge(Some(task), Func::RawSpinLockIrqsave, wait);
+        s.obs
+            .stats
+            .charge(Some(task), Func::RawSpinLockIrqsave, wait);
     }
     st.queued.set(t);
     (add, wait)
@@ -440,7 +444,7 @@ fn send_call_ipis(s: &mut Sim, cpu: CpuId, st: &Sending, nr_queued: usize, at: T
     if nr_ipi == 1 {
         // send_call_function_single_ipi(): an idle CPU that is polling needs no interrupt.
         if s.k.ipi_poll_elision && s.idle_polling(last) {
-            s.stats.trace(Trace::WakeIdleWithoutIpi);
+            s.obs.stats.trace(Trace::WakeIdleWithoutIpi);
             let at = at + s.m.line_transfer(cpu, last);
             s.q.schedule(at, Event::PollKick { cpu: last as u32 });
         } else {
@@ -494,16 +498,18 @@ fn global_cfd_call(
     g.queue.insert(0, cpu as u32);
     if wait {
         wait_for_one_more(s, cpu);
-        s.tasks[task].steps.push(Step::CsdLockWait);
+        s.sched.tasks[task].steps.push(Step::CsdLockWait);
     }
     if run_local {
-        s.tasks[task].steps.push(Step::LocalCall(func));
+        s.sched.tasks[task].steps.push(Step::LocalCall(func));
     }
     // arch_send_call_function_ipi_mask(): every target, whatever else is queued.
     let send = send_ipi_mask(s, cpu, targets, now + setup, "smp_call_function_many");
-    s.stats.charge(Some(task), Func::RawSpinLockIrqsave, spin);
-    s.stats.charge(Some(task), scf_func(s), setup - spin);
-    s.stats.charge(Some(task), send_ipi_func(s), send);
+    s.obs
+        .stats
+        .charge(Some(task), Func::RawSpinLockIrqsave, spin);
+    s.obs.stats.charge(Some(task), scf_func(s), setup - spin);
+    s.obs.stats.charge(Some(task), send_ipi_func(s), send);
     Outcome::Busy {
         ps: setup + send,
         irqs_off: false,
@@ -520,7 +526,8 @@ fn walk_one(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, mut t: Time, i: usize
     // list_for_each_entry_rcu + cpumask_test_cpu: a shared read of the entry's line.
     let read = s.m.line_transfer(cfd.line.holder(), cpu);
     let (mine, func) = (cfd.cpumask.test(cpu), cfd.func);
-    s.stats
+    s.obs
+        .stats
         .charge(task, Func::GenericSmpCallFunctionInterrupt, read);
     t += read;
     if !mine {
@@ -539,7 +546,8 @@ fn walk_one(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, mut t: Time, i: usize
     cfd.cpumask.clear(cpu);
     cfd.refs -= 1;
     if cfd.refs > 0 {
-        s.stats
+        s.obs
+            .stats
             .charge(task, Func::GenericSmpCallFunctionInterrupt, walk);
         return t;
     }
@@ -566,9 +574,11 @@ fn walk_one(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, mut t: Time, i: usize
         p.walk.clear(sender);
     }
     csd_unlock(s, sender, cpu, GLOBAL_CFD, waited, t);
-    s.stats
+    s.obs
+        .stats
         .charge(task, Func::GenericSmpCallFunctionInterrupt, walk);
-    s.stats
+    s.obs
+        .stats
         .charge_lock(task, Func::GenericSmpCallFunctionInterrupt, spin);
     t
 }
@@ -621,9 +631,11 @@ pub fn begin_pass(
             .sum();
         let m = &s.m;
         let wait = s.smp.queue_lock[cpu].acquire(t, cpu, hold, |a, b| m.line_transfer(a, b));
-        s.stats
+        s.obs
+            .stats
             .charge_lock(task, Func::GenericSmpCallFunctionSingleInterrupt, wait);
-        s.stats
+        s.obs
+            .stats
             .charge(task, Func::GenericSmpCallFunctionSingleInterrupt, hold);
         t += wait + hold;
     }
@@ -667,7 +679,7 @@ pub fn continue_pass(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, stop: bool) 
             true => 0,
             false => s.m.line_transfer(csd.sender as usize, cpu),
         };
-        s.stats.charge(task, handler, read);
+        s.obs.stats.charge(task, handler, read);
         t += read + run_func(s, cpu, task, csd.sender as usize, csd.func);
         csd_unlock(s, csd.sender as usize, cpu, cpu as u32, csd.wait, t);
     }
@@ -683,7 +695,8 @@ pub fn continue_pass(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, stop: bool) 
             // call_function.queue, whose line is the lock's: the last sender to add or the last
             // target to unlink wrote it. It sees the entries there now (new ones go at the head).
             let read = s.m.line_transfer(s.smp.global.lock.holder(), cpu);
-            s.stats
+            s.obs
+                .stats
                 .charge(task, Func::GenericSmpCallFunctionInterrupt, read);
             t += read;
             let mut walk = CpuMask::new();
@@ -764,7 +777,7 @@ mod tests {
         }
         let start = switch_in(&s);
         run_until(&mut s, start + 1);
-        assert_eq!(s.cpus[3].mode, Mode::Spin(SpinOn::UserForever));
+        assert_eq!(s.sched.cpus[3].mode, Mode::Spin(SpinOn::UserForever));
         let w = 7 * US;
         spawn(&mut s, MM, 0, &[Step::MembarrierIpiMb, work(w, false)]);
         let t1 = start + 1 + switch_in(&s);
@@ -779,13 +792,13 @@ mod tests {
         run_until(&mut s, last_unlock_seen - 1);
         assert_eq!(s.smp.waiting[0], 0, "every target ran the function by now");
         assert_eq!(
-            s.cpus[0].mode,
+            s.sched.cpus[0].mode,
             Mode::Spin(SpinOn::CsdLockWait),
             "but its unlock has not reached the sender yet"
         );
         run_until(&mut s, last_unlock_seen + 1);
         assert_eq!(busy_until(&s, 0), last_unlock_seen + w);
-        assert_eq!(s.stats.ipis_sent, 3);
+        assert_eq!(s.obs.stats.ipis_sent, 3);
         let cals: Vec<u64> = (0..6).map(|cpu| cal(&s, cpu)).collect();
         assert_eq!(cals, [0, 1, 1, 1, 0, 0]);
     }
@@ -810,12 +823,12 @@ mod tests {
             spawn(&mut s, MM, 2, &[work(1000 * US, true)]);
             spawn(&mut s, MM, 3, &[work(1000 * US, true)]);
             run_until(&mut s, 500 * US);
-            assert_eq!(s.stats.ipis_sent, ipis, "skip_ipi_if_queued={skip}");
+            assert_eq!(s.obs.stats.ipis_sent, ipis, "skip_ipi_if_queued={skip}");
             assert_eq!((s.smp.queue[2].len(), s.smp.queue[3].len()), (2, 2));
             assert_eq!((s.smp.waiting[0], s.smp.waiting[1]), (2, 2));
             run_until(&mut s, 2000 * US);
             assert_eq!((s.smp.waiting[0], s.smp.waiting[1]), (0, 0));
-            assert_eq!(s.stats.ipis_sent, ipis, "skip_ipi_if_queued={skip}");
+            assert_eq!(s.obs.stats.ipis_sent, ipis, "skip_ipi_if_queued={skip}");
             let cals: Vec<u64> = (0..4).map(|cpu| cal(&s, cpu)).collect();
             assert_eq!(cals, [1, 1, 1, 1], "skip_ipi_if_queued={skip}");
         }
@@ -847,7 +860,7 @@ mod tests {
         assert!(s.smp.global.queue.is_empty());
         assert_eq!(s.smp.global.cfd[0].refs, 0);
         assert_eq!(s.smp.waiting[0], 0);
-        assert_eq!(s.stats.ipis_sent, 3);
+        assert_eq!(s.obs.stats.ipis_sent, 3);
         // The sender's fill, then one cpumask/refs update by each of the three handlers.
         assert_eq!(s.smp.global.cfd[0].line.acquisitions, 1 + 3);
         assert_eq!(
@@ -857,8 +870,8 @@ mod tests {
         for cpu in 1..=3 {
             assert_eq!(cal(&s, cpu), 1);
             assert_eq!(s.smp.queue_lock[cpu].acquisitions, 0, "CPU {cpu}");
-            let t = s.cpus[cpu].task.unwrap();
-            let walked = s.stats.tasks[t].profile
+            let t = s.sched.cpus[cpu].task.unwrap();
+            let walked = s.obs.stats.tasks[t].profile
                 [crate::observe::Func::GenericSmpCallFunctionInterrupt as usize];
             assert!(walked > 0, "CPU {cpu}'s handler walked the global queue");
         }
@@ -875,7 +888,7 @@ mod tests {
         spawn(&mut s, MM, 0, &[Step::TlbRemoveTableSyncOne]);
         run_until(&mut s, 100 * US);
         assert_eq!(s.smp.waiting[0], 0);
-        assert_eq!(s.stats.ipis_sent, 1);
+        assert_eq!(s.obs.stats.ipis_sent, 1);
         assert_eq!(s.smp.global.lock.acquisitions, 0);
         assert_eq!(s.smp.global.cfd[0].line.acquisitions, 0);
         assert_eq!(s.smp.queue_lock[1].acquisitions, 2);
@@ -893,7 +906,7 @@ mod tests {
             // CPU 1 runs a task that sleeps at once, so it enters the (polling) idle loop.
             spawn(&mut s, MM, 1, &[]);
             run_until(&mut s, 10 * US);
-            assert_eq!(s.cpus[1].mode, Mode::Idle);
+            assert_eq!(s.sched.cpus[1].mode, Mode::Idle);
             let t = spawn(
                 &mut s,
                 MM,
@@ -905,17 +918,17 @@ mod tests {
                 // The kick's line, the csd's line to the handler, the unlock's line back.
                 let done = t1 + c(&s, CsdQueue) + 3 * c(&s, LineNode);
                 run_until(&mut s, done - 1);
-                assert_eq!(s.cpus[0].mode, Mode::Spin(SpinOn::CsdLockWait));
+                assert_eq!(s.sched.cpus[0].mode, Mode::Spin(SpinOn::CsdLockWait));
                 run_until(&mut s, done + 1);
                 assert_eq!(busy_until(&s, 0), done + US);
             }
             run_until(&mut s, 100 * US);
-            assert_eq!(s.stats.ipis_sent, ipis, "ipi_poll_elision={elide}");
+            assert_eq!(s.obs.stats.ipis_sent, ipis, "ipi_poll_elision={elide}");
             assert_eq!(cal(&s, 1), ipis, "ipi_poll_elision={elide}");
-            let kicks = s.stats.trace[Trace::WakeIdleWithoutIpi as usize];
+            let kicks = s.obs.stats.trace[Trace::WakeIdleWithoutIpi as usize];
             assert_eq!(kicks, 1 - ipis, "ipi_poll_elision={elide}");
             assert_eq!(s.smp.waiting[0], 0);
-            assert_eq!(s.stats.tasks[t].times.user, US);
+            assert_eq!(s.obs.stats.tasks[t].times.user, US);
         }
     }
 
@@ -932,8 +945,8 @@ mod tests {
                 &[Step::TlbRemoveTableSyncOne, work(US, false)],
             );
             run_until(&mut s, 100 * US);
-            assert_eq!(s.stats.ipis_sent, ipis, "idle={idle}");
-            let kicks = s.stats.trace[Trace::WakeIdleWithoutIpi as usize];
+            assert_eq!(s.obs.stats.ipis_sent, ipis, "idle={idle}");
+            let kicks = s.obs.stats.trace[Trace::WakeIdleWithoutIpi as usize];
             assert_eq!(kicks, 1 - ipis, "idle={idle}");
         }
     }

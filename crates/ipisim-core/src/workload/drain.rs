@@ -83,7 +83,7 @@ impl Scenario for Drain {
             let mm = super::mm_alloc(s);
             let t = sched::spawn_at(s, mm, cpu, at);
             debug_assert_eq!(t, cpu);
-            s.tasks[t].comm = "drainer".into();
+            s.sched.tasks[t].comm = "drainer".into();
         }
         if busy {
             for cpu in drainers..s.m.ncpus() {
@@ -100,7 +100,7 @@ impl Scenario for Drain {
         }
         if !self.issued[t] {
             self.issued[t] = true;
-            s.tasks[t].steps.push(Step::DrainAllPages);
+            s.sched.tasks[t].steps.push(Step::DrainAllPages);
             return Outcome::Next;
         }
         self.finished += 1;
@@ -113,7 +113,7 @@ impl Scenario for Drain {
     fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
         let left = cpus_with_pcps(&s.mem.frames).weight();
-        m.insert("drain_ipis".into(), s.stats.ipis_sent.into());
+        m.insert("drain_ipis".into(), s.obs.stats.ipis_sent.into());
         m.insert(
             "drain_s".into(),
             secs(s.end.unwrap_or(s.now()) - self.started).into(),

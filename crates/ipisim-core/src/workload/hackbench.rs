@@ -212,10 +212,10 @@ impl Hackbench {
         // fork() returns: the child exists (and holds its pages) and runs.
         self.phase[c] = Phase::Forked;
         self.forked += 1;
-        s.tasks[c].rss = self.owned[c] as u64;
+        s.sched.tasks[c].rss = self.owned[c] as u64;
         sched::wake(s, c);
         let ps = s.m.cost[Cost::ThreadCreate];
-        s.stats.charge(Some(t), Func::Syscall, ps);
+        s.obs.stats.charge(Some(t), Func::Syscall, ps);
         Outcome::Busy {
             ps,
             irqs_off: false,
@@ -230,10 +230,10 @@ impl Hackbench {
         }
         self.go = Some(now);
         self.drains_at_go = (
-            s.stats.vm[Vm::PcpGlobalDrain as usize],
-            s.stats.vm[Vm::PcpGlobalIpiSaved as usize],
+            s.obs.stats.vm[Vm::PcpGlobalDrain as usize],
+            s.obs.stats.vm[Vm::PcpGlobalIpiSaved as usize],
         );
-        self.kills_at_go = s.stats.oom_kills;
+        self.kills_at_go = s.obs.stats.oom_kills;
         for t in 0..self.ntasks {
             if self.phase[t] == Phase::Ready {
                 self.phase[t] = Phase::Run;
@@ -268,7 +268,7 @@ impl Hackbench {
         };
         let read = s.m.cost[Cost::FaultFile] + s.m.cost[Cost::PageClear];
         let read = read + s.m.cost[Cost::PagecacheInsert];
-        s.stats.charge(Some(t), Func::FilemapFault, read);
+        s.obs.stats.charge(Some(t), Func::FilemapFault, read);
         let ps = alloc + read + crate::mm::lru::lru_cache_add(s, cpu, t, pfn);
         Some(Outcome::Busy {
             ps,
@@ -329,7 +329,7 @@ impl Hackbench {
                 read: 0,
             });
         }
-        s.stats.charge(Some(t), Func::Syscall, syscall);
+        s.obs.stats.charge(Some(t), Func::Syscall, syscall);
         self.sent[t] += 1;
         self.ops[t] += 1;
         sched::wake_interruptible(s, receiver_task(rid));
@@ -358,10 +358,10 @@ impl Hackbench {
         if b.read == b.written {
             self.queue[rid].pop_front();
         }
-        s.stats.charge(Some(t), Func::Syscall, syscall);
+        s.obs.stats.charge(Some(t), Func::Syscall, syscall);
         if b.read == b.written {
             let free = self.free_buf(s, cpu, b);
-            s.stats.charge(Some(t), Func::FreePage, free);
+            s.obs.stats.charge(Some(t), Func::FreePage, free);
             ps += free;
         }
         self.wake_writers(s, rid);
@@ -464,7 +464,7 @@ impl Hackbench {
         for i in from..from + n {
             ps += free_page(s, cpu, self.own[i]);
         }
-        s.tasks[t].rss = 0;
+        s.sched.tasks[t].rss = 0;
         if is_sender(t) {
             let total = (self.loops * FDS) as u32;
             let base = t / (2 * FDS) * FDS;
@@ -492,7 +492,7 @@ impl Hackbench {
                 sched::wake_interruptible(s, w as usize);
             }
         }
-        s.stats.charge(Some(t), Func::FreePage, ps);
+        s.obs.stats.charge(Some(t), Func::FreePage, ps);
         if before_go {
             self.release_if_ready(s);
         }
@@ -516,17 +516,17 @@ impl Scenario for Hackbench {
             let mm = super::mm_alloc(s);
             let t = sched::spawn_at(s, mm, i % ncpus, NEVER);
             debug_assert_eq!(t, i);
-            s.tasks[t].comm = if is_sender(t) { "sender" } else { "receiver" }.into();
+            s.sched.tasks[t].comm = if is_sender(t) { "sender" } else { "receiver" }.into();
         }
         // The hackbench parent forks every child in turn, then waits for them to be ready.
         let mm = super::mm_alloc(s);
         let parent = sched::spawn(s, mm, 0);
         debug_assert_eq!(parent, self.ntasks);
-        s.tasks[parent].comm = "hackbench".into();
+        s.sched.tasks[parent].comm = "hackbench".into();
         // kswapd<n>, sleeping until the allocator wakes it.
         for node in 0..s.m.nodes {
             let t = sched::spawn_at(s, KTHREAD, node * s.m.cpus_per_node, NEVER);
-            s.tasks[t].comm = format!("kswapd{node}");
+            s.sched.tasks[t].comm = format!("kswapd{node}");
             s.mem.kswapd[node] = Some(t);
         }
     }
@@ -540,7 +540,7 @@ impl Scenario for Hackbench {
             return Outcome::Exit;
         }
         // SIGKILL from the OOM killer (TIF_MEMDIE): the task dies at its next user step.
-        if s.tasks[t].oom_killed {
+        if s.sched.tasks[t].oom_killed {
             return self.do_exit(s, cpu, t);
         }
         match self.phase[t] {
@@ -592,11 +592,11 @@ impl Scenario for Hackbench {
             "messages_expected".into(),
             (self.groups * FDS * FDS * self.loops).into(),
         );
-        m.insert("oom_kills".into(), s.stats.oom_kills.into());
+        m.insert("oom_kills".into(), s.obs.stats.oom_kills.into());
         m.insert("oom_kills_fork".into(), self.kills_at_go.into());
         m.insert("peak_used_pages".into(), self.peak_used.into());
-        let drains = s.stats.vm[Vm::PcpGlobalDrain as usize];
-        let saved = s.stats.vm[Vm::PcpGlobalIpiSaved as usize];
+        let drains = s.obs.stats.vm[Vm::PcpGlobalDrain as usize];
+        let saved = s.obs.stats.vm[Vm::PcpGlobalIpiSaved as usize];
         m.insert("pcp_global_drain".into(), drains.into());
         m.insert("pcp_global_ipi_saved".into(), saved.into());
         let ratio = if drains == 0 {
@@ -610,10 +610,10 @@ impl Scenario for Hackbench {
             "pcp_global_ipi_saved_fork".into(),
             self.drains_at_go.1.into(),
         );
-        let cal: u64 = s.stats.irqs[Irq::Cal as usize].iter().sum();
+        let cal: u64 = s.obs.stats.irqs[Irq::Cal as usize].iter().sum();
         m.insert("cal_interrupts".into(), cal.into());
-        let lat = latency_json(&s.stats.direct_reclaim_latency);
-        let drained = latency_json(&s.stats.direct_reclaim_drained_latency);
+        let lat = latency_json(&s.obs.stats.direct_reclaim_latency);
+        let drained = latency_json(&s.obs.stats.direct_reclaim_drained_latency);
         for key in ["count", "mean_us", "p50_us", "p90_us", "p99_us", "max_us"] {
             m.insert(format!("direct_reclaim_{key}"), lat[key].clone());
             m.insert(format!("drained_reclaim_{key}"), drained[key].clone());

@@ -95,7 +95,7 @@ impl Scenario for Ipistorm {
         let mm = super::mm_alloc(s);
         for cpu in 0..self.cpus {
             let t = crate::sched::spawn(s, mm, cpu);
-            s.tasks[t].comm = format!("ipistorm/{cpu}");
+            s.sched.tasks[t].comm = format!("ipistorm/{cpu}");
         }
         self.window.begin(s, 0);
         self.window.end = self.window.start + self.duration;

@@ -60,11 +60,11 @@ impl Scenario for LruFileMmapRead {
             // The case script starts the readers one after another.
             let at = cpu as Time * s.m.cost[Cost::ThreadCreate];
             let t = sched::spawn_at(s, mm, cpu, at);
-            s.tasks[t].comm = "usemem".into();
+            s.sched.tasks[t].comm = "usemem".into();
             // usemem's text and stack pages, touched at the start.
             let ws = s.mem.mmap(mm, 2, true, Backing::Anon, false);
-            s.tasks[t].working_set = (ws, 2);
-            s.tasks[t].steps.push(Step::Touch {
+            s.sched.tasks[t].working_set = (ws, 2);
+            s.sched.tasks[t].steps.push(Step::Touch {
                 vpn: ws,
                 n: 2,
                 write: true,
@@ -90,7 +90,7 @@ impl Scenario for LruFileMmapRead {
         let n = chunk.min(r.end - r.next);
         let vpn = r.next;
         r.next += n;
-        s.tasks[t].steps.push(Step::FileRead {
+        s.sched.tasks[t].steps.push(Step::FileRead {
             vpn,
             n: n as u32,
             write: false,
@@ -118,7 +118,7 @@ impl Scenario for LruFileMmapRead {
             .iter()
             .fold((f64::MAX, 0.0f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
         let (from, to) = super::steady_phase(s, self.readers.iter().map(|r| r.finished));
-        let ipis = s.stats.interrupts_between(from, to);
+        let ipis = s.obs.stats.interrupts_between(from, to);
         // vmstat's `in` also counts the local timer: HZ per busy CPU (all CPUs read).
         let timer = s.k.hz as f64 * s.m.ncpus() as f64;
         let mut m = serde_json::Map::new();

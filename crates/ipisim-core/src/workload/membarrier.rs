@@ -102,7 +102,7 @@ impl Scenario for Membarrier {
             return Outcome::Exit;
         }
         self.done += 1;
-        s.tasks[t].steps.push(Step::Membarrier);
+        s.sched.tasks[t].steps.push(Step::Membarrier);
         Outcome::Next
     }
 

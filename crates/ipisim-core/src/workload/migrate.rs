@@ -145,8 +145,10 @@ impl Migrate {
         self.pass += 1;
         let mm = self.mm as u32;
         let sys = s.m.cost[Cost::Syscall];
-        s.stats.charge(Some(t), Func::Syscall, sys);
-        s.tasks[t].steps.push(Step::MigratePages { mm, from, to });
+        s.obs.stats.charge(Some(t), Func::Syscall, sys);
+        s.sched.tasks[t]
+            .steps
+            .push(Step::MigratePages { mm, from, to });
         Outcome::Busy {
             ps: sys,
             irqs_off: false,
@@ -166,7 +168,7 @@ impl Scenario for Migrate {
         for i in 0..threads {
             let t = sched::spawn(s, mm, i);
             debug_assert_eq!(t, i);
-            s.tasks[t].comm = "pmbench".into();
+            s.sched.tasks[t].comm = "pmbench".into();
             let share = (
                 start + pages * i as u64 / threads as u64,
                 start + pages * (i as u64 + 1) / threads as u64,
@@ -182,7 +184,7 @@ impl Scenario for Migrate {
         let other = super::mm_alloc(s);
         let last = s.m.ncpus() - 1;
         let t = sched::spawn_at(s, other, last, crate::engine::NEVER);
-        s.tasks[t].comm = "migratepages".into();
+        s.sched.tasks[t].comm = "migratepages".into();
         (self.start, self.mm, self.file, self.migrator) = (start, mm, file, t);
     }
 
@@ -219,12 +221,12 @@ impl Scenario for Migrate {
                 Ok(walk) => user += walk + touch,
                 Err(fault) => {
                     self.workers[t].retry = Some((v, write));
-                    s.tasks[t].steps.push(fault);
+                    s.sched.tasks[t].steps.push(fault);
                     break;
                 }
             }
         }
-        s.stats.charge(Some(t), Func::User, user);
+        s.obs.stats.charge(Some(t), Func::User, user);
         Outcome::Busy {
             ps: user,
             irqs_off: false,
@@ -232,7 +234,7 @@ impl Scenario for Migrate {
     }
 
     fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
-        let migrated = s.stats.vm[Vm::PgMigrateSuccess as usize];
+        let migrated = s.obs.stats.vm[Vm::PgMigrateSuccess as usize];
         let span = self.window.seconds().max(1e-12);
         let mut m = serde_json::Map::new();
         m.insert(

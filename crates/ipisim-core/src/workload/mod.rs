@@ -142,7 +142,7 @@ fn write_next_pages(s: &mut Sim, t: TaskId, next: &mut u64, end: u64) -> Outcome
     let n = 16.min(end - *next);
     let vpn = *next;
     *next += n;
-    s.tasks[t].steps.push(Step::FileRead {
+    s.sched.tasks[t].steps.push(Step::FileRead {
         vpn,
         n: n as u32,
         write: true,
@@ -162,7 +162,7 @@ pub struct OpWindow {
 impl OpWindow {
     pub fn begin(&mut self, s: &Sim, now: Time) {
         self.start = now;
-        self.irqs_at_start = s.stats.irqs.clone();
+        self.irqs_at_start = s.obs.stats.irqs.clone();
     }
 
     pub fn seconds(&self) -> f64 {
@@ -176,7 +176,7 @@ impl OpWindow {
 
     /// Interrupts of `row` taken on all CPUs during the loop.
     pub fn irqs(&self, s: &Sim, row: crate::observe::Irq) -> u64 {
-        let now: u64 = s.stats.irqs[row as usize].iter().sum();
+        let now: u64 = s.obs.stats.irqs[row as usize].iter().sum();
         now - self.irqs_at_start[row as usize].iter().sum::<u64>()
     }
 }
@@ -191,10 +191,10 @@ fn mm_alloc(s: &mut Sim) -> usize {
 /// 1..=remotes, all named `comm`. Returns the main thread.
 fn spawn_main_and_remotes(s: &mut Sim, mm: usize, remotes: usize, comm: &str) -> TaskId {
     let main = crate::sched::spawn(s, mm, 0);
-    s.tasks[main].comm = comm.into();
+    s.sched.tasks[main].comm = comm.into();
     for i in 0..remotes {
         let t = crate::sched::spawn(s, mm, 1 + i);
-        s.tasks[t].comm = comm.into();
+        s.sched.tasks[t].comm = comm.into();
     }
     main
 }
@@ -218,7 +218,7 @@ fn spawn_kswapds(s: &mut Sim) {
             node * s.m.cpus_per_node,
             crate::engine::NEVER,
         );
-        s.tasks[t].comm = format!("kswapd{node}");
+        s.sched.tasks[t].comm = format!("kswapd{node}");
         s.mem.kswapd[node] = Some(t);
     }
 }

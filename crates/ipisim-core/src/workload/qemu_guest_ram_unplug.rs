@@ -105,15 +105,15 @@ impl QemuGuestRamUnplug {
 impl Scenario for QemuGuestRamUnplug {
     fn start(&mut self, s: &mut Sim) {
         let mm = super::mm_alloc(s);
-        self.first_vcpu = s.tasks.len();
+        self.first_vcpu = s.sched.tasks.len();
         for cpu in 0..self.vcpus {
             let t = crate::sched::spawn(s, mm, cpu);
-            s.tasks[t].comm = "qemu-system-ppc".into();
+            s.sched.tasks[t].comm = "qemu-system-ppc".into();
         }
         let last = s.m.ncpus() - 1;
         let t = crate::sched::spawn(s, mm, last);
         // QEMU names no threads without -name debug-threads=on: perf shows call_rcu as the process.
-        s.tasks[t].comm = "qemu-system-ppc".into();
+        s.sched.tasks[t].comm = "qemu-system-ppc".into();
         self.unmapper = t;
     }
 
@@ -127,7 +127,7 @@ impl Scenario for QemuGuestRamUnplug {
             // Guest code, then a guest fault: exit, and the host handler's walk with IRQs off.
             let (run, walk) = (self.fault_interval, self.walk);
             let exit = s.m.cost[Cost::GuestExit];
-            let steps = &mut s.tasks[t].steps;
+            let steps = &mut s.sched.tasks[t].steps;
             steps.push(Step::Work {
                 func: Func::FindLinuxPte,
                 ps: walk,
@@ -156,7 +156,7 @@ impl Scenario for QemuGuestRamUnplug {
         // munmap(): syscall entry and the VMA work, then unmap_region() under one mmu_gather.
         huge_memory::unmap_huge_region(s, t, 0, self.pmds);
         let ps = s.m.cost[Cost::Syscall] + s.m.cost[Cost::VmaOp] + s.m.cost[Cost::MunmapVma];
-        s.stats.charge(Some(t), Func::Syscall, ps);
+        s.obs.stats.charge(Some(t), Func::Syscall, ps);
         Outcome::Busy {
             ps,
             irqs_off: false,
@@ -179,7 +179,7 @@ impl Scenario for QemuGuestRamUnplug {
             "call_function_interrupts".into(),
             self.window.irqs(s, Irq::Cal).into(),
         );
-        m.insert("tlbie".into(), s.stats.tlbies.into());
+        m.insert("tlbie".into(), s.obs.stats.tlbies.into());
         m
     }
 }

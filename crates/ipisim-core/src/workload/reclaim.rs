@@ -111,15 +111,15 @@ impl Scenario for Reclaim {
             };
             let t = sched::spawn(s, mm, 1 + i);
             debug_assert_eq!(t, i);
-            s.tasks[t].comm = "reader".into();
+            s.sched.tasks[t].comm = "reader".into();
             self.readers.push((start, 0));
         }
         let mm = super::mm_alloc(s);
         let t = sched::spawn_at(s, mm, 0, NEVER);
-        s.tasks[t].comm = "reclaimer".into();
+        s.sched.tasks[t].comm = "reclaimer".into();
         if self.kswapd {
             // current_is_kswapd(): the reclaimer stands in for node 0's kswapd.
-            s.tasks[t].comm = "kswapd0".into();
+            s.sched.tasks[t].comm = "kswapd0".into();
             s.mem.kswapd[0] = Some(t);
         }
         self.reclaimer = t;
@@ -132,7 +132,7 @@ impl Scenario for Reclaim {
             let node = (0..s.m.nodes).find(|&n| !s.mem.lru[n].is_empty());
             return match node {
                 Some(node) => {
-                    s.tasks[t].steps.push(Step::ShrinkNode {
+                    s.sched.tasks[t].steps.push(Step::ShrinkNode {
                         node: node as u32,
                         nr: 32,
                     });
@@ -148,7 +148,7 @@ impl Scenario for Reclaim {
         if read < pages {
             let n = s.k.fault_around_pages.min(pages - read);
             self.readers[t].1 += n;
-            s.tasks[t].steps.push(Step::FileRead {
+            s.sched.tasks[t].steps.push(Step::FileRead {
                 vpn: start + read,
                 n: n as u32,
                 write: self.write,
@@ -160,7 +160,7 @@ impl Scenario for Reclaim {
         }
         // Read everything: put the pagevec's pages on the LRU (lru_add_drain) and tell the reclaimer.
         self.readers[t].1 += 1;
-        let ps = crate::mm::lru::lru_add_drain(s, s.tasks[t].cpu, t);
+        let ps = crate::mm::lru::lru_add_drain(s, s.sched.tasks[t].cpu, t);
         self.done_reading += 1;
         if self.done_reading == self.processes {
             sched::wake(s, reclaimer);
@@ -174,10 +174,12 @@ impl Scenario for Reclaim {
     fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
         let pages = self.processes as u64 * self.pages;
-        let tlb: u64 = s.stats.irqs[crate::observe::Irq::Tlb as usize].iter().sum();
+        let tlb: u64 = s.obs.stats.irqs[crate::observe::Irq::Tlb as usize]
+            .iter()
+            .sum();
         m.insert("pages".into(), pages.into());
         m.insert("tlb_shootdowns".into(), tlb.into());
-        m.insert("ipis_sent".into(), s.stats.ipis_sent.into());
+        m.insert("ipis_sent".into(), s.obs.stats.ipis_sent.into());
         m
     }
 

@@ -120,7 +120,7 @@ impl Scenario for Shootdown {
                     n: self.pages as u32,
                     write: true,
                 };
-                s.tasks[t].steps.push(step);
+                s.sched.tasks[t].steps.push(step);
                 Outcome::Next
             }
             Phase::Settle => {
@@ -148,7 +148,7 @@ impl Scenario for Shootdown {
                 };
                 self.phase = Phase::Ops { next: next + n };
                 self.calls += 1;
-                s.tasks[t].steps.push(Step::Syscall(sc));
+                s.sched.tasks[t].steps.push(Step::Syscall(sc));
                 Outcome::Next
             }
         }

@@ -67,7 +67,7 @@ impl Scenario for Swapout {
             let start = s.mem.map_new_anon(mm, pages);
             let t = sched::spawn(s, mm, i * ncpus / threads);
             debug_assert_eq!(t, i);
-            s.tasks[t].comm = "swapout".into();
+            s.sched.tasks[t].comm = "swapout".into();
             self.writers.push(Writer {
                 next: start,
                 end: start + pages,
@@ -97,7 +97,7 @@ impl Scenario for Swapout {
     fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
         let (from, to) = super::steady_phase(s, self.writers.iter().map(|w| w.finished));
         // Swap-out happens from reclaim's start to the end of the run.
-        let out = s.stats.vm[Vm::PSwpOut as usize] as f64 * 4096.0 / (1 << 20) as f64;
+        let out = s.obs.stats.vm[Vm::PSwpOut as usize] as f64 * 4096.0 / (1 << 20) as f64;
         let swapping = secs(s.end.unwrap_or(s.now()).saturating_sub(from)).max(1e-12);
         let mut m = serde_json::Map::new();
         m.insert("swapout_mb_per_s".into(), (out / swapping).into());

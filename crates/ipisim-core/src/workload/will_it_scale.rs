@@ -191,7 +191,7 @@ impl Scenario for WillItScale {
                 Mapping::FileShared => "tlb_flush3",
             };
             let mode = if threads { "threads" } else { "processes" };
-            s.tasks[t].comm = format!("{test}_{mode}");
+            s.sched.tasks[t].comm = format!("{test}_{mode}");
             self.tasks[i].backing = backing;
         }
     }
@@ -206,7 +206,7 @@ impl Scenario for WillItScale {
                 if !crate::mm::mmap_write_lock(s, t) {
                     return Outcome::Sleep(crate::engine::NEVER);
                 }
-                let mm = s.tasks[t].mm;
+                let mm = s.sched.tasks[t].mm;
                 let region = s.mem.mmap(mm, pages, true, task.backing, false);
                 crate::mm::mmap_write_unlock(s, t);
                 self.tasks[t].region = region;
@@ -261,7 +261,7 @@ impl Scenario for WillItScale {
             Phase::Done => return Outcome::Exit,
         };
         self.tasks[t].phase = phase;
-        s.tasks[t].steps.push(step);
+        s.sched.tasks[t].steps.push(step);
         Outcome::Next
     }
 

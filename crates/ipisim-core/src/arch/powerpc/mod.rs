@@ -46,6 +46,6 @@ pub fn pmdp_huge_get_and_clear_full(policy: PmdClear, full: bool) -> AfterPmdCle
 /// serialize_against_pte_lookup(mm): smp_mb(); smp_call_function_many(mm_cpumask(mm),
 /// do_serialize, mm, 1). Every other CPU of the mask takes an empty interrupt; the caller waits.
 pub fn serialize_against_pte_lookup(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-    let mask = s.mem.mms[s.tasks[t].mm].cpumask;
+    let mask = s.mem.mms[s.sched.tasks[t].mm].cpumask;
     smp::smp_call_function_many(s, cpu, t, &mask, CallFunc::DoSerialize)
 }

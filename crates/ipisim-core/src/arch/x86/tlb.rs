@@ -38,7 +38,7 @@ fn choose_new_asid(s: &mut Sim, cpu: CpuId, next: Option<usize>, next_tlb_gen: u
         return (0, true);
     }
     let id = ctx_id(s, next);
-    let st = &mut s.x86.cpu[cpu];
+    let st = &mut s.arch.x86.cpu[cpu];
     if let Some(a) = st.ctxs.iter().position(|c| c.ctx_id == id) {
         return (a as u8, st.ctxs[a].tlb_gen < next_tlb_gen);
     }
@@ -54,9 +54,9 @@ fn choose_new_asid(s: &mut Sim, cpu: CpuId, next: Option<usize>, next_tlb_gen: u
 /// switch_mm_irqs_off(): load `next` (None = init_mm) on `cpu`. Returns the time it takes.
 /// `clear_old` says whether this architecture and era take the CPU out of the old mm's cpumask.
 pub fn switch_mm_irqs_off(s: &mut Sim, cpu: CpuId, next: Option<usize>, clear_old: bool) -> Time {
-    let prev = s.x86.cpu[cpu].loaded_mm;
-    let was_lazy = s.x86.cpu[cpu].is_lazy;
-    s.x86.cpu[cpu].is_lazy = false;
+    let prev = s.arch.x86.cpu[cpu].loaded_mm;
+    let was_lazy = s.arch.x86.cpu[cpu].is_lazy;
+    s.arch.x86.cpu[cpu].is_lazy = false;
     let (asid, need_flush, next_tlb_gen);
     if prev == next {
         // Not switching mms: only a CPU coming back from lazy mode may have missed flushes.
@@ -64,8 +64,8 @@ pub fn switch_mm_irqs_off(s: &mut Sim, cpu: CpuId, next: Option<usize>, clear_ol
             return 0;
         }
         next_tlb_gen = tlb_gen(s, next);
-        let a = s.x86.cpu[cpu].loaded_asid;
-        if s.x86.cpu[cpu].ctxs[a as usize].tlb_gen == next_tlb_gen {
+        let a = s.arch.x86.cpu[cpu].loaded_asid;
+        if s.arch.x86.cpu[cpu].ctxs[a as usize].tlb_gen == next_tlb_gen {
             return 0;
         }
         asid = a;
@@ -82,13 +82,13 @@ pub fn switch_mm_irqs_off(s: &mut Sim, cpu: CpuId, next: Option<usize>, clear_ol
         (asid, need_flush) = choose_new_asid(s, cpu, next, next_tlb_gen);
     }
     let id = ctx_id(s, next);
-    let st = &mut s.x86.cpu[cpu];
+    let st = &mut s.arch.x86.cpu[cpu];
     if need_flush {
         st.ctxs[asid as usize] = super::AsidCtx {
             ctx_id: id,
             tlb_gen: next_tlb_gen,
         };
-        s.tlb[cpu].flush_asid(asid);
+        s.arch.tlb[cpu].flush_asid(asid);
     }
     st.loaded_mm = next;
     st.loaded_asid = asid;
@@ -105,8 +105,8 @@ pub fn switch_mm_irqs_off(s: &mut Sim, cpu: CpuId, next: Option<usize>, clear_ol
 
 /// enter_lazy_tlb(): the idle task keeps the old mm loaded, marked lazy.
 pub fn enter_lazy_tlb(s: &mut Sim, cpu: CpuId) {
-    if s.x86.cpu[cpu].loaded_mm.is_some() {
-        s.x86.cpu[cpu].is_lazy = true;
+    if s.arch.x86.cpu[cpu].loaded_mm.is_some() {
+        s.arch.x86.cpu[cpu].is_lazy = true;
     }
 }
 
@@ -142,7 +142,7 @@ pub fn flush_tlb_mm_range(s: &mut Sim, cpu: CpuId, task: TaskId, r: FlushRange) 
         start = 0;
         end = TLB_FLUSH_ALL;
     }
-    s.x86.info[cpu] = FlushInfo {
+    s.arch.x86.info[cpu] = FlushInfo {
         mm: Some(mm),
         start,
         end,
@@ -153,15 +153,15 @@ pub fn flush_tlb_mm_range(s: &mut Sim, cpu: CpuId, task: TaskId, r: FlushRange) 
         initiating_cpu: cpu,
     };
     let others = s.mem.mms[mm].cpumask.any_but(cpu);
-    let loaded_here = s.x86.cpu[cpu].loaded_mm == Some(mm);
+    let loaded_here = s.arch.x86.cpu[cpu].loaded_mm == Some(mm);
     if s.k.concurrent_local_flush {
         if others {
-            s.x86.info[cpu].trim_cpumask = should_trim_cpumask(s, mm);
+            s.arch.x86.info[cpu].trim_cpumask = should_trim_cpumask(s, mm);
             return flush_tlb_multi(s, cpu, task, true);
         }
     } else if others {
         // Before 5.13 the local flush ran first, then flush_tlb_others() to the rest.
-        s.tasks[task].steps.push(Step::FlushTlbOthers);
+        s.sched.tasks[task].steps.push(Step::FlushTlbOthers);
     }
     if loaded_here {
         return smp::run_local(s, cpu, task, CallFunc::FlushTlbFunc);
@@ -172,9 +172,9 @@ pub fn flush_tlb_mm_range(s: &mut Sim, cpu: CpuId, task: TaskId, r: FlushRange) 
 /// native_flush_tlb_multi() (flush_tlb_others() before 5.13): IPI the CPUs of the mm's cpumask
 /// that need it, with the initiator's flush_tlb_info, and wait for all of them.
 pub fn flush_tlb_multi(s: &mut Sim, cpu: CpuId, task: TaskId, run_local: bool) -> Outcome {
-    let info = s.x86.info[cpu];
+    let info = s.arch.x86.info[cpu];
     let mm = info.mm.expect("flush_tlb_multi without an mm");
-    s.stats.vm(Vm::TlbRemoteFlush, 1);
+    s.obs.stats.vm(Vm::TlbRemoteFlush, 1);
     let pages = if info.end == TLB_FLUSH_ALL {
         -1
     } else {
@@ -203,8 +203,8 @@ pub fn flush_tlb_multi(s: &mut Sim, cpu: CpuId, task: TaskId, run_local: bool) -
 
 /// should_flush_tlb(): does `cpu` need the flush that `sender` is sending?
 pub fn should_flush_tlb(s: &Sim, cpu: CpuId, sender: CpuId) -> bool {
-    let info = &s.x86.info[sender];
-    let st = &s.x86.cpu[cpu];
+    let info = &s.arch.x86.info[sender];
+    let st = &s.arch.x86.cpu[cpu];
     if st.is_lazy {
         // Lazy TLB will get flushed at the next context switch.
         return false;
@@ -217,17 +217,17 @@ pub fn should_flush_tlb(s: &Sim, cpu: CpuId, sender: CpuId) -> bool {
 
 /// flush_tlb_func(): run `sender`'s flush_tlb_info on `cpu`. Returns the time taken.
 pub fn flush_tlb_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId) -> Time {
-    let f = s.x86.info[sender];
+    let f = s.arch.x86.info[sender];
     let local = cpu == f.initiating_cpu;
     let mut cost = s.m.cost[Cost::FlushTlbFunc];
-    s.stats.charge(task, Func::FlushTlbFunc, cost);
+    s.obs.stats.charge(task, Func::FlushTlbFunc, cost);
     if !local {
-        s.stats.irq(Irq::Tlb, cpu);
+        s.obs.stats.irq(Irq::Tlb, cpu);
         if s.k.pcid {
-            s.stats.vm(Vm::TlbRemoteFlushReceived, 1);
+            s.obs.stats.vm(Vm::TlbRemoteFlushReceived, 1);
         }
     }
-    let loaded = s.x86.cpu[cpu].loaded_mm;
+    let loaded = s.arch.x86.cpu[cpu].loaded_mm;
     if let Some(target) = f.mm.filter(|&m| Some(m) != loaded) {
         // The CPU was left in the mm_cpumask of the target mm: clear it (6.13+).
         if s.k.mm_cpumask == MmCpumask::LazyTrim {
@@ -238,20 +238,20 @@ pub fn flush_tlb_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: Cpu
     }
     if !local && !s.k.pcid {
         // 4.3 counted a received flush only once the mm matched.
-        s.stats.vm(Vm::TlbRemoteFlushReceived, 1);
+        s.obs.stats.vm(Vm::TlbRemoteFlushReceived, 1);
     }
     let Some(mm) = loaded else { return cost };
-    if s.x86.cpu[cpu].is_lazy {
+    if s.arch.x86.cpu[cpu].is_lazy {
         // Lazy: leave the mm rather than flush it (switch_mm_irqs_off(NULL, &init_mm); leave_mm).
         let t = crate::arch::switch_mm_irqs_off(s, cpu, None);
-        s.stats.charge(task, Func::SwitchMm, t);
+        s.obs.stats.charge(task, Func::SwitchMm, t);
         return cost + t;
     }
-    let asid = s.x86.cpu[cpu].loaded_asid;
+    let asid = s.arch.x86.cpu[cpu].loaded_asid;
     let mut partial = f.end != TLB_FLUSH_ALL;
     let mut pages = -1;
     if s.k.pcid {
-        let local_gen = s.x86.cpu[cpu].ctxs[asid as usize].tlb_gen;
+        let local_gen = s.arch.x86.cpu[cpu].ctxs[asid as usize].tlb_gen;
         if f.new_tlb_gen != 0 && f.new_tlb_gen <= local_gen {
             // Already caught up with this flush.
             return cost;
@@ -264,30 +264,30 @@ pub fn flush_tlb_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: Cpu
         }
         // Partial only if it brings this CPU exactly up to date.
         partial = partial && f.new_tlb_gen == local_gen + 1 && f.new_tlb_gen == mm_gen;
-        s.x86.cpu[cpu].ctxs[asid as usize].tlb_gen = mm_gen;
+        s.arch.x86.cpu[cpu].ctxs[asid as usize].tlb_gen = mm_gen;
     }
     if partial {
         let step = 1u64 << (f.stride_shift - 12);
         let n = (f.end - f.start).div_ceil(step);
         let mut vpn = f.start;
         while vpn < f.end {
-            s.tlb[cpu].flush_one(asid, vpn);
+            s.arch.tlb[cpu].flush_one(asid, vpn);
             vpn += step;
         }
         let t = n * s.m.cost[Cost::Invlpg];
         pages = n as i64;
-        s.stats.charge(task, Func::NativeFlushTlbOneUser, t);
+        s.obs.stats.charge(task, Func::NativeFlushTlbOneUser, t);
         cost += t;
         if local {
-            s.stats.vm(Vm::TlbLocalFlushOne, n);
+            s.obs.stats.vm(Vm::TlbLocalFlushOne, n);
         }
     } else {
-        s.tlb[cpu].flush_asid(asid);
+        s.arch.tlb[cpu].flush_asid(asid);
         let t = s.m.cost[Cost::Cr3Flush];
-        s.stats.charge(task, Func::NativeFlushTlbLocal, t);
+        s.obs.stats.charge(task, Func::NativeFlushTlbLocal, t);
         cost += t;
         if local {
-            s.stats.vm(Vm::TlbLocalFlushAll, 1);
+            s.obs.stats.vm(Vm::TlbLocalFlushAll, 1);
         }
     }
     trace_flush_done(s, cpu, local, f.mm.is_none(), pages);
@@ -308,44 +308,49 @@ fn trace_flush_done(s: &mut Sim, cpu: CpuId, local: bool, no_mm: bool, pages: i6
 /// percpu_flush_tlb_batch_pages() (4.3 to 4.5): count, then flush_tlb_local(), a full flush of
 /// whatever mm is loaded, lazy or not. 4.3 counted the sender's own run as received too.
 pub fn flush_tlb_batch_pages(s: &mut Sim, cpu: CpuId, task: Option<TaskId>) -> Time {
-    s.stats.vm(Vm::TlbRemoteFlushReceived, 1);
-    s.stats.irq(Irq::Tlb, cpu);
-    let asid = s.x86.cpu[cpu].loaded_asid;
+    s.obs.stats.vm(Vm::TlbRemoteFlushReceived, 1);
+    s.obs.stats.irq(Irq::Tlb, cpu);
+    let asid = s.arch.x86.cpu[cpu].loaded_asid;
     let mut ps = s.m.cost[Cost::FlushTlbFunc];
     // With PCID (arch_tlbbatch_flush -> flush_tlb_func): nothing to do if this ASID has caught
     // up with its mm's tlb_gen; else a full flush brings it there.
-    let behind = match s.x86.cpu[cpu].loaded_mm {
+    let behind = match s.arch.x86.cpu[cpu].loaded_mm {
         Some(mm) if s.k.pcid => {
             let gen = s.mem.mms[mm].tlb_gen;
-            let ctx = &mut s.x86.cpu[cpu].ctxs[asid as usize];
+            let ctx = &mut s.arch.x86.cpu[cpu].ctxs[asid as usize];
             std::mem::replace(&mut ctx.tlb_gen, gen) < gen
         }
         _ => true,
     };
     if behind {
-        s.tlb[cpu].flush_asid(asid);
+        s.arch.tlb[cpu].flush_asid(asid);
         ps += s.m.cost[Cost::Cr3Flush];
     }
-    s.stats.charge(task, Func::FlushTlbBatchPages, ps);
+    s.obs.stats.charge(task, Func::FlushTlbBatchPages, ps);
     ps
 }
 
 /// The PFN-list handler (v5 percpu_flush_tlb_batch_pages): one INVLPG per listed page. It flushes
 /// the pages' user addresses (what the series meant; see docs/kernel/reclaim-4.x.md).
 pub fn flush_tlb_pfns(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId) -> Time {
-    s.stats.vm(Vm::TlbRemoteFlushReceived, 1);
-    s.stats.irq(Irq::Tlb, cpu);
-    let owner = s.cpus[sender].task.expect("batch flush sender runs a task");
-    let (asid, loaded) = (s.x86.cpu[cpu].loaded_asid, s.x86.cpu[cpu].loaded_mm);
-    let n = s.tasks[owner].reclaim.ubc.pages.len();
+    s.obs.stats.vm(Vm::TlbRemoteFlushReceived, 1);
+    s.obs.stats.irq(Irq::Tlb, cpu);
+    let owner = s.sched.cpus[sender]
+        .task
+        .expect("batch flush sender runs a task");
+    let (asid, loaded) = (
+        s.arch.x86.cpu[cpu].loaded_asid,
+        s.arch.x86.cpu[cpu].loaded_mm,
+    );
+    let n = s.sched.tasks[owner].reclaim.ubc.pages.len();
     for i in 0..n {
-        let (mm, vpn) = s.tasks[owner].reclaim.ubc.pages[i];
+        let (mm, vpn) = s.sched.tasks[owner].reclaim.ubc.pages[i];
         if loaded == Some(mm as usize) {
-            s.tlb[cpu].flush_one(asid, vpn);
+            s.arch.tlb[cpu].flush_one(asid, vpn);
         }
     }
     let ps = s.m.cost[Cost::FlushTlbFunc] + n as Time * s.m.cost[Cost::Invlpg];
-    s.stats.charge(task, Func::FlushTlbBatchPages, ps);
+    s.obs.stats.charge(task, Func::FlushTlbBatchPages, ps);
     ps
 }
 
@@ -355,7 +360,7 @@ pub fn flush_tlb_pfns(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: Cpu
 /// every CPU got it), this CPU included; else flush_tlb_func() here alone. flush_tlb_func()
 /// counts the TLB row only `if (!local)`.
 pub fn arch_tlbbatch_flush(s: &mut Sim, cpu: CpuId, t: TaskId, mask: &CpuMask) -> Outcome {
-    s.x86.info[cpu] = FlushInfo {
+    s.arch.x86.info[cpu] = FlushInfo {
         mm: None,
         start: 0,
         end: TLB_FLUSH_ALL,
@@ -366,7 +371,7 @@ pub fn arch_tlbbatch_flush(s: &mut Sim, cpu: CpuId, t: TaskId, mask: &CpuMask) -
         initiating_cpu: cpu,
     };
     if mask.any_but(cpu) {
-        s.stats.vm(Vm::TlbRemoteFlush, 1);
+        s.obs.stats.vm(Vm::TlbRemoteFlush, 1);
         crate::observe::tracelog::tlb_flush(s, cpu, TLB_REMOTE_SEND_IPI, -1);
         let cond = match s.k.lazy_tlb {
             LazyTlb::LeaveMmOnIpi => Cond::Always,
