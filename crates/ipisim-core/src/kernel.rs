@@ -8,7 +8,7 @@ use crate::mm::drain::PcpDrain;
 use crate::mm::migrate::MigrateFlush;
 use crate::mm::rmap::{ReclaimFlush, TlbBatchFlush};
 use crate::mm::vmscan::IsolatedThrottle;
-use crate::smp::{CallFunction, CallSingleQueue};
+use crate::smp::{CallFunction, CallSingleQueue, SmpConfig};
 
 params! {
     /// The resolved kernel preset.
@@ -48,5 +48,18 @@ params! {
         smp_call_function_many_cond: bool = "kernel.smp_call_function_many_cond", Kind::Bool, "", "true", "the worker that queues and sends cross-CPU calls is smp_call_function_many_cond() (Sebastian Andrzej Siewior, 5.6), as perf names it; false: smp_call_function_many() itself, before";
         isolated_throttle: IsolatedThrottle = "kernel.isolated_throttle", Kind::Choice(IsolatedThrottle::NAMES), "", "reclaim_throttle", "a direct reclaimer finding more pages isolated than left on the inactive list (too_many_isolated): congestion_wait (sleep HZ/10 and check again: Rik van Riel, 2.6.32, to 5.15) or reclaim_throttle (sleep once, up to HZ/50, woken when a reclaimer sees the node below the limit, then scan nothing: Mel Gorman, 5.16)";
         cal_counts_tlb: bool = "kernel.cal_counts_tlb", Kind::Bool, "", "true", "/proc/interrupts CAL includes TLB shootdowns (since 4.8); false: CAL = calls - TLB, as before";
+    }
+}
+
+impl KernelConfig {
+    /// The preset's choices that smp keeps.
+    pub fn smp_config(&self) -> SmpConfig {
+        SmpConfig {
+            call_function: self.call_function,
+            call_single_queue: self.call_single_queue,
+            skip_ipi_if_queued: self.skip_ipi_if_queued,
+            ipi_poll_elision: self.ipi_poll_elision,
+            smp_call_function_many_cond: self.smp_call_function_many_cond,
+        }
     }
 }

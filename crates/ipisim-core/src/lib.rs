@@ -134,8 +134,8 @@ pub fn run_limited(
         return Err(ConfigError::new("", "", msg));
     }
     let trace = s.obs.trace.as_ref().map(|tr| TraceOutput {
-        chrome_json: tr.chrome_json(&s),
-        ftrace: tr.ftrace_text(&s),
+        chrome_json: tr.chrome_json(s.m.ncpus(), &s.obs.stats.irq_bins),
+        ftrace: tr.ftrace_text(|t| s.sched.tasks[t].comm.as_str()),
         truncated: tr.truncated,
     });
     Ok((output::to_json(&s, &r), trace))

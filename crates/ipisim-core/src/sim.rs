@@ -9,35 +9,16 @@ use crate::kernel::KernelConfig;
 use crate::machine::Machine;
 use crate::mm::Memory;
 use crate::observe::check::Checker;
+use crate::observe::tracelog::LineAt;
 use crate::observe::{Observe, Stats};
 use crate::sched::{self, Cpu, Sched};
 use crate::smp::Smp;
-use crate::step::{CallFunc, Cond, Outcome};
+use crate::step::Event;
+use crate::step::{CallFunc, Cond, Outcome, Step};
 use crate::workload::{Scenario, Workload};
 
 /// How often a long run reports progress, in events (about a second of host time).
 pub const PROGRESS_EVENTS: u64 = 1 << 23;
-
-/// Everything that happens at a point in simulated time.
-#[derive(Debug, Clone, Copy)]
-pub enum Event {
-    /// A CPU's current step ended, or the condition it spun on came true. Stale if `gen` moved on.
-    Resume { cpu: u32, gen: u32 },
-    /// An IPI reaches a CPU's local APIC.
-    IpiArrive { cpu: u32, flow: u32 },
-    /// A polling idle CPU notices work queued for it without an IPI (set_nr_if_polling).
-    PollKick { cpu: u32 },
-    /// A CPU's interrupt handler, entered earlier, starts its pass over the call queue.
-    HandlerStart { cpu: u32 },
-    /// A CPU's handler pass, stopped for an event due first, goes on.
-    HandlerContinue { cpu: u32 },
-    /// A CPU returns from its interrupt handler.
-    IrqExit { cpu: u32 },
-    /// A sleeping task's timer fires.
-    Wake { task: u32 },
-    /// The run's time limit.
-    Stop,
-}
 
 pub struct Sim {
     pub m: Machine,
@@ -88,7 +69,7 @@ impl Sim {
                 tasks: Vec::new(),
                 perturb,
             },
-            smp: Smp::new(n),
+            smp: Smp::new(n, k.smp_config()),
             arch: ArchState {
                 tlb: (0..n)
                     .map(|_| Tlb::new(m.tlb_entries, m.tlb_ways))
@@ -115,6 +96,17 @@ impl Sim {
 
     pub fn now(&self) -> Time {
         self.q.now()
+    }
+
+    /// A tracepoint's context on `cpu` when a trace is recorded (None otherwise): what ftrace's
+    /// line prefix shows, read from the scheduler's state of that CPU.
+    pub fn trace_at(&self, cpu: CpuId) -> Option<LineAt> {
+        self.obs.tracing().then(|| LineAt {
+            time: self.now(),
+            cpu,
+            task: self.sched.cpus[cpu].task,
+            in_irq: self.sched.cpus[cpu].in_irq(self.now()),
+        })
     }
 
     /// Run until the workload finishes or `limit` passes; `progress(simulated seconds, events)`
@@ -237,8 +229,31 @@ impl crate::mm::Hooks for Sim {
     }
 }
 
-/// The code smp's calls run, wired here so that smp names nothing above it.
-impl crate::smp::Hooks for Sim {
+/// What smp needs from around it, wired here so that smp names nothing above it.
+impl crate::smp::Host for Sim {
+    fn parts(&mut self) -> crate::smp::Parts<'_> {
+        crate::smp::Parts {
+            m: &self.m,
+            q: &mut self.q,
+            smp: &mut self.smp,
+            obs: &mut self.obs,
+        }
+    }
+    fn view(&self) -> (&Smp, &Machine) {
+        (&self.smp, &self.m)
+    }
+    fn now(&self) -> Time {
+        self.q.now()
+    }
+    fn push_step(&mut self, t: TaskId, step: Step) {
+        self.sched.tasks[t].steps.push(step);
+    }
+    fn csd_lock_call(&mut self, t: TaskId) -> &mut Option<crate::smp::Call> {
+        &mut self.sched.tasks[t].csd_lock_call
+    }
+    fn trace_at(&self, cpu: CpuId) -> Option<LineAt> {
+        Sim::trace_at(self, cpu)
+    }
     /// The function a csd runs on its target: the handler's time.
     fn run_call(
         &mut self,

@@ -1,6 +1,7 @@
 //! What a task executes: the steps of its kernel and user work (explicit continuations), what a
 //! step asks of its CPU, and the calls, flushes and system calls steps carry. Data only: each
-//! layer pushes steps, and the root dispatches them (`sched::exec`) to the code that runs them.
+//! layer pushes steps, and the root dispatches them (`sched::exec`) to the code that runs them;
+//! and the events the simulated time is made of.
 
 use crate::engine::Time;
 use crate::observe::Func;
@@ -238,4 +239,25 @@ pub enum Outcome {
     Sleep(Time),
     /// The task exits.
     Exit,
+}
+
+/// Everything that happens at a point in simulated time.
+#[derive(Debug, Clone, Copy)]
+pub enum Event {
+    /// A CPU's current step ended, or the condition it spun on came true. Stale if `gen` moved on.
+    Resume { cpu: u32, gen: u32 },
+    /// An IPI reaches a CPU's local APIC.
+    IpiArrive { cpu: u32, flow: u32 },
+    /// A polling idle CPU notices work queued for it without an IPI (set_nr_if_polling).
+    PollKick { cpu: u32 },
+    /// A CPU's interrupt handler, entered earlier, starts its pass over the call queue.
+    HandlerStart { cpu: u32 },
+    /// A CPU's handler pass, stopped for an event due first, goes on.
+    HandlerContinue { cpu: u32 },
+    /// A CPU returns from its interrupt handler.
+    IrqExit { cpu: u32 },
+    /// A sleeping task's timer fires.
+    Wake { task: u32 },
+    /// The run's time limit.
+    Stop,
 }

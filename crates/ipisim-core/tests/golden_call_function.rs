@@ -534,8 +534,8 @@ fn a_csd_queued_before_the_handler_starts_is_run_by_it() {
 fn the_send_loop_queues_each_target_at_its_own_time() {
     use ipisim_core::engine::CpuMask;
     use ipisim_core::sched::{Outcome, Step};
-    use ipisim_core::sim::Event;
     use ipisim_core::smp::{smp_call_function_many_cond, CallFunc, Cond};
+    use ipisim_core::step::Event;
     for event_due in [false, true] {
         let mut s = sim("shootdown", "linux-3.9", &[]);
         if event_due {
@@ -566,8 +566,8 @@ fn the_send_loop_queues_each_target_at_its_own_time() {
 #[test]
 fn a_handler_pass_stops_where_another_event_is_due() {
     use ipisim_core::engine::CpuMask;
-    use ipisim_core::sim::Event;
     use ipisim_core::smp::{begin_pass, smp_call_function_many_cond, CallFunc, Cond};
+    use ipisim_core::step::Event;
     for event_due in [false, true] {
         let mut s = sim("shootdown", "linux-6.18", &[]);
         let mut one = CpuMask::new();
@@ -594,9 +594,9 @@ fn a_handler_pass_stops_where_another_event_is_due() {
 #[test]
 fn the_global_walk_does_not_see_a_cfd_queued_after_it_began() {
     use ipisim_core::engine::CpuMask;
-    use ipisim_core::sim::Event;
     use ipisim_core::smp::{begin_pass, continue_pass, flush_smp_call_function_queue};
     use ipisim_core::smp::{smp_call_function_many_cond, CallFunc, Cond};
+    use ipisim_core::step::Event;
     let mut s = sim("shootdown", "linux-3.8", &[]);
     let mut both = CpuMask::new();
     both.set(1);

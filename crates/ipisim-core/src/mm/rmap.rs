@@ -166,7 +166,7 @@ pub fn try_to_unmap_flush(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         return arch::tlbbatch_flush_multi(s, cpu, t, &mask);
     }
     // 4.3 traced the batch flush as a remote shootdown of every page (-1).
-    crate::observe::tracelog::tlb_flush(s, cpu, 1, -1);
+    s.obs.tlb_flush(s.trace_at(cpu), 1, -1);
     if mask.any_but(cpu) {
         s.obs.stats.vm(Vm::TlbRemoteFlush, 1);
     }

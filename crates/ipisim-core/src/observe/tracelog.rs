@@ -2,8 +2,8 @@
 //! one flow per IPI from sender to handler, and the `tlb:tlb_flush` / `ipi:*` tracepoints. It
 //! writes Chrome trace-event JSON (loads in Perfetto) and ftrace text in the kernel's formats.
 
+use crate::engine::TaskId;
 use crate::engine::{CpuId, CpuMask, Time, PS_PER_S, PS_PER_US};
-use crate::sim::Sim;
 use serde_json::{json, Value};
 
 /// Stop recording after this many records, so a long window cannot exhaust memory.
@@ -159,13 +159,13 @@ impl TraceLog {
 
     /// Chrome trace-event JSON: one pseudo-thread per CPU, v1 flows for IPIs, and a counter of
     /// interrupts per second in IRQ_BIN steps.
-    pub fn chrome_json(&self, s: &Sim) -> String {
+    pub fn chrome_json(&self, ncpus: usize, irq_bins: &[u32]) -> String {
         // Whole nanoseconds, so a nested slice never ends past its parent after rounding.
         let us = |t: Time| (t / 1000) as f64 / 1000.0;
         let tid = |cpu: u16| 1000 + cpu as u64;
         let mut ev: Vec<Value> =
             vec![json!({"ph": "M", "pid": 1, "name": "process_name", "args": {"name": "CPUs"}})];
-        for cpu in 0..s.m.ncpus() as u16 {
+        for cpu in 0..ncpus as u16 {
             ev.push(json!({"ph": "M", "pid": 1, "tid": tid(cpu), "name": "thread_name", "args": {"name": format!("CPU {cpu}")}}));
         }
         for sl in &self.slices {
@@ -179,7 +179,7 @@ impl TraceLog {
             ev.push(e);
         }
         let bin = super::IRQ_BIN;
-        for (i, &n) in s.obs.stats.irq_bins.iter().enumerate() {
+        for (i, &n) in irq_bins.iter().enumerate() {
             let t = i as Time * bin;
             if t + bin > self.from && t < self.to {
                 let rate = n as f64 * PS_PER_S as f64 / bin as f64;
@@ -190,11 +190,11 @@ impl TraceLog {
     }
 
     /// ftrace text: the tracefs line prefix, then each event's TP_printk body.
-    pub fn ftrace_text(&self, s: &Sim) -> String {
+    pub fn ftrace_text<'a>(&self, comm: impl Fn(TaskId) -> &'a str) -> String {
         let mut out = String::from("# tracer: nop\n#\n#           TASK-PID     CPU#  |||||  TIMESTAMP  FUNCTION\n#              | |         |   |||||     |         |\n");
         for l in &self.lines {
             let (comm, pid) = match l.task {
-                Some(t) => (s.sched.tasks[t].comm.as_str(), 1000 + t),
+                Some(t) => (comm(t), 1000 + t),
                 None => ("<idle>", 0),
             };
             let flags = if l.in_irq { "d.h1." } else { "...1." };
@@ -253,53 +253,47 @@ fn cpulist(m: &CpuMask) -> String {
     parts.join(",")
 }
 
-/// Where and when a tracepoint fires.
-struct LineAt {
-    time: Time,
-    cpu: CpuId,
-    task: Option<usize>,
-    in_irq: bool,
+/// Where and when a tracepoint fires: what ftrace's line prefix shows of the CPU.
+pub struct LineAt {
+    pub time: Time,
+    pub cpu: CpuId,
+    pub task: Option<TaskId>,
+    pub in_irq: bool,
 }
 
-fn at(s: &Sim, cpu: CpuId) -> LineAt {
-    LineAt {
-        time: s.now(),
-        cpu,
-        task: s.sched.cpus[cpu].task,
-        in_irq: s.sched.cpus[cpu].in_irq(s.now()),
+impl super::Observe {
+    /// A trace is being recorded: a tracepoint's context (`LineAt`) is worth finding.
+    pub fn tracing(&self) -> bool {
+        self.trace.is_some()
     }
-}
 
-/// The `tlb:tlb_flush` tracepoint: counted always, recorded when tracing.
-pub fn tlb_flush(s: &mut Sim, cpu: CpuId, reason: u8, pages: i64) {
-    s.obs.stats.trace(super::Trace::tlb_flush(reason));
-    if s.obs.trace.is_some() {
-        let a = at(s, cpu);
-        if let Some(tr) = s.obs.trace.as_mut() {
-            tr.line(a, Event::TlbFlush { reason, pages });
+    /// The `tlb:tlb_flush` tracepoint: counted always, recorded when tracing (`at` then given).
+    pub fn tlb_flush(&mut self, at: Option<LineAt>, reason: u8, pages: i64) {
+        self.stats.trace(super::Trace::tlb_flush(reason));
+        if let (Some(tr), Some(at)) = (self.trace.as_mut(), at) {
+            tr.line(at, Event::TlbFlush { reason, pages });
         }
     }
-}
 
-/// `ipi:ipi_send_cpu` from `callsite`.
-pub fn ipi_send_cpu(s: &mut Sim, cpu: CpuId, target: CpuId, callsite: &'static str) {
-    s.obs.stats.trace(super::Trace::IpiSendCpu);
-    if s.obs.trace.is_some() {
-        let a = at(s, cpu);
-        if let Some(tr) = s.obs.trace.as_mut() {
-            tr.line(a, Event::IpiSendCpu { target, callsite });
+    /// `ipi:ipi_send_cpu` from `callsite`.
+    pub fn ipi_send_cpu(&mut self, at: Option<LineAt>, target: CpuId, callsite: &'static str) {
+        self.stats.trace(super::Trace::IpiSendCpu);
+        if let (Some(tr), Some(at)) = (self.trace.as_mut(), at) {
+            tr.line(at, Event::IpiSendCpu { target, callsite });
         }
     }
-}
 
-/// `ipi:ipi_send_cpumask` from `callsite`.
-pub fn ipi_send_cpumask(s: &mut Sim, cpu: CpuId, targets: &CpuMask, callsite: &'static str) {
-    s.obs.stats.trace(super::Trace::IpiSendCpumask);
-    if s.obs.trace.is_some() {
-        let a = at(s, cpu);
-        if let Some(tr) = s.obs.trace.as_mut() {
+    /// `ipi:ipi_send_cpumask` from `callsite`.
+    pub fn ipi_send_cpumask(
+        &mut self,
+        at: Option<LineAt>,
+        targets: &CpuMask,
+        callsite: &'static str,
+    ) {
+        self.stats.trace(super::Trace::IpiSendCpumask);
+        if let (Some(tr), Some(at)) = (self.trace.as_mut(), at) {
             let targets = *targets;
-            tr.line(a, Event::IpiSendCpumask { targets, callsite });
+            tr.line(at, Event::IpiSendCpumask { targets, callsite });
         }
     }
 }

@@ -15,7 +15,8 @@ use crate::config::{named_enum, params, ConfigError, Kind, Resolved};
 use crate::engine::{CpuId, Rng, TaskId, Time, NEVER};
 use crate::machine::{Cost, Idle};
 use crate::observe::{Func, Irq};
-use crate::sim::{Event, Sim};
+use crate::sim::Sim;
+use crate::step::Event;
 
 named_enum! {
     /// Where user tasks run (sched.placement).
@@ -303,7 +304,7 @@ fn charge_spin(s: &mut Sim, cpu: CpuId, on: SpinOn, dt: Time) {
 fn spin_func(s: &Sim, on: SpinOn) -> Func {
     match on {
         // csd_lock_wait() is inlined into smp_call_function_many(_cond): perf shows it there.
-        SpinOn::CsdLockWait | SpinOn::CsdLock => crate::smp::scf_func(s),
+        SpinOn::CsdLockWait | SpinOn::CsdLock => s.smp.cfg.scf_func(),
         SpinOn::UserForever => Func::User,
         SpinOn::Ptl => Func::RawSpinLock,
     }

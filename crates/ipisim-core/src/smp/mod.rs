@@ -3,10 +3,11 @@
 //! several CPUs went through one global queue instead (`global_cfd`).
 
 use crate::config::named_enum;
-use crate::engine::{CpuId, CpuMask, SpinLock, TaskId, Time};
-use crate::machine::{Apic, Arch, Cost};
-use crate::observe::{Func, Trace};
-use crate::sim::{Event, Sim};
+use crate::engine::{CpuId, CpuMask, EventQueue, SpinLock, TaskId, Time};
+use crate::machine::{Apic, Arch, Cost, Machine};
+use crate::observe::tracelog::LineAt;
+use crate::observe::{Func, Observe, Trace};
+use crate::step::Event;
 pub use crate::step::{CallFunc, Cond};
 use crate::step::{Outcome, SpinOn, Step};
 
@@ -63,7 +64,18 @@ pub struct Csd {
     pub wait: bool,
 }
 
+/// The kernel preset's choices for cross-CPU calls (kernel.*), kept where they are used.
+#[derive(Debug, Clone, Copy)]
+pub struct SmpConfig {
+    pub call_function: CallFunction,
+    pub call_single_queue: CallSingleQueue,
+    pub skip_ipi_if_queued: bool,
+    pub ipi_poll_elision: bool,
+    pub smp_call_function_many_cond: bool,
+}
+
 pub struct Smp {
+    pub cfg: SmpConfig,
     /// call_single_queue of each CPU, in arrival (FIFO) order.
     pub queue: Vec<Vec<Csd>>,
     /// call_single_queue.lock of each CPU (`call_single_queue = spinlock`, to 3.13).
@@ -133,8 +145,9 @@ pub struct Call {
 }
 
 impl Smp {
-    pub fn new(n: usize) -> Smp {
+    pub fn new(n: usize, cfg: SmpConfig) -> Smp {
         Smp {
+            cfg,
             queue: (0..n).map(|_| Vec::with_capacity(n)).collect(),
             queue_lock: vec![SpinLock::default(); n],
             pass: (0..n)
@@ -157,10 +170,30 @@ impl Smp {
     }
 }
 
-/// What smp needs from the layers above it: the code a csd runs, a call's per-CPU condition, and
-/// the scheduler's view of a CPU. The root implements it for `Sim` (sim.rs), so smp names no code
-/// above it, and the calls stay static (no indirect call per csd).
-pub trait Hooks {
+/// The state smp works on, borrowed together from the machine around it.
+pub struct Parts<'a> {
+    pub m: &'a Machine,
+    pub q: &'a mut EventQueue<Event>,
+    pub smp: &'a mut Smp,
+    pub obs: &'a mut Observe,
+}
+
+/// What smp needs from the machine around it: its state and the observer (`parts`), the
+/// scheduler's task stacks, and the code above it that a csd runs. The root implements it for
+/// `Sim` (sim.rs), so smp names nothing above it; the calls stay static (generic, no indirect
+/// call per csd).
+pub trait Host {
+    /// smp's state, the machine, the event queue and the observer, borrowed together.
+    fn parts(&mut self) -> Parts<'_>;
+    /// smp's state and the machine, to read.
+    fn view(&self) -> (&Smp, &Machine);
+    fn now(&self) -> Time;
+    /// Push `step` on task `t`'s stack: what it does next.
+    fn push_step(&mut self, t: TaskId, step: Step);
+    /// Task `t`'s call that waits in csd_lock() (smp_call_function_many_cond, made again later).
+    fn csd_lock_call(&mut self, t: TaskId) -> &mut Option<Call>;
+    /// A tracepoint's context on `cpu` when a trace is recorded.
+    fn trace_at(&self, cpu: CpuId) -> Option<LineAt>;
     /// Run `func` on `cpu` for `sender` (task: the CPU's current task): the handler's time.
     fn run_call(&mut self, cpu: CpuId, task: Option<TaskId>, sender: CpuId, func: CallFunc)
         -> Time;
@@ -174,9 +207,9 @@ pub trait Hooks {
 
 /// Where perf shows the IPI writes: the APIC send loop of machine.apic, or powerpc's XIVE trigger
 /// store.
-fn send_ipi_func(s: &Sim) -> Func {
-    match s.m.arch {
-        Arch::X86 => match s.m.apic {
+fn send_ipi_func(m: &Machine) -> Func {
+    match m.arch {
+        Arch::X86 => match m.apic {
             Apic::Phys => Func::SendIpiPhys,
             Apic::X2apicCluster => Func::SendIpiX2apic,
             Apic::KvmPv => Func::SendIpiKvmPv,
@@ -185,21 +218,23 @@ fn send_ipi_func(s: &Sim) -> Func {
     }
 }
 
-/// The sending worker as perf names it: smp_call_function_many_cond() since 5.6, before that
-/// smp_call_function_many() itself (csd_lock_wait() is inlined into either).
-pub fn scf_func(s: &Sim) -> Func {
-    match s.k.smp_call_function_many_cond {
-        true => Func::SmpCallFunctionManyCond,
-        false => Func::SmpCallFunctionMany,
+impl SmpConfig {
+    /// The sending worker as perf names it: smp_call_function_many_cond() since 5.6, before that
+    /// smp_call_function_many() itself (csd_lock_wait() is inlined into either).
+    pub fn scf_func(&self) -> Func {
+        match self.smp_call_function_many_cond {
+            true => Func::SmpCallFunctionManyCond,
+            false => Func::SmpCallFunctionMany,
+        }
     }
 }
 
 /// Send one IPI from `from` to `to`, leaving the sender at `at`.
-fn send_ipi(s: &mut Sim, from: CpuId, to: CpuId, at: Time) {
-    s.obs.stats.ipis_sent += 1;
-    let arrive = at + s.m.ipi_wire(from, to);
-    let flow = s.obs.trace.as_mut().map_or(0, |tr| tr.ipi_sent(from, at));
-    s.q.schedule(
+fn send_ipi(p: &mut Parts, from: CpuId, to: CpuId, at: Time) {
+    p.obs.stats.ipis_sent += 1;
+    let arrive = at + p.m.ipi_wire(from, to);
+    let flow = p.obs.trace.as_mut().map_or(0, |tr| tr.ipi_sent(from, at));
+    p.q.schedule(
         arrive,
         Event::IpiArrive {
             cpu: to as u32,
@@ -211,27 +246,29 @@ fn send_ipi(s: &mut Sim, from: CpuId, to: CpuId, at: Time) {
 /// send_call_function_ipi_mask(): trace the mask once, then one ICR write per target
 /// (default_send_IPI_mask_sequence_phys / x2apic physical mode) from `at`. Returns the time taken.
 fn send_ipi_mask(
-    s: &mut Sim,
+    s: &mut impl Host,
     from: CpuId,
     mask: &CpuMask,
     at: Time,
     callsite: &'static str,
 ) -> Time {
-    crate::observe::tracelog::ipi_send_cpumask(s, from, mask, callsite);
+    let trace_at = s.trace_at(from);
+    let mut p = s.parts();
+    p.obs.ipi_send_cpumask(trace_at, mask, callsite);
     let mut send: Time = 0;
     for t in mask.iter() {
-        send += s.m.cost[Cost::IpiSend];
-        send_ipi(s, from, t, at + send);
+        send += p.m.cost[Cost::IpiSend];
+        send_ipi(&mut p, from, t, at + send);
     }
     send
 }
 
 /// The sender's csd_lock_wait() has one more csd to see unlocked.
-fn wait_for_one_more(s: &mut Sim, sender: CpuId) {
-    if s.smp.waiting[sender] == 0 {
-        s.smp.done_at[sender] = 0;
+fn wait_for_one_more(smp: &mut Smp, sender: CpuId) {
+    if smp.waiting[sender] == 0 {
+        smp.done_at[sender] = 0;
     }
-    s.smp.waiting[sender] += 1;
+    smp.waiting[sender] += 1;
 }
 
 /// Who called smp_call_function_many_cond(), as the ipi tracepoints' callsite shows it: a call
@@ -245,9 +282,9 @@ fn callsite(cond: Cond, run_local: bool) -> &'static str {
 }
 
 /// The call that waited in csd_lock(): make it now.
-pub fn deferred_call(s: &mut Sim, cpu: CpuId, task: TaskId) -> Outcome {
-    let c = s.sched.tasks[task]
-        .csd_lock_call
+pub fn deferred_call(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
+    let c = s
+        .csd_lock_call(task)
         .take()
         .expect("a call waited in csd_lock");
     smp_call_function_many_cond(s, cpu, task, &c.mask, c.func, c.cond, c.wait, c.run_local)
@@ -256,7 +293,7 @@ pub fn deferred_call(s: &mut Sim, cpu: CpuId, task: TaskId) -> Outcome {
 /// smp_call_function_many(mask, func, info, wait = true): every CPU of `mask` but this one, no
 /// condition, not run here; the caller waits for all.
 pub fn smp_call_function_many(
-    s: &mut Sim,
+    s: &mut impl Host,
     cpu: CpuId,
     task: TaskId,
     mask: &CpuMask,
@@ -269,7 +306,7 @@ pub fn smp_call_function_many(
 /// `cond` holds, send the IPIs, optionally run `func` here too, and optionally wait.
 #[allow(clippy::too_many_arguments)]
 pub fn smp_call_function_many_cond(
-    s: &mut Sim,
+    s: &mut impl Host,
     cpu: CpuId,
     task: TaskId,
     mask: &CpuMask,
@@ -278,37 +315,38 @@ pub fn smp_call_function_many_cond(
     wait: bool,
     run_local: bool,
 ) -> Outcome {
-    debug_assert!(s.smp.sending[cpu].is_none(), "one call at a time per CPU");
     let mut targets = CpuMask::new();
     for t in mask.iter().filter(|&t| t != cpu) {
         if s.call_wanted(cond, t, cpu) {
             targets.set(t);
         }
     }
+    let smp = s.parts().smp;
+    debug_assert!(smp.sending[cpu].is_none(), "one call at a time per CPU");
     // 3.8 sends a lone target through smp_call_function_single (the per-CPU queue, below).
-    let global = s.k.call_function == CallFunction::GlobalCfd && targets.weight() > 1;
+    let global = smp.cfg.call_function == CallFunction::GlobalCfd && targets.weight() > 1;
     // csd_lock(): a csd this CPU sent without waiting (wait = false) stays locked until its
     // target has run it (3.8's one cfd: until the last target has); the next request that needs
     // it spins here until then. (The kernel queues the targets before it first, but sends no IPI
     // until the loop ends.)
     let busy = if global {
-        (s.smp.global.cfd[cpu].refs > 0).then_some(GLOBAL_CFD)
+        (smp.global.cfd[cpu].refs > 0).then_some(GLOBAL_CFD)
     } else {
         targets
             .iter()
-            .find(|&t| s.smp.locked[cpu].test(t))
+            .find(|&t| smp.locked[cpu].test(t))
             .map(|t| t as u32)
     };
     if let Some(csd) = busy {
-        s.smp.csd_lock_on[cpu] = csd;
-        s.sched.tasks[task].csd_lock_call = Some(Call {
+        smp.csd_lock_on[cpu] = csd;
+        *s.csd_lock_call(task) = Some(Call {
             mask: *mask,
             func,
             cond,
             wait,
             run_local,
         });
-        s.sched.tasks[task].steps.push(Step::SmpCallFunctionMany);
+        s.push_step(task, Step::SmpCallFunctionMany);
         return Outcome::Spin(SpinOn::CsdLock);
     }
     if global {
@@ -335,48 +373,49 @@ pub fn smp_call_function_many_cond(
 }
 
 /// The rest of a call's loop over its targets, where it stopped (Step::QueueCsds).
-pub fn queue_csds(s: &mut Sim, cpu: CpuId, task: TaskId) -> Outcome {
-    let st = s.smp.sending[cpu].take().expect("a call is being queued");
+pub fn queue_csds(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
+    let st = s.parts().smp.sending[cpu]
+        .take()
+        .expect("a call is being queued");
     queue_loop(s, cpu, task, st)
 }
 
 /// smp_call_function_many_cond()'s loop: queue a csd on each target (csd_lock, then llist_add or
 /// list_add_tail under the target's lock), then send the IPIs. Each target is queued at its own
 /// time: when another event comes first, the loop stops there and goes on as a step of its own.
-fn queue_loop(s: &mut Sim, cpu: CpuId, task: TaskId, mut st: Sending) -> Outcome {
+fn queue_loop(s: &mut impl Host, cpu: CpuId, task: TaskId, mut st: Sending) -> Outcome {
     let now = s.now();
     let mut setup: Time = 0;
     let mut queue_lock_wait: Time = 0;
+    let mut p = s.parts();
+    let scf = p.smp.cfg.scf_func();
     while let Some(t) = st.left.iter().next() {
-        if setup > 0 && s.q.due_by(now + setup) {
+        if setup > 0 && p.q.due_by(now + setup) {
             // Something happens before this target's turn (its handler may take the lock).
-            s.smp.sending[cpu] = Some(st);
-            s.sched.tasks[task].steps.push(Step::QueueCsds);
-            s.obs
-                .stats
-                .charge(Some(task), scf_func(s), setup - queue_lock_wait);
+            p.smp.sending[cpu] = Some(st);
+            p.obs.stats.charge(Some(task), scf, setup - queue_lock_wait);
+            s.push_step(task, Step::QueueCsds);
             return Outcome::Busy {
                 ps: setup,
                 irqs_off: false,
             };
         }
-        let (add, wait) = queue_csd(s, cpu, task, &mut st, t, now + setup);
+        let (add, wait) = queue_csd(&mut p, cpu, task, &mut st, t, now + setup);
         setup += wait + add;
         queue_lock_wait += wait;
     }
     let nr_queued = st.queued.weight();
     let send = send_call_ipis(s, cpu, &st, nr_queued, now + setup);
     if st.wait && nr_queued > 0 {
-        s.sched.tasks[task].steps.push(Step::CsdLockWait);
+        s.push_step(task, Step::CsdLockWait);
     }
     if st.run_local {
-        s.sched.tasks[task].steps.push(Step::LocalCall(st.func));
+        s.push_step(task, Step::LocalCall(st.func));
     }
     // The ICR writes follow the queueing with nothing in between: one busy period for both.
-    s.obs
-        .stats
-        .charge(Some(task), scf_func(s), setup - queue_lock_wait);
-    s.obs.stats.charge(Some(task), send_ipi_func(s), send);
+    let p = s.parts();
+    p.obs.stats.charge(Some(task), scf, setup - queue_lock_wait);
+    p.obs.stats.charge(Some(task), send_ipi_func(p.m), send);
     Outcome::Busy {
         ps: setup + send,
         irqs_off: false,
@@ -386,41 +425,41 @@ fn queue_loop(s: &mut Sim, cpu: CpuId, task: TaskId, mut st: Sending) -> Outcome
 /// Queue `st`'s csd on target `t` at `at` (llist_add, or list_add_tail under the queue lock
 /// before 3.14): the time it adds, and the time spent waiting for the queue lock.
 fn queue_csd(
-    s: &mut Sim,
+    p: &mut Parts,
     cpu: CpuId,
     task: TaskId,
     st: &mut Sending,
     t: CpuId,
     at: Time,
 ) -> (Time, Time) {
+    let (m, smp) = (p.m, &mut *p.smp);
     st.left.clear(t);
-    s.smp.locked[cpu].set(t);
+    smp.locked[cpu].set(t);
     if st.wait {
-        wait_for_one_more(s, cpu);
+        wait_for_one_more(smp, cpu);
     }
-    s.obs.stats.trace(Trace::CsdQueueCpu);
+    p.obs.stats.trace(Trace::CsdQueueCpu);
     // llist_add() (or list_empty() under the lock) tells whether the queue was empty.
-    let tail = s.smp.queue[t].last().map(|c| c.sender as usize);
+    let tail = smp.queue[t].last().map(|c| c.sender as usize);
     if tail.is_none() {
         st.was_empty.set(t);
     }
-    s.smp.queue[t].push(Csd {
+    smp.queue[t].push(Csd {
         sender: cpu as u32,
         func: st.func,
         wait: st.wait,
     });
-    let mut add = s.m.cost[Cost::CsdQueue];
+    let mut add = m.cost[Cost::CsdQueue];
     let mut wait = 0;
-    if s.k.call_single_queue == CallSingleQueue::Spinlock {
+    if smp.cfg.call_single_queue == CallSingleQueue::Spinlock {
         // list_add_tail() sets the last queued csd's next: a write to its sender's line.
         if let Some(tail) = tail {
-            add += s.m.line_transfer(tail, cpu);
+            add += m.line_transfer(tail, cpu);
         }
         // raw_spin_lock_irqsave(&dst->lock): its line comes from the last sender or the
         // target's handler; the list_add_tail happens under it.
-        let m = &s.m;
-        wait = s.smp.queue_lock[t].acquire(at, cpu, add, |a, b| m.line_transfer(a, b));
-        s.obs
+        wait = smp.queue_lock[t].acquire(at, cpu, add, |a, b| m.line_transfer(a, b));
+        p.obs
             .stats
             .charge(Some(task), Func::RawSpinLockIrqsave, wait);
     }
@@ -430,10 +469,11 @@ fn queue_csd(
 
 /// The IPIs after the queueing, from `at`: to the targets whose queue was empty (or to all
 /// queued ones before 4.13 with two or more), or a poll kick to a polling idle CPU. Their time.
-fn send_call_ipis(s: &mut Sim, cpu: CpuId, st: &Sending, nr_queued: usize, at: Time) -> Time {
+fn send_call_ipis(s: &mut impl Host, cpu: CpuId, st: &Sending, nr_queued: usize, at: Time) -> Time {
+    let cfg = s.view().0.cfg;
     // A lone target (smp_call_function_single before 4.13) and, since 4.13, every target gets an
     // IPI only if its queue was empty: a non-empty queue is already going to be run.
-    let ipi_mask = if nr_queued == 1 || s.k.skip_ipi_if_queued {
+    let ipi_mask = if nr_queued == 1 || cfg.skip_ipi_if_queued {
         st.was_empty
     } else {
         st.queued
@@ -443,14 +483,17 @@ fn send_call_ipis(s: &mut Sim, cpu: CpuId, st: &Sending, nr_queued: usize, at: T
     let mut send: Time = 0;
     if nr_ipi == 1 {
         // send_call_function_single_ipi(): an idle CPU that is polling needs no interrupt.
-        if s.k.ipi_poll_elision && s.idle_polling(last) {
-            s.obs.stats.trace(Trace::WakeIdleWithoutIpi);
-            let at = at + s.m.line_transfer(cpu, last);
-            s.q.schedule(at, Event::PollKick { cpu: last as u32 });
+        if cfg.ipi_poll_elision && s.idle_polling(last) {
+            let p = s.parts();
+            p.obs.stats.trace(Trace::WakeIdleWithoutIpi);
+            let at = at + p.m.line_transfer(cpu, last);
+            p.q.schedule(at, Event::PollKick { cpu: last as u32 });
         } else {
-            crate::observe::tracelog::ipi_send_cpu(s, cpu, last, st.callsite);
-            send += s.m.cost[Cost::IpiSend];
-            send_ipi(s, cpu, last, at + send);
+            let trace_at = s.trace_at(cpu);
+            let mut p = s.parts();
+            p.obs.ipi_send_cpu(trace_at, last, st.callsite);
+            send += p.m.cost[Cost::IpiSend];
+            send_ipi(&mut p, cpu, last, at + send);
         }
     } else if nr_ipi > 1 {
         send = send_ipi_mask(s, cpu, &ipi_mask, at, st.callsite);
@@ -462,7 +505,7 @@ fn send_call_ipis(s: &mut Sim, cpu: CpuId, st: &Sending, nr_queued: usize, at: T
 /// comes back from the last target that wrote it), put it at the head of the global queue under
 /// call_function.lock, send every target an IPI, and wait until the last one drops refs to 0.
 fn global_cfd_call(
-    s: &mut Sim,
+    s: &mut impl Host,
     cpu: CpuId,
     task: TaskId,
     targets: &CpuMask,
@@ -471,10 +514,11 @@ fn global_cfd_call(
     run_local: bool,
 ) -> Outcome {
     let now = s.now();
+    let p = s.parts();
+    let m = p.m;
     // Filling the cfd and the list operation each cost about one csd_queue.
-    let op = s.m.cost[Cost::CsdQueue];
-    let m = &s.m;
-    let g = &mut s.smp.global;
+    let op = m.cost[Cost::CsdQueue];
+    let g = &mut p.smp.global;
     // csd_lock(&data->csd) and the stores to func, cpumask and refs.
     let mut setup = g.cfd[cpu]
         .line
@@ -497,19 +541,19 @@ fn global_cfd_call(
     cfd.wait = wait;
     g.queue.insert(0, cpu as u32);
     if wait {
-        wait_for_one_more(s, cpu);
-        s.sched.tasks[task].steps.push(Step::CsdLockWait);
+        wait_for_one_more(p.smp, cpu);
+        s.push_step(task, Step::CsdLockWait);
     }
     if run_local {
-        s.sched.tasks[task].steps.push(Step::LocalCall(func));
+        s.push_step(task, Step::LocalCall(func));
     }
     // arch_send_call_function_ipi_mask(): every target, whatever else is queued.
     let send = send_ipi_mask(s, cpu, targets, now + setup, "smp_call_function_many");
-    s.obs
-        .stats
-        .charge(Some(task), Func::RawSpinLockIrqsave, spin);
-    s.obs.stats.charge(Some(task), scf_func(s), setup - spin);
-    s.obs.stats.charge(Some(task), send_ipi_func(s), send);
+    let p = s.parts();
+    let stats = &mut p.obs.stats;
+    stats.charge(Some(task), Func::RawSpinLockIrqsave, spin);
+    stats.charge(Some(task), p.smp.cfg.scf_func(), setup - spin);
+    stats.charge(Some(task), send_ipi_func(p.m), send);
     Outcome::Busy {
         ps: setup + send,
         irqs_off: false,
@@ -520,13 +564,14 @@ fn global_cfd_call(
 /// global queue. Read its cfd's line; if it holds this CPU, run it, clear the bit and drop refs
 /// (read-modify-writes of the line, one CPU at a time); the last CPU unlinks it under
 /// call_function.lock and unlocks the sender's csd. Returns when the step ends.
-fn walk_one(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, mut t: Time, i: usize) -> Time {
-    let sender = s.smp.global.queue[i] as usize;
-    let cfd = &s.smp.global.cfd[sender];
+fn walk_one(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, mut t: Time, i: usize) -> Time {
+    let p = s.parts();
+    let sender = p.smp.global.queue[i] as usize;
+    let cfd = &p.smp.global.cfd[sender];
     // list_for_each_entry_rcu + cpumask_test_cpu: a shared read of the entry's line.
-    let read = s.m.line_transfer(cfd.line.holder(), cpu);
+    let read = p.m.line_transfer(cfd.line.holder(), cpu);
     let (mine, func) = (cfd.cpumask.test(cpu), cfd.func);
-    s.obs
+    p.obs
         .stats
         .charge(task, Func::GenericSmpCallFunctionInterrupt, read);
     t += read;
@@ -534,9 +579,10 @@ fn walk_one(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, mut t: Time, i: usize
         return t;
     }
     let func = func.expect("queued cfd has a function");
-    t += run_func(s, cpu, task, sender, func);
-    let m = &s.m;
-    let g = &mut s.smp.global;
+    t += s.run_call(cpu, task, sender, func);
+    let p = s.parts();
+    let m = p.m;
+    let g = &mut p.smp.global;
     // cpumask_test_and_clear_cpu + atomic_dec_return on the shared line.
     let mut walk = g.cfd[sender]
         .line
@@ -546,7 +592,7 @@ fn walk_one(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, mut t: Time, i: usize
     cfd.cpumask.clear(cpu);
     cfd.refs -= 1;
     if cfd.refs > 0 {
-        s.obs
+        p.obs
             .stats
             .charge(task, Func::GenericSmpCallFunctionInterrupt, walk);
         return t;
@@ -570,33 +616,26 @@ fn walk_one(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, mut t: Time, i: usize
     g.cfd[sender].func = None;
     let waited = g.cfd[sender].wait;
     // A walker that has not reached it yet will not find it: it is off the list.
-    for p in s.smp.pass.iter_mut() {
-        p.walk.clear(sender);
+    for pass in p.smp.pass.iter_mut() {
+        pass.walk.clear(sender);
     }
     csd_unlock(s, sender, cpu, GLOBAL_CFD, waited, t);
-    s.obs
-        .stats
-        .charge(task, Func::GenericSmpCallFunctionInterrupt, walk);
-    s.obs
-        .stats
-        .charge_lock(task, Func::GenericSmpCallFunctionInterrupt, spin);
+    let stats = &mut s.parts().obs.stats;
+    stats.charge(task, Func::GenericSmpCallFunctionInterrupt, walk);
+    stats.charge_lock(task, Func::GenericSmpCallFunctionInterrupt, spin);
     t
 }
 
 /// Run a call function on the calling CPU, IRQs off (SCF_RUN_LOCAL).
-pub fn run_local(s: &mut Sim, cpu: CpuId, task: TaskId, func: CallFunc) -> Outcome {
-    let ps = run_func(s, cpu, Some(task), cpu, func);
+pub fn run_local(s: &mut impl Host, cpu: CpuId, task: TaskId, func: CallFunc) -> Outcome {
+    let ps = s.run_call(cpu, Some(task), cpu, func);
     Outcome::Busy { ps, irqs_off: true }
-}
-
-fn run_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId, func: CallFunc) -> Time {
-    s.run_call(cpu, task, sender, func)
 }
 
 /// __flush_smp_call_function_queue(): detach this CPU's queue and run each csd in order, from
 /// `start`, in one go (no other event runs meanwhile). Returns the time spent.
 pub fn flush_smp_call_function_queue(
-    s: &mut Sim,
+    s: &mut impl Host,
     cpu: CpuId,
     task: Option<TaskId>,
     start: Time,
@@ -607,7 +646,7 @@ pub fn flush_smp_call_function_queue(
 /// A handler's pass starts at `start`: take the queue lock (3.9-3.13) and detach the queue, then
 /// go on as `continue_pass`. Returns when the pass ends, or None if it stopped (`stop`).
 pub fn begin_pass(
-    s: &mut Sim,
+    s: &mut impl Host,
     cpu: CpuId,
     task: Option<TaskId>,
     start: Time,
@@ -615,35 +654,33 @@ pub fn begin_pass(
 ) -> Option<Time> {
     let mut t = start;
     let mut read_under_lock = 0;
-    if s.k.call_single_queue == CallSingleQueue::Spinlock
-        && (s.k.call_function == CallFunction::PercpuCsd || !s.smp.queue[cpu].is_empty())
+    let p = s.parts();
+    let (m, smp) = (p.m, &mut *p.smp);
+    if smp.cfg.call_single_queue == CallSingleQueue::Spinlock
+        && (smp.cfg.call_function == CallFunction::PercpuCsd || !smp.queue[cpu].is_empty())
     {
         // generic_smp_call_function_single_interrupt: raw_spin_lock(&q->lock), whose line the
         // last sender wrote, then list_replace_init(&q->list, &list) under it, which sets the
         // first csd's prev and the last csd's next: those csds' lines (their senders wrote them
         // last) come over while the lock is held, and are then at hand when the csds run.
-        let q = &s.smp.queue[cpu];
+        let q = &smp.queue[cpu];
         read_under_lock = q.len().min(2);
         let hold: Time = [q.first(), q.get(1).and(q.last())]
             .into_iter()
             .flatten()
-            .map(|c| s.m.line_transfer(c.sender as usize, cpu))
+            .map(|c| m.line_transfer(c.sender as usize, cpu))
             .sum();
-        let m = &s.m;
-        let wait = s.smp.queue_lock[cpu].acquire(t, cpu, hold, |a, b| m.line_transfer(a, b));
-        s.obs
-            .stats
-            .charge_lock(task, Func::GenericSmpCallFunctionSingleInterrupt, wait);
-        s.obs
-            .stats
-            .charge(task, Func::GenericSmpCallFunctionSingleInterrupt, hold);
+        let wait = smp.queue_lock[cpu].acquire(t, cpu, hold, |a, b| m.line_transfer(a, b));
+        let stats = &mut p.obs.stats;
+        stats.charge_lock(task, Func::GenericSmpCallFunctionSingleInterrupt, wait);
+        stats.charge(task, Func::GenericSmpCallFunctionSingleInterrupt, hold);
         t += wait + hold;
     }
-    let p = &mut s.smp.pass[cpu];
-    p.read_under_lock = read_under_lock;
-    p.batch.clear();
-    std::mem::swap(&mut p.batch, &mut s.smp.queue[cpu]);
-    (p.ran, p.walk_begun, p.walk, p.at) = (0, false, CpuMask::new(), t);
+    let pass = &mut smp.pass[cpu];
+    pass.read_under_lock = read_under_lock;
+    pass.batch.clear();
+    std::mem::swap(&mut pass.batch, &mut smp.queue[cpu]);
+    (pass.ran, pass.walk_begun, pass.walk, pass.at) = (0, false, CpuMask::new(), t);
     continue_pass(s, cpu, task, stop)
 }
 
@@ -651,80 +688,85 @@ pub fn begin_pass(
 /// order, then (3.8) walk the global queue. With `stop`, it stops before a step that something
 /// else due first could change (a sender, another handler) and returns None; the caller goes
 /// on at `Pass::at`. Returns when the pass ends.
-pub fn continue_pass(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, stop: bool) -> Option<Time> {
+pub fn continue_pass(
+    s: &mut impl Host,
+    cpu: CpuId,
+    task: Option<TaskId>,
+    stop: bool,
+) -> Option<Time> {
     let now = s.now();
-    let due_first = |s: &Sim, t: Time| stop && t > now && s.q.due_by(t);
+    let due_first = |p: &Parts, t: Time| stop && t > now && p.q.due_by(t);
+    let cfg = s.view().0.cfg;
     // The handler as perf names it: generic_smp_call_function_single_interrupt until the llist.
-    let handler = match s.k.call_single_queue {
+    let handler = match cfg.call_single_queue {
         CallSingleQueue::Spinlock => Func::GenericSmpCallFunctionSingleInterrupt,
         CallSingleQueue::Llist => Func::FlushSmpCallFunctionQueue,
     };
-    let mut t = s.smp.pass[cpu].at;
-    while s.smp.pass[cpu].ran < s.smp.pass[cpu].batch.len() {
-        if due_first(s, t) {
-            s.smp.pass[cpu].at = t;
+    let mut t = s.view().0.pass[cpu].at;
+    loop {
+        let p = s.parts();
+        let pass = &mut p.smp.pass[cpu];
+        if pass.ran == pass.batch.len() {
+            break;
+        }
+        if due_first(&p, t) {
+            p.smp.pass[cpu].at = t;
             return None;
         }
-        let p = &mut s.smp.pass[cpu];
-        let csd = p.batch[p.ran];
-        let at_hand = match p.read_under_lock {
+        let pass = &mut p.smp.pass[cpu];
+        let csd = pass.batch[pass.ran];
+        let at_hand = match pass.read_under_lock {
             0 => false,
-            1 => p.ran == 0,
-            _ => p.ran == 0 || p.ran + 1 == p.batch.len(),
+            1 => pass.ran == 0,
+            _ => pass.ran == 0 || pass.ran + 1 == pass.batch.len(),
         };
-        p.ran += 1;
+        pass.ran += 1;
         // Reading the csd's func and info, which its sender just wrote, brings their line over
         // (unless list_replace_init already did).
         let read = match at_hand {
             true => 0,
-            false => s.m.line_transfer(csd.sender as usize, cpu),
+            false => p.m.line_transfer(csd.sender as usize, cpu),
         };
-        s.obs.stats.charge(task, handler, read);
-        t += read + run_func(s, cpu, task, csd.sender as usize, csd.func);
+        p.obs.stats.charge(task, handler, read);
+        t += read + s.run_call(cpu, task, csd.sender as usize, csd.func);
         csd_unlock(s, csd.sender as usize, cpu, cpu as u32, csd.wait, t);
     }
-    if !s.smp.pass[cpu].walk_begun {
+    let p = s.parts();
+    if !p.smp.pass[cpu].walk_begun {
         // 3.8: a sender due before the walk begins could still put its cfd where the walk sees it.
-        if s.k.call_function == CallFunction::GlobalCfd && due_first(s, t) {
-            s.smp.pass[cpu].at = t;
+        if cfg.call_function == CallFunction::GlobalCfd && due_first(&p, t) {
+            p.smp.pass[cpu].at = t;
             return None;
         }
-        s.smp.pass[cpu].walk_begun = true;
-        if !s.smp.global.queue.is_empty() {
+        p.smp.pass[cpu].walk_begun = true;
+        let g = &p.smp.global;
+        if !g.queue.is_empty() {
             // generic_smp_call_function_interrupt(): list_for_each_entry_rcu starts at
             // call_function.queue, whose line is the lock's: the last sender to add or the last
             // target to unlink wrote it. It sees the entries there now (new ones go at the head).
-            let read = s.m.line_transfer(s.smp.global.lock.holder(), cpu);
-            s.obs
+            let read = p.m.line_transfer(g.lock.holder(), cpu);
+            p.obs
                 .stats
                 .charge(task, Func::GenericSmpCallFunctionInterrupt, read);
             t += read;
             let mut walk = CpuMask::new();
-            s.smp
-                .global
-                .queue
-                .iter()
-                .for_each(|&c| walk.set(c as usize));
-            s.smp.pass[cpu].walk = walk;
+            g.queue.iter().for_each(|&c| walk.set(c as usize));
+            p.smp.pass[cpu].walk = walk;
         }
     }
     loop {
-        let walk = &s.smp.pass[cpu].walk;
-        let Some(i) = s
-            .smp
-            .global
-            .queue
-            .iter()
-            .position(|&c| walk.test(c as usize))
-        else {
+        let p = s.parts();
+        let walk = &p.smp.pass[cpu].walk;
+        let g = &p.smp.global;
+        let Some(i) = g.queue.iter().position(|&c| walk.test(c as usize)) else {
             break;
         };
-        if due_first(s, t) {
-            s.smp.pass[cpu].at = t;
+        if due_first(&p, t) {
+            p.smp.pass[cpu].at = t;
             return None;
         }
-        let sender = s.smp.global.queue[i] as usize;
-        s.smp.pass[cpu].walk.clear(sender);
+        let sender = p.smp.global.queue[i] as usize;
+        p.smp.pass[cpu].walk.clear(sender);
         t = walk_one(s, cpu, task, t, i);
     }
     Some(t)
@@ -734,18 +776,20 @@ pub fn continue_pass(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, stop: bool) 
 /// due before it): the csd is free again, and a waiting sender sees it once the cache line
 /// holding csd->node.u_flags comes back to it. `csd` names it:
 /// its target's number, or GLOBAL_CFD for 3.8's cfd_data; `waited` if its sender waits for it.
-fn csd_unlock(s: &mut Sim, sender: CpuId, target: CpuId, csd: u32, waited: bool, at: Time) {
-    s.smp.locked[sender].clear(target);
-    let seen = at + s.m.line_transfer(target, sender);
-    if s.smp.csd_lock_on[sender] == csd {
-        s.smp.csd_lock_on[sender] = NO_CPU;
-        s.smp.csd_free_at[sender] = seen;
+fn csd_unlock(s: &mut impl Host, sender: CpuId, target: CpuId, csd: u32, waited: bool, at: Time) {
+    let p = s.parts();
+    p.smp.locked[sender].clear(target);
+    let seen = at + p.m.line_transfer(target, sender);
+    if p.smp.csd_lock_on[sender] == csd {
+        p.smp.csd_lock_on[sender] = NO_CPU;
+        p.smp.csd_free_at[sender] = seen;
         s.kick_spinner(sender);
     }
     if waited {
-        s.smp.waiting[sender] -= 1;
-        s.smp.done_at[sender] = s.smp.done_at[sender].max(seen);
-        if s.smp.waiting[sender] == 0 {
+        let smp = s.parts().smp;
+        smp.waiting[sender] -= 1;
+        smp.done_at[sender] = smp.done_at[sender].max(seen);
+        if smp.waiting[sender] == 0 {
             s.kick_spinner(sender);
         }
     }

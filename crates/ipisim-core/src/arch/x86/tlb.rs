@@ -5,7 +5,6 @@ use super::{FlushInfo, FlushRange, LazyTlb, MmCpumask, INIT_MM_CTX_ID, TLB_FLUSH
 use crate::arch::tlb::NR_ASID_SLOTS;
 use crate::engine::{CpuId, CpuMask, TaskId, Time, PS_PER_S};
 use crate::machine::Cost;
-use crate::observe::tracelog::tlb_flush;
 use crate::observe::{Func, Irq, Vm};
 use crate::sim::Sim;
 use crate::smp::{self, CallFunc, Cond};
@@ -93,12 +92,9 @@ pub fn switch_mm_irqs_off(s: &mut Sim, cpu: CpuId, next: Option<usize>, clear_ol
     st.loaded_mm = next;
     st.loaded_asid = asid;
     // switch_mm_irqs_off traces TLB_FLUSH_ALL when it flushed, 0 when the ASID was current.
-    tlb_flush(
-        s,
-        cpu,
-        TLB_FLUSH_ON_TASK_SWITCH,
-        if need_flush { -1 } else { 0 },
-    );
+    let pages = if need_flush { -1 } else { 0 };
+    s.obs
+        .tlb_flush(s.trace_at(cpu), TLB_FLUSH_ON_TASK_SWITCH, pages);
     // Every CR3 write costs about the same; a flushing one also empties the ASID.
     s.m.cost[Cost::Cr3Flush]
 }
@@ -180,7 +176,7 @@ pub fn flush_tlb_multi(s: &mut Sim, cpu: CpuId, task: TaskId, run_local: bool) -
     } else {
         (info.end - info.start) as i64
     };
-    tlb_flush(s, cpu, TLB_REMOTE_SEND_IPI, pages);
+    s.obs.tlb_flush(s.trace_at(cpu), TLB_REMOTE_SEND_IPI, pages);
     // Lazy CPUs may skip the IPI unless page tables are being freed: a lazy CPU must not walk
     // them speculatively (4.19). Before that every CPU in the mask got it.
     let cond = match s.k.lazy_tlb {
@@ -232,7 +228,7 @@ pub fn flush_tlb_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: Cpu
         // The CPU was left in the mm_cpumask of the target mm: clear it (6.13+).
         if s.k.mm_cpumask == MmCpumask::LazyTrim {
             s.mem.mms[target].cpumask.clear(cpu);
-            tlb_flush(s, cpu, TLB_REMOTE_WRONG_CPU, 0);
+            s.obs.tlb_flush(s.trace_at(cpu), TLB_REMOTE_WRONG_CPU, 0);
         }
         return cost;
     }
@@ -302,7 +298,7 @@ fn trace_flush_done(s: &mut Sim, cpu: CpuId, local: bool, no_mm: bool, pages: i6
     } else {
         TLB_LOCAL_MM_SHOOTDOWN
     };
-    tlb_flush(s, cpu, reason, pages);
+    s.obs.tlb_flush(s.trace_at(cpu), reason, pages);
 }
 
 /// percpu_flush_tlb_batch_pages() (4.3 to 4.5): count, then flush_tlb_local(), a full flush of
@@ -372,7 +368,7 @@ pub fn arch_tlbbatch_flush(s: &mut Sim, cpu: CpuId, t: TaskId, mask: &CpuMask) -
     };
     if mask.any_but(cpu) {
         s.obs.stats.vm(Vm::TlbRemoteFlush, 1);
-        crate::observe::tracelog::tlb_flush(s, cpu, TLB_REMOTE_SEND_IPI, -1);
+        s.obs.tlb_flush(s.trace_at(cpu), TLB_REMOTE_SEND_IPI, -1);
         let cond = match s.k.lazy_tlb {
             LazyTlb::LeaveMmOnIpi => Cond::Always,
             LazyTlb::SkipLazyCpus => Cond::ShouldFlushTlb,
