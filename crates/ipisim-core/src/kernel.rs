@@ -3,6 +3,7 @@
 
 use crate::arch::powerpc::PmdClear;
 use crate::arch::x86::{LazyTlb, MmCpumask};
+use crate::arch::ArchConfig;
 use crate::config::{params, Kind};
 use crate::mm::drain::PcpDrain;
 use crate::mm::migrate::MigrateFlush;
@@ -60,6 +61,19 @@ impl KernelConfig {
             skip_ipi_if_queued: self.skip_ipi_if_queued,
             ipi_poll_elision: self.ipi_poll_elision,
             smp_call_function_many_cond: self.smp_call_function_many_cond,
+        }
+    }
+
+    /// The preset's choices that arch keeps.
+    pub fn arch_config(&self) -> ArchConfig {
+        ArchConfig {
+            hz: self.hz,
+            pcid: self.pcid,
+            mm_cpumask: self.mm_cpumask,
+            lazy_tlb: self.lazy_tlb,
+            tlb_single_page_flush_ceiling: self.tlb_single_page_flush_ceiling,
+            concurrent_local_flush: self.concurrent_local_flush,
+            pmd_clear: self.pmd_clear,
         }
     }
 }

@@ -1,7 +1,6 @@
 //! The simulator: all state of one run, and the event loop that drives it.
 
-use crate::arch::x86::X86;
-use crate::arch::{ArchState, Tlb};
+use crate::arch::ArchState;
 use crate::config::{ConfigError, Resolved};
 pub use crate::engine::{CpuId, TaskId};
 use crate::engine::{EventQueue, Rng, Time, NEVER};
@@ -70,12 +69,7 @@ impl Sim {
                 perturb,
             },
             smp: Smp::new(n, k.smp_config()),
-            arch: ArchState {
-                tlb: (0..n)
-                    .map(|_| Tlb::new(m.tlb_entries, m.tlb_ways))
-                    .collect(),
-                x86: X86::new(n),
-            },
+            arch: ArchState::new(k.arch_config(), &m),
             mem: Memory::new(m.nodes, m.mem_per_node, n),
             obs: Observe {
                 stats: Stats::new(n),
@@ -284,5 +278,28 @@ impl crate::smp::Host for Sim {
     }
     fn kick_spinner(&mut self, cpu: CpuId) {
         sched::kick_spinner(self, cpu)
+    }
+}
+
+/// What arch needs from around it, wired here so that arch names nothing above it.
+impl crate::arch::Host for Sim {
+    fn arch_parts(&mut self) -> crate::arch::Parts<'_> {
+        crate::arch::Parts {
+            m: &self.m,
+            arch: &mut self.arch,
+            obs: &mut self.obs,
+        }
+    }
+    fn arch_view(&self) -> (&ArchState, &Machine) {
+        (&self.arch, &self.m)
+    }
+    fn current(&self, cpu: CpuId) -> Option<TaskId> {
+        self.sched.cpus[cpu].task
+    }
+    fn task_mm(&self, t: TaskId) -> usize {
+        self.sched.tasks[t].mm
+    }
+    fn batch_page(&self, t: TaskId, i: usize) -> Option<(u32, u64)> {
+        self.sched.tasks[t].reclaim.ubc.pages.get(i).copied()
     }
 }

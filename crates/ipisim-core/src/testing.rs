@@ -61,7 +61,7 @@ pub(crate) fn machine(cpus: usize, kernel: &str, then: Then, sets: &[(&str, &str
     s.arch.tlb = (0..n)
         .map(|_| Tlb::new(s.m.tlb_entries, s.m.tlb_ways))
         .collect();
-    s.mem.mms[MM].cpumask = CpuMask::new();
+    s.arch.mm[MM].cpumask = CpuMask::new();
     s
 }
 

@@ -12,9 +12,6 @@ use ipisim_core::{LAYERS, ROOT};
 
 /// Upward imports not removed yet: (file, the higher layer or root module it imports).
 const NOT_YET: &[(&str, &str)] = &[
-    ("arch/mod.rs", "sim"),
-    ("arch/powerpc/mod.rs", "sim"),
-    ("arch/x86/tlb.rs", "sim"),
     ("mm/drain.rs", "sim"),
     ("mm/fault.rs", "sim"),
     ("mm/filemap.rs", "sim"),

@@ -7,22 +7,97 @@ pub mod powerpc;
 mod tlb;
 pub mod x86;
 
-pub use powerpc::AfterPmdClear;
+pub use powerpc::{AfterPmdClear, PmdClear};
 pub use tlb::{Tlb, TlbEntry};
 
 use crate::engine::{CpuId, CpuMask, TaskId, Time};
-use crate::machine::{Arch, Cost};
-use crate::observe::Func;
-use crate::sim::Sim;
+use crate::machine::{Arch, Cost, Machine};
+use crate::observe::{Func, Observe};
 pub use crate::step::FlushRange;
 use crate::step::{Outcome, Step};
-use x86::MmCpumask;
+use x86::{LazyTlb, MmCpumask};
 
-/// The MMU state of every CPU: its hardware TLB and what it has loaded (x86's cpu_tlbstate,
-/// which powerpc radix shares).
+/// The kernel preset's choices for the MMU and its flushes (kernel.*), kept where they are used.
+#[derive(Debug, Clone, Copy)]
+pub struct ArchConfig {
+    pub hz: u64,
+    pub pcid: bool,
+    pub mm_cpumask: MmCpumask,
+    pub lazy_tlb: LazyTlb,
+    pub tlb_single_page_flush_ceiling: u64,
+    pub concurrent_local_flush: bool,
+    pub pmd_clear: PmdClear,
+}
+
+/// The architecture's part of each mm (`mm->context` and mm_cpumask()).
+#[derive(Debug, Clone)]
+pub struct MmContext {
+    /// mm_cpumask(mm): CPUs that may hold TLB entries for this mm.
+    pub cpumask: CpuMask,
+    pub ctx_id: u64,
+    pub tlb_gen: u64,
+    /// In jiffies.
+    pub next_trim_cpumask: u64,
+}
+
+/// The MMU state: each CPU's hardware TLB and what it has loaded (x86's cpu_tlbstate, which
+/// powerpc radix shares), and each mm's context.
 pub struct ArchState {
+    pub cfg: ArchConfig,
     pub tlb: Vec<Tlb>,
     pub x86: x86::X86,
+    /// By mm id.
+    pub mm: Vec<MmContext>,
+    /// last_mm_ctx_id: the next mm's ctx_id.
+    next_ctx_id: u64,
+}
+
+impl ArchState {
+    pub fn new(cfg: ArchConfig, m: &Machine) -> ArchState {
+        let n = m.ncpus();
+        ArchState {
+            cfg,
+            tlb: (0..n)
+                .map(|_| Tlb::new(m.tlb_entries, m.tlb_ways))
+                .collect(),
+            x86: x86::X86::new(n),
+            mm: Vec::new(),
+            next_ctx_id: INIT_MM_CTX_ID + 1,
+        }
+    }
+
+    /// init_new_context() of the next mm, at time `jiffies`.
+    pub fn init_new_context(&mut self, jiffies: u64) {
+        self.mm.push(MmContext {
+            cpumask: CpuMask::new(),
+            ctx_id: self.next_ctx_id,
+            tlb_gen: 0,
+            next_trim_cpumask: jiffies + self.cfg.hz,
+        });
+        self.next_ctx_id += 1;
+    }
+}
+
+/// The state arch works on, borrowed together from the machine around it.
+pub struct Parts<'a> {
+    pub m: &'a Machine,
+    pub arch: &'a mut ArchState,
+    pub obs: &'a mut Observe,
+}
+
+/// What arch needs from the machine around it, beyond smp's: its state and the observer, and
+/// what the scheduler knows of a CPU and a task. The root implements it for `Sim` (sim.rs).
+pub trait Host: crate::smp::Host {
+    /// The machine, the MMU state and the observer, borrowed together.
+    fn arch_parts(&mut self) -> Parts<'_>;
+    /// The MMU state and the machine, to read.
+    fn arch_view(&self) -> (&ArchState, &Machine);
+    /// The task running on `cpu`.
+    fn current(&self, cpu: CpuId) -> Option<TaskId>;
+    /// Task `t`'s mm.
+    fn task_mm(&self, t: TaskId) -> usize;
+    /// Page `i` (mm, page number) of the PFN-list batch task `t` is flushing, if it has so many.
+    fn batch_page(&self, t: TaskId, i: usize) -> Option<(u32, u64)>;
 }
 
 /// 4 KiB pages per PMD (HPAGE_PMD_NR with 4 KiB pages; the model's page numbers are 4 KiB).
@@ -35,35 +110,36 @@ pub const INIT_MM_CTX_ID: u64 = 1;
 pub const TLB_FLUSH_ALL: u64 = u64::MAX;
 
 /// The jiffies counter at the current time (CONFIG_HZ ticks since boot).
-pub fn jiffies(s: &Sim) -> u64 {
-    x86::jiffies(s)
+pub fn jiffies(s: &impl Host) -> u64 {
+    x86::jiffies(s.now(), s.arch_view().0.cfg.hz)
 }
 
 /// Load `mm` on `cpu` as a switch would, without its costs or flushes (unit tests' setup).
 #[cfg(test)]
-pub fn load_for_test(s: &mut Sim, cpu: CpuId, mm: usize) {
-    s.arch.x86.cpu[cpu].loaded_mm = Some(mm);
+pub fn load_for_test(s: &mut impl Host, cpu: CpuId, mm: usize) {
+    s.arch_parts().arch.x86.cpu[cpu].loaded_mm = Some(mm);
 }
 
 /// The mm `cpu` has loaded (lazy or not), if any.
-pub fn loaded_mm(s: &Sim, cpu: CpuId) -> Option<usize> {
-    s.arch.x86.cpu[cpu].loaded_mm
+pub fn loaded_mm(s: &impl Host, cpu: CpuId) -> Option<usize> {
+    s.arch_view().0.x86.cpu[cpu].loaded_mm
 }
 
 /// `cpu` is in lazy TLB mode: idle or a kernel thread, with a user mm still loaded.
-pub fn is_lazy(s: &Sim, cpu: CpuId) -> bool {
-    s.arch.x86.cpu[cpu].is_lazy
+pub fn is_lazy(s: &impl Host, cpu: CpuId) -> bool {
+    s.arch_view().0.x86.cpu[cpu].is_lazy
 }
 
 /// The address-space id `cpu` runs its loaded mm under: the TLB tag of its translations.
-pub fn loaded_asid(s: &Sim, cpu: CpuId) -> u8 {
-    s.arch.x86.cpu[cpu].loaded_asid
+pub fn loaded_asid(s: &impl Host, cpu: CpuId) -> u8 {
+    s.arch_view().0.x86.cpu[cpu].loaded_asid
 }
 
 /// switch_mm_irqs_off(): load `next` (None: no mm) on `cpu`; the time of the switch.
-pub fn switch_mm_irqs_off(s: &mut Sim, cpu: CpuId, next: Option<usize>) -> Time {
-    let clear_old = match s.m.arch {
-        Arch::X86 => s.k.mm_cpumask == MmCpumask::ClearOnSwitch,
+pub fn switch_mm_irqs_off(s: &mut impl Host, cpu: CpuId, next: Option<usize>) -> Time {
+    let (a, m) = s.arch_view();
+    let clear_old = match m.arch {
+        Arch::X86 => a.cfg.mm_cpumask == MmCpumask::ClearOnSwitch,
         // powerpc's switch_mm_irqs_off() never clears the old mm's bit (mm/mmu_context.c).
         Arch::PowerpcRadix => false,
     };
@@ -71,59 +147,66 @@ pub fn switch_mm_irqs_off(s: &mut Sim, cpu: CpuId, next: Option<usize>) -> Time 
 }
 
 /// enter_lazy_tlb(): the idle task keeps the old mm loaded, marked lazy.
-pub fn enter_lazy_tlb(s: &mut Sim, cpu: CpuId) {
-    x86::enter_lazy_tlb(s, cpu)
+pub fn enter_lazy_tlb(s: &mut impl Host, cpu: CpuId) {
+    x86::enter_lazy_tlb(s.arch_parts().arch, cpu)
 }
 
 /// flush_tlb_mm_range(): flush `r` on every CPU that may cache it, waiting for them.
-pub fn flush_tlb_mm_range(s: &mut Sim, cpu: CpuId, t: TaskId, r: FlushRange) -> Outcome {
+pub fn flush_tlb_mm_range(s: &mut impl Host, cpu: CpuId, t: TaskId, r: FlushRange) -> Outcome {
     x86::flush_tlb_mm_range(s, cpu, t, r)
 }
 
 /// The remote half of a flush whose local half already ran (flush_tlb_others, before 5.13).
-pub fn flush_tlb_others(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+pub fn flush_tlb_others(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
     x86::flush_tlb_multi(s, cpu, t, false)
 }
 
 /// flush_tlb_func() on `cpu` for the flush `sender` is making: the handler's time.
-pub fn flush_tlb_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId) -> Time {
+pub fn flush_tlb_func(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, sender: CpuId) -> Time {
     x86::flush_tlb_func(s, cpu, task, sender)
 }
 
 /// should_flush_tlb(): does `cpu` need the flush `sender` is sending?
-pub fn should_flush_tlb(s: &Sim, cpu: CpuId, sender: CpuId) -> bool {
-    x86::should_flush_tlb(s, cpu, sender)
+pub fn should_flush_tlb(s: &impl Host, cpu: CpuId, sender: CpuId) -> bool {
+    x86::should_flush_tlb(s.arch_view().0, cpu, sender)
 }
 
 /// arch_tlbbatch_flush() from 4.6: the batch as one full flush with no mm, through the arch's
 /// remote flush (`kernel.tlbbatch_flush = flush_tlb_func`).
-pub fn tlbbatch_flush_multi(s: &mut Sim, cpu: CpuId, t: TaskId, mask: &CpuMask) -> Outcome {
+pub fn tlbbatch_flush_multi(s: &mut impl Host, cpu: CpuId, t: TaskId, mask: &CpuMask) -> Outcome {
     x86::arch_tlbbatch_flush(s, cpu, t, mask)
 }
 
 /// arch_tlbbatch_flush() on one CPU of a reclaim batch: the handler's time.
-pub fn tlbbatch_flush(s: &mut Sim, cpu: CpuId, task: Option<TaskId>) -> Time {
-    x86::flush_tlb_batch_pages(s, cpu, task)
+pub fn tlbbatch_flush(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>) -> Time {
+    x86::flush_tlb_batch_pages(s.arch_parts(), cpu, task)
 }
 
 /// The PFN-list batch handler of the v1-v5 series: one INVLPG per listed page of `sender`'s batch.
-pub fn tlbbatch_flush_pfns(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId) -> Time {
+pub fn tlbbatch_flush_pfns(
+    s: &mut impl Host,
+    cpu: CpuId,
+    task: Option<TaskId>,
+    sender: CpuId,
+) -> Time {
     x86::flush_tlb_pfns(s, cpu, task, sender)
 }
 
 /// What each huge-PMD clear of munmap asks of this architecture and kernel.
-pub fn after_huge_pmd_clear(s: &Sim) -> AfterPmdClear {
-    match s.m.arch {
+pub fn after_huge_pmd_clear(s: &impl Host) -> AfterPmdClear {
+    let (a, m) = s.arch_view();
+    match m.arch {
         // x86's pmdp_huge_get_and_clear_full() is the generic one: the gather flushes at the end.
         Arch::X86 => AfterPmdClear::Nothing,
         // munmap's gather is never fullmm.
-        Arch::PowerpcRadix => powerpc::pmdp_huge_get_and_clear_full(s.k.pmd_clear, false),
+        Arch::PowerpcRadix => powerpc::pmdp_huge_get_and_clear_full(a.cfg.pmd_clear, false),
     }
 }
 
 /// The gather's last flush after munmap zapped huge PMDs [first, end) (2 MiB units) of `mm`.
-pub fn flush_huge_range(s: &mut Sim, mm: u32, first: u64, end: u64) -> Step {
-    match s.m.arch {
+pub fn flush_huge_range(s: &mut impl Host, mm: u32, first: u64, end: u64) -> Step {
+    let p = s.arch_parts();
+    match p.m.arch {
         // tlb_finish_mmu -> flush_tlb_mm_range(2 MiB stride): above the ceiling, a full flush.
         Arch::X86 => Step::FlushTlbMmRange(FlushRange {
             mm,
@@ -134,10 +217,10 @@ pub fn flush_huge_range(s: &mut Sim, mm: u32, first: u64, end: u64) -> Step {
         }),
         // radix__tlb_flush -> a range above tlb_single_page_flush_ceiling: _tlbie_pid().
         Arch::PowerpcRadix => {
-            s.obs.stats.tlbies += 1;
+            p.obs.stats.tlbies += 1;
             Step::Work {
                 func: Func::FlushTlbMm,
-                ps: s.m.cost[Cost::Tlbie],
+                ps: p.m.cost[Cost::Tlbie],
                 irqs_off: false,
             }
         }

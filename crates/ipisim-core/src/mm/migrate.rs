@@ -126,7 +126,7 @@ pub fn unmap_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         ps += walk;
         // should_defer_flush(): only when another CPU may cache the translation.
         let defer =
-            s.k.migrate_flush != MigrateFlush::Immediate && s.mem.mms[mm].cpumask.any_but(cpu);
+            s.k.migrate_flush != MigrateFlush::Immediate && s.arch.mm[mm].cpumask.any_but(cpu);
         if defer {
             rmap::set_tlb_ubc_flush_pending(s, cpu, t, mm, src, dirty);
         } else {

@@ -27,7 +27,7 @@ pub use syscall::{
     free_pgtables, mmap_write_lock, mmap_write_unlock, protect_step, syscall, zap_step, Syscall,
 };
 
-use crate::engine::{CpuId, CpuMask, TaskId};
+use crate::engine::{CpuId, TaskId};
 
 pub const PAGE_SHIFT: u32 = 12;
 pub const PTRS_PER_PTE: u64 = 512;
@@ -89,15 +89,9 @@ pub struct Mm {
     pub vmas: Vec<Vma>,
     /// The PTE table of each PMD from MMAP_BASE_VPN up, or NONE.
     pub pmds: Vec<u32>,
-    /// mm_cpumask(mm): CPUs that may hold TLB entries for this mm.
-    pub cpumask: CpuMask,
-    pub ctx_id: u64,
-    pub tlb_gen: u64,
     /// tlb_flush_pending: mmu_gathers open on this mm (inc_tlb_flush_pending); more than one
     /// means another thread's batched flush may still be outstanding (mm_tlb_flush_nested).
     pub tlb_flush_pending: u32,
-    /// In jiffies.
-    pub next_trim_cpumask: u64,
     /// mmap_lock held for writing (munmap, mprotect) by this task, and the tasks sleeping for it.
     /// Faults and madvise take it for reading, which a writer only delays (not modelled).
     pub mmap_lock_writer: Option<usize>,
@@ -137,7 +131,6 @@ pub struct Memory {
     free_tables: Vec<u32>,
     pub frames: Frames,
     pub files: Vec<File>,
-    next_ctx_id: u64,
     /// Per frame: what `struct page` says, for page-cache pages.
     pub page: Vec<filemap::PageInfo>,
     /// Per node: the file LRU lists.
@@ -169,7 +162,6 @@ impl Memory {
             // Frame ZERO_PFN is the shared zero page.
             frames: Frames::new(nodes, bytes_per_node, ncpus, ZERO_PFN),
             files: Vec::new(),
-            next_ctx_id: crate::arch::INIT_MM_CTX_ID + 1,
             page: Vec::new(),
             lru: (0..nodes).map(|_| lru::NodeLru::default()).collect(),
             pagevec: vec![Vec::new(); ncpus],
@@ -183,18 +175,12 @@ impl Memory {
         }
     }
 
-    /// mm_alloc() + init_new_context() at time `jiffies`.
-    pub fn new_mm(&mut self, jiffies: u64, hz: u64) -> usize {
-        let ctx_id = self.next_ctx_id;
-        self.next_ctx_id += 1;
+    /// mm_alloc(): the mm's id (the arch's init_new_context() gives it its context).
+    pub fn new_mm(&mut self) -> usize {
         self.mms.push(Mm {
             vmas: Vec::new(),
             pmds: Vec::new(),
-            cpumask: CpuMask::new(),
-            ctx_id,
-            tlb_gen: 0,
             tlb_flush_pending: 0,
-            next_trim_cpumask: jiffies + hz,
             mmap_lock_writer: None,
             mmap_lock_waiters: Vec::new(),
         });

@@ -83,7 +83,7 @@ pub fn try_to_unmap_one(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, dirty: boo
     }
     // should_defer_flush(): only worth it when another CPU may hold the translation.
     let defer = s.k.reclaim_flush != ReclaimFlush::Immediate
-        && s.mem.mms[mm].cpumask.any_but(cpu)
+        && s.arch.mm[mm].cpumask.any_but(cpu)
         && (!dirty || s.k.defer_writable);
     if !defer {
         // ptep_clear_flush() -> flush_tlb_page().
@@ -117,9 +117,9 @@ pub fn set_tlb_ubc_flush_pending(
     dirty: bool,
 ) {
     if s.k.pcid {
-        s.mem.mms[mm].tlb_gen += 1;
+        s.arch.mm[mm].tlb_gen += 1;
     }
-    let mask = s.mem.mms[mm].cpumask;
+    let mask = s.arch.mm[mm].cpumask;
     let ubc = &mut s.sched.tasks[t].reclaim.ubc;
     ubc.cpumask.or(&mask);
     if !ubc.flush_required {
@@ -212,10 +212,10 @@ pub fn check_translations(s: &mut Sim, pfn: u32, site: Site) {
         }
     };
     // The common case, no stale translation, reads the mask in place.
-    if !s.mem.mms[mm].cpumask.iter().any(|c| stale(s, c).is_some()) {
+    if !s.arch.mm[mm].cpumask.iter().any(|c| stale(s, c).is_some()) {
         return;
     }
-    let mask = s.mem.mms[mm].cpumask;
+    let mask = s.arch.mm[mm].cpumask;
     for c in mask.iter() {
         if let Some(kind) = stale(s, c) {
             s.obs

@@ -184,7 +184,8 @@ impl OpWindow {
 /// A new process's mm: mm_alloc() + init_new_context() now.
 fn mm_alloc(s: &mut Sim) -> usize {
     let j = crate::arch::jiffies(s);
-    s.mem.new_mm(j, s.k.hz)
+    s.arch.init_new_context(j);
+    s.mem.new_mm()
 }
 
 /// A microbenchmark's threads: the main one on CPU 0 and `remotes` more of the same mm on CPUs

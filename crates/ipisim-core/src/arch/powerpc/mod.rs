@@ -4,7 +4,6 @@
 
 use crate::config::named_enum;
 use crate::engine::{CpuId, TaskId};
-use crate::sim::Sim;
 use crate::smp::{self, CallFunc};
 use crate::step::Outcome;
 
@@ -45,7 +44,7 @@ pub fn pmdp_huge_get_and_clear_full(policy: PmdClear, full: bool) -> AfterPmdCle
 
 /// serialize_against_pte_lookup(mm): smp_mb(); smp_call_function_many(mm_cpumask(mm),
 /// do_serialize, mm, 1). Every other CPU of the mask takes an empty interrupt; the caller waits.
-pub fn serialize_against_pte_lookup(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-    let mask = s.mem.mms[s.sched.tasks[t].mm].cpumask;
+pub fn serialize_against_pte_lookup(s: &mut impl super::Host, cpu: CpuId, t: TaskId) -> Outcome {
+    let mask = s.arch_view().0.mm[s.task_mm(t)].cpumask;
     smp::smp_call_function_many(s, cpu, t, &mask, CallFunc::DoSerialize)
 }

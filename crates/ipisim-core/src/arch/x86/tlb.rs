@@ -3,10 +3,11 @@
 
 use super::{FlushInfo, FlushRange, LazyTlb, MmCpumask, INIT_MM_CTX_ID, TLB_FLUSH_ALL};
 use crate::arch::tlb::NR_ASID_SLOTS;
+use crate::arch::{ArchState, Host, Parts};
 use crate::engine::{CpuId, CpuMask, TaskId, Time, PS_PER_S};
 use crate::machine::Cost;
-use crate::observe::{Func, Irq, Vm};
-use crate::sim::Sim;
+use crate::observe::tracelog::LineAt;
+use crate::observe::{Func, Irq, Observe, Vm};
 use crate::smp::{self, CallFunc, Cond};
 use crate::step::{Outcome, Step};
 
@@ -18,28 +19,34 @@ const TLB_LOCAL_MM_SHOOTDOWN: u8 = 3;
 const TLB_REMOTE_SEND_IPI: u8 = 4;
 const TLB_REMOTE_WRONG_CPU: u8 = 5;
 
-pub fn jiffies(s: &Sim) -> u64 {
-    s.now() / (PS_PER_S / s.k.hz)
+/// The jiffies counter at `now` (CONFIG_HZ ticks since boot).
+pub fn jiffies(now: Time, hz: u64) -> u64 {
+    now / (PS_PER_S / hz)
 }
 
-fn ctx_id(s: &Sim, mm: Option<usize>) -> u64 {
-    mm.map_or(INIT_MM_CTX_ID, |m| s.mem.mms[m].ctx_id)
+fn ctx_id(a: &ArchState, mm: Option<usize>) -> u64 {
+    mm.map_or(INIT_MM_CTX_ID, |m| a.mm[m].ctx_id)
 }
 
-fn tlb_gen(s: &Sim, mm: Option<usize>) -> u64 {
-    mm.map_or(0, |m| s.mem.mms[m].tlb_gen)
+fn tlb_gen(a: &ArchState, mm: Option<usize>) -> u64 {
+    mm.map_or(0, |m| a.mm[m].tlb_gen)
 }
 
 /// choose_new_asid(): reuse the slot that holds `next` (flushing it if stale) or take the next
 /// slot round-robin and flush it. Without PCID there is one address space and every switch flushes.
-fn choose_new_asid(s: &mut Sim, cpu: CpuId, next: Option<usize>, next_tlb_gen: u64) -> (u8, bool) {
-    if !s.k.pcid {
+fn choose_new_asid(
+    a: &mut ArchState,
+    cpu: CpuId,
+    next: Option<usize>,
+    next_tlb_gen: u64,
+) -> (u8, bool) {
+    if !a.cfg.pcid {
         return (0, true);
     }
-    let id = ctx_id(s, next);
-    let st = &mut s.arch.x86.cpu[cpu];
-    if let Some(a) = st.ctxs.iter().position(|c| c.ctx_id == id) {
-        return (a as u8, st.ctxs[a].tlb_gen < next_tlb_gen);
+    let id = ctx_id(a, next);
+    let st = &mut a.x86.cpu[cpu];
+    if let Some(i) = st.ctxs.iter().position(|c| c.ctx_id == id) {
+        return (i as u8, st.ctxs[i].tlb_gen < next_tlb_gen);
     }
     let mut asid = st.next_asid;
     st.next_asid += 1;
@@ -52,68 +59,75 @@ fn choose_new_asid(s: &mut Sim, cpu: CpuId, next: Option<usize>, next_tlb_gen: u
 
 /// switch_mm_irqs_off(): load `next` (None = init_mm) on `cpu`. Returns the time it takes.
 /// `clear_old` says whether this architecture and era take the CPU out of the old mm's cpumask.
-pub fn switch_mm_irqs_off(s: &mut Sim, cpu: CpuId, next: Option<usize>, clear_old: bool) -> Time {
-    let prev = s.arch.x86.cpu[cpu].loaded_mm;
-    let was_lazy = s.arch.x86.cpu[cpu].is_lazy;
-    s.arch.x86.cpu[cpu].is_lazy = false;
+pub fn switch_mm_irqs_off(
+    s: &mut impl Host,
+    cpu: CpuId,
+    next: Option<usize>,
+    clear_old: bool,
+) -> Time {
+    let trace_at = s.trace_at(cpu);
+    let p = s.arch_parts();
+    let a = &mut *p.arch;
+    let prev = a.x86.cpu[cpu].loaded_mm;
+    let was_lazy = a.x86.cpu[cpu].is_lazy;
+    a.x86.cpu[cpu].is_lazy = false;
     let (asid, need_flush, next_tlb_gen);
     if prev == next {
         // Not switching mms: only a CPU coming back from lazy mode may have missed flushes.
-        if !was_lazy || !s.k.pcid {
+        if !was_lazy || !a.cfg.pcid {
             return 0;
         }
-        next_tlb_gen = tlb_gen(s, next);
-        let a = s.arch.x86.cpu[cpu].loaded_asid;
-        if s.arch.x86.cpu[cpu].ctxs[a as usize].tlb_gen == next_tlb_gen {
+        next_tlb_gen = tlb_gen(a, next);
+        let l = a.x86.cpu[cpu].loaded_asid;
+        if a.x86.cpu[cpu].ctxs[l as usize].tlb_gen == next_tlb_gen {
             return 0;
         }
-        asid = a;
+        asid = l;
         need_flush = true;
     } else {
         if let (Some(p), true) = (prev, clear_old) {
-            s.mem.mms[p].cpumask.clear(cpu);
+            a.mm[p].cpumask.clear(cpu);
         }
         // Start receiving flush IPIs, then read tlb_gen.
         if let Some(n) = next {
-            s.mem.mms[n].cpumask.set(cpu);
+            a.mm[n].cpumask.set(cpu);
         }
-        next_tlb_gen = tlb_gen(s, next);
-        (asid, need_flush) = choose_new_asid(s, cpu, next, next_tlb_gen);
+        next_tlb_gen = tlb_gen(a, next);
+        (asid, need_flush) = choose_new_asid(a, cpu, next, next_tlb_gen);
     }
-    let id = ctx_id(s, next);
-    let st = &mut s.arch.x86.cpu[cpu];
+    let id = ctx_id(a, next);
+    let st = &mut a.x86.cpu[cpu];
     if need_flush {
         st.ctxs[asid as usize] = super::AsidCtx {
             ctx_id: id,
             tlb_gen: next_tlb_gen,
         };
-        s.arch.tlb[cpu].flush_asid(asid);
+        a.tlb[cpu].flush_asid(asid);
     }
     st.loaded_mm = next;
     st.loaded_asid = asid;
     // switch_mm_irqs_off traces TLB_FLUSH_ALL when it flushed, 0 when the ASID was current.
     let pages = if need_flush { -1 } else { 0 };
-    s.obs
-        .tlb_flush(s.trace_at(cpu), TLB_FLUSH_ON_TASK_SWITCH, pages);
+    p.obs.tlb_flush(trace_at, TLB_FLUSH_ON_TASK_SWITCH, pages);
     // Every CR3 write costs about the same; a flushing one also empties the ASID.
-    s.m.cost[Cost::Cr3Flush]
+    p.m.cost[Cost::Cr3Flush]
 }
 
 /// enter_lazy_tlb(): the idle task keeps the old mm loaded, marked lazy.
-pub fn enter_lazy_tlb(s: &mut Sim, cpu: CpuId) {
-    if s.arch.x86.cpu[cpu].loaded_mm.is_some() {
-        s.arch.x86.cpu[cpu].is_lazy = true;
+pub fn enter_lazy_tlb(a: &mut ArchState, cpu: CpuId) {
+    if a.x86.cpu[cpu].loaded_mm.is_some() {
+        a.x86.cpu[cpu].is_lazy = true;
     }
 }
 
 /// should_trim_cpumask(): at most once per second (per mm), ask CPUs on other mms to leave.
-fn should_trim_cpumask(s: &mut Sim, mm: usize) -> bool {
-    if s.k.mm_cpumask != MmCpumask::LazyTrim {
+fn should_trim_cpumask(a: &mut ArchState, now: Time, mm: usize) -> bool {
+    if a.cfg.mm_cpumask != MmCpumask::LazyTrim {
         return false;
     }
-    let j = jiffies(s);
-    if j > s.mem.mms[mm].next_trim_cpumask {
-        s.mem.mms[mm].next_trim_cpumask = j + s.k.hz;
+    let j = jiffies(now, a.cfg.hz);
+    if j > a.mm[mm].next_trim_cpumask {
+        a.mm[mm].next_trim_cpumask = j + a.cfg.hz;
         true
     } else {
         false
@@ -121,24 +135,26 @@ fn should_trim_cpumask(s: &mut Sim, mm: usize) -> bool {
 }
 
 /// flush_tlb_mm_range(mm, start, end, stride_shift, freed_tables).
-pub fn flush_tlb_mm_range(s: &mut Sim, cpu: CpuId, task: TaskId, r: FlushRange) -> Outcome {
+pub fn flush_tlb_mm_range(s: &mut impl Host, cpu: CpuId, task: TaskId, r: FlushRange) -> Outcome {
+    let now = s.now();
+    let a = s.arch_parts().arch;
     let mm = r.mm as usize;
     // inc_mm_tlb_gen(): also a full barrier against switch_mm.
-    let new_tlb_gen = if s.k.pcid {
-        s.mem.mms[mm].tlb_gen += 1;
-        s.mem.mms[mm].tlb_gen
+    let new_tlb_gen = if a.cfg.pcid {
+        a.mm[mm].tlb_gen += 1;
+        a.mm[mm].tlb_gen
     } else {
         0
     };
     // get_flush_tlb_info(): more than the ceiling of strides becomes a full flush.
     let (mut start, mut end) = (r.start, r.end);
     if end != TLB_FLUSH_ALL
-        && ((end - start) >> (r.stride_shift - 12)) > s.k.tlb_single_page_flush_ceiling
+        && ((end - start) >> (r.stride_shift - 12)) > a.cfg.tlb_single_page_flush_ceiling
     {
         start = 0;
         end = TLB_FLUSH_ALL;
     }
-    s.arch.x86.info[cpu] = FlushInfo {
+    a.x86.info[cpu] = FlushInfo {
         mm: Some(mm),
         start,
         end,
@@ -148,16 +164,16 @@ pub fn flush_tlb_mm_range(s: &mut Sim, cpu: CpuId, task: TaskId, r: FlushRange) 
         trim_cpumask: false,
         initiating_cpu: cpu,
     };
-    let others = s.mem.mms[mm].cpumask.any_but(cpu);
-    let loaded_here = s.arch.x86.cpu[cpu].loaded_mm == Some(mm);
-    if s.k.concurrent_local_flush {
+    let others = a.mm[mm].cpumask.any_but(cpu);
+    let loaded_here = a.x86.cpu[cpu].loaded_mm == Some(mm);
+    if a.cfg.concurrent_local_flush {
         if others {
-            s.arch.x86.info[cpu].trim_cpumask = should_trim_cpumask(s, mm);
+            a.x86.info[cpu].trim_cpumask = should_trim_cpumask(a, now, mm);
             return flush_tlb_multi(s, cpu, task, true);
         }
     } else if others {
         // Before 5.13 the local flush ran first, then flush_tlb_others() to the rest.
-        s.sched.tasks[task].steps.push(Step::FlushTlbOthers);
+        s.push_step(task, Step::FlushTlbOthers);
     }
     if loaded_here {
         return smp::run_local(s, cpu, task, CallFunc::FlushTlbFunc);
@@ -167,24 +183,26 @@ pub fn flush_tlb_mm_range(s: &mut Sim, cpu: CpuId, task: TaskId, r: FlushRange) 
 
 /// native_flush_tlb_multi() (flush_tlb_others() before 5.13): IPI the CPUs of the mm's cpumask
 /// that need it, with the initiator's flush_tlb_info, and wait for all of them.
-pub fn flush_tlb_multi(s: &mut Sim, cpu: CpuId, task: TaskId, run_local: bool) -> Outcome {
-    let info = s.arch.x86.info[cpu];
+pub fn flush_tlb_multi(s: &mut impl Host, cpu: CpuId, task: TaskId, run_local: bool) -> Outcome {
+    let trace_at = s.trace_at(cpu);
+    let p = s.arch_parts();
+    let info = p.arch.x86.info[cpu];
     let mm = info.mm.expect("flush_tlb_multi without an mm");
-    s.obs.stats.vm(Vm::TlbRemoteFlush, 1);
+    p.obs.stats.vm(Vm::TlbRemoteFlush, 1);
     let pages = if info.end == TLB_FLUSH_ALL {
         -1
     } else {
         (info.end - info.start) as i64
     };
-    s.obs.tlb_flush(s.trace_at(cpu), TLB_REMOTE_SEND_IPI, pages);
+    p.obs.tlb_flush(trace_at, TLB_REMOTE_SEND_IPI, pages);
     // Lazy CPUs may skip the IPI unless page tables are being freed: a lazy CPU must not walk
     // them speculatively (4.19). Before that every CPU in the mask got it.
-    let cond = match s.k.lazy_tlb {
+    let cond = match p.arch.cfg.lazy_tlb {
         LazyTlb::LeaveMmOnIpi => Cond::Always,
         LazyTlb::SkipLazyCpus if info.freed_tables => Cond::Always,
         LazyTlb::SkipLazyCpus => Cond::ShouldFlushTlb,
     };
-    let mask = s.mem.mms[mm].cpumask;
+    let mask = p.arch.mm[mm].cpumask;
     smp::smp_call_function_many_cond(
         s,
         cpu,
@@ -198,9 +216,9 @@ pub fn flush_tlb_multi(s: &mut Sim, cpu: CpuId, task: TaskId, run_local: bool) -
 }
 
 /// should_flush_tlb(): does `cpu` need the flush that `sender` is sending?
-pub fn should_flush_tlb(s: &Sim, cpu: CpuId, sender: CpuId) -> bool {
-    let info = &s.arch.x86.info[sender];
-    let st = &s.arch.x86.cpu[cpu];
+pub fn should_flush_tlb(a: &ArchState, cpu: CpuId, sender: CpuId) -> bool {
+    let info = &a.x86.info[sender];
+    let st = &a.x86.cpu[cpu];
     if st.is_lazy {
         // Lazy TLB will get flushed at the next context switch.
         return false;
@@ -212,85 +230,88 @@ pub fn should_flush_tlb(s: &Sim, cpu: CpuId, sender: CpuId) -> bool {
 }
 
 /// flush_tlb_func(): run `sender`'s flush_tlb_info on `cpu`. Returns the time taken.
-pub fn flush_tlb_func(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId) -> Time {
-    let f = s.arch.x86.info[sender];
+pub fn flush_tlb_func(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, sender: CpuId) -> Time {
+    let trace_at = s.trace_at(cpu);
+    let p = s.arch_parts();
+    let (m, a, obs) = (p.m, p.arch, p.obs);
+    let f = a.x86.info[sender];
     let local = cpu == f.initiating_cpu;
-    let mut cost = s.m.cost[Cost::FlushTlbFunc];
-    s.obs.stats.charge(task, Func::FlushTlbFunc, cost);
+    let mut cost = m.cost[Cost::FlushTlbFunc];
+    obs.stats.charge(task, Func::FlushTlbFunc, cost);
     if !local {
-        s.obs.stats.irq(Irq::Tlb, cpu);
-        if s.k.pcid {
-            s.obs.stats.vm(Vm::TlbRemoteFlushReceived, 1);
+        obs.stats.irq(Irq::Tlb, cpu);
+        if a.cfg.pcid {
+            obs.stats.vm(Vm::TlbRemoteFlushReceived, 1);
         }
     }
-    let loaded = s.arch.x86.cpu[cpu].loaded_mm;
-    if let Some(target) = f.mm.filter(|&m| Some(m) != loaded) {
+    let loaded = a.x86.cpu[cpu].loaded_mm;
+    if let Some(target) = f.mm.filter(|&mm| Some(mm) != loaded) {
         // The CPU was left in the mm_cpumask of the target mm: clear it (6.13+).
-        if s.k.mm_cpumask == MmCpumask::LazyTrim {
-            s.mem.mms[target].cpumask.clear(cpu);
-            s.obs.tlb_flush(s.trace_at(cpu), TLB_REMOTE_WRONG_CPU, 0);
+        if a.cfg.mm_cpumask == MmCpumask::LazyTrim {
+            a.mm[target].cpumask.clear(cpu);
+            obs.tlb_flush(trace_at, TLB_REMOTE_WRONG_CPU, 0);
         }
         return cost;
     }
-    if !local && !s.k.pcid {
+    if !local && !a.cfg.pcid {
         // 4.3 counted a received flush only once the mm matched.
-        s.obs.stats.vm(Vm::TlbRemoteFlushReceived, 1);
+        obs.stats.vm(Vm::TlbRemoteFlushReceived, 1);
     }
     let Some(mm) = loaded else { return cost };
-    if s.arch.x86.cpu[cpu].is_lazy {
+    if a.x86.cpu[cpu].is_lazy {
         // Lazy: leave the mm rather than flush it (switch_mm_irqs_off(NULL, &init_mm); leave_mm).
         let t = crate::arch::switch_mm_irqs_off(s, cpu, None);
-        s.obs.stats.charge(task, Func::SwitchMm, t);
+        s.arch_parts().obs.stats.charge(task, Func::SwitchMm, t);
         return cost + t;
     }
-    let asid = s.arch.x86.cpu[cpu].loaded_asid;
+    let asid = a.x86.cpu[cpu].loaded_asid;
     let mut partial = f.end != TLB_FLUSH_ALL;
     let mut pages = -1;
-    if s.k.pcid {
-        let local_gen = s.arch.x86.cpu[cpu].ctxs[asid as usize].tlb_gen;
+    if a.cfg.pcid {
+        let local_gen = a.x86.cpu[cpu].ctxs[asid as usize].tlb_gen;
         if f.new_tlb_gen != 0 && f.new_tlb_gen <= local_gen {
             // Already caught up with this flush.
             return cost;
         }
-        let mm_gen = s.mem.mms[mm].tlb_gen;
+        let mm_gen = a.mm[mm].tlb_gen;
         if local_gen == mm_gen {
             // A concurrent flush caught us all the way up.
-            trace_flush_done(s, cpu, local, f.mm.is_none(), 0);
+            trace_flush_done(obs, trace_at, local, f.mm.is_none(), 0);
             return cost;
         }
         // Partial only if it brings this CPU exactly up to date.
         partial = partial && f.new_tlb_gen == local_gen + 1 && f.new_tlb_gen == mm_gen;
-        s.arch.x86.cpu[cpu].ctxs[asid as usize].tlb_gen = mm_gen;
+        a.x86.cpu[cpu].ctxs[asid as usize].tlb_gen = mm_gen;
     }
     if partial {
         let step = 1u64 << (f.stride_shift - 12);
         let n = (f.end - f.start).div_ceil(step);
         let mut vpn = f.start;
         while vpn < f.end {
-            s.arch.tlb[cpu].flush_one(asid, vpn);
+            a.tlb[cpu].flush_one(asid, vpn);
             vpn += step;
         }
-        let t = n * s.m.cost[Cost::Invlpg];
+        let t = n * m.cost[Cost::Invlpg];
         pages = n as i64;
-        s.obs.stats.charge(task, Func::NativeFlushTlbOneUser, t);
+        obs.stats.charge(task, Func::NativeFlushTlbOneUser, t);
         cost += t;
         if local {
-            s.obs.stats.vm(Vm::TlbLocalFlushOne, n);
+            obs.stats.vm(Vm::TlbLocalFlushOne, n);
         }
     } else {
-        s.arch.tlb[cpu].flush_asid(asid);
-        let t = s.m.cost[Cost::Cr3Flush];
-        s.obs.stats.charge(task, Func::NativeFlushTlbLocal, t);
+        a.tlb[cpu].flush_asid(asid);
+        let t = m.cost[Cost::Cr3Flush];
+        obs.stats.charge(task, Func::NativeFlushTlbLocal, t);
         cost += t;
         if local {
-            s.obs.stats.vm(Vm::TlbLocalFlushAll, 1);
+            obs.stats.vm(Vm::TlbLocalFlushAll, 1);
         }
     }
-    trace_flush_done(s, cpu, local, f.mm.is_none(), pages);
+    trace_flush_done(obs, trace_at, local, f.mm.is_none(), pages);
     cost
 }
 
-fn trace_flush_done(s: &mut Sim, cpu: CpuId, local: bool, no_mm: bool, pages: i64) {
+fn trace_flush_done(obs: &mut Observe, at: Option<LineAt>, local: bool, no_mm: bool, pages: i64) {
     let reason = if !local {
         TLB_REMOTE_SHOOTDOWN
     } else if no_mm {
@@ -298,55 +319,54 @@ fn trace_flush_done(s: &mut Sim, cpu: CpuId, local: bool, no_mm: bool, pages: i6
     } else {
         TLB_LOCAL_MM_SHOOTDOWN
     };
-    s.obs.tlb_flush(s.trace_at(cpu), reason, pages);
+    obs.tlb_flush(at, reason, pages);
 }
 
 /// percpu_flush_tlb_batch_pages() (4.3 to 4.5): count, then flush_tlb_local(), a full flush of
 /// whatever mm is loaded, lazy or not. 4.3 counted the sender's own run as received too.
-pub fn flush_tlb_batch_pages(s: &mut Sim, cpu: CpuId, task: Option<TaskId>) -> Time {
-    s.obs.stats.vm(Vm::TlbRemoteFlushReceived, 1);
-    s.obs.stats.irq(Irq::Tlb, cpu);
-    let asid = s.arch.x86.cpu[cpu].loaded_asid;
-    let mut ps = s.m.cost[Cost::FlushTlbFunc];
+pub fn flush_tlb_batch_pages(p: Parts, cpu: CpuId, task: Option<TaskId>) -> Time {
+    let (m, a, stats) = (p.m, p.arch, &mut p.obs.stats);
+    stats.vm(Vm::TlbRemoteFlushReceived, 1);
+    stats.irq(Irq::Tlb, cpu);
+    let asid = a.x86.cpu[cpu].loaded_asid;
+    let mut ps = m.cost[Cost::FlushTlbFunc];
     // With PCID (arch_tlbbatch_flush -> flush_tlb_func): nothing to do if this ASID has caught
     // up with its mm's tlb_gen; else a full flush brings it there.
-    let behind = match s.arch.x86.cpu[cpu].loaded_mm {
-        Some(mm) if s.k.pcid => {
-            let gen = s.mem.mms[mm].tlb_gen;
-            let ctx = &mut s.arch.x86.cpu[cpu].ctxs[asid as usize];
+    let behind = match a.x86.cpu[cpu].loaded_mm {
+        Some(mm) if a.cfg.pcid => {
+            let gen = a.mm[mm].tlb_gen;
+            let ctx = &mut a.x86.cpu[cpu].ctxs[asid as usize];
             std::mem::replace(&mut ctx.tlb_gen, gen) < gen
         }
         _ => true,
     };
     if behind {
-        s.arch.tlb[cpu].flush_asid(asid);
-        ps += s.m.cost[Cost::Cr3Flush];
+        a.tlb[cpu].flush_asid(asid);
+        ps += m.cost[Cost::Cr3Flush];
     }
-    s.obs.stats.charge(task, Func::FlushTlbBatchPages, ps);
+    stats.charge(task, Func::FlushTlbBatchPages, ps);
     ps
 }
 
 /// The PFN-list handler (v5 percpu_flush_tlb_batch_pages): one INVLPG per listed page. It flushes
 /// the pages' user addresses (what the series meant; see docs/kernel/reclaim-4.x.md).
-pub fn flush_tlb_pfns(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: CpuId) -> Time {
-    s.obs.stats.vm(Vm::TlbRemoteFlushReceived, 1);
-    s.obs.stats.irq(Irq::Tlb, cpu);
-    let owner = s.sched.cpus[sender]
-        .task
-        .expect("batch flush sender runs a task");
-    let (asid, loaded) = (
-        s.arch.x86.cpu[cpu].loaded_asid,
-        s.arch.x86.cpu[cpu].loaded_mm,
-    );
-    let n = s.sched.tasks[owner].reclaim.ubc.pages.len();
-    for i in 0..n {
-        let (mm, vpn) = s.sched.tasks[owner].reclaim.ubc.pages[i];
+pub fn flush_tlb_pfns(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, sender: CpuId) -> Time {
+    let owner = s.current(sender).expect("batch flush sender runs a task");
+    let p = s.arch_parts();
+    p.obs.stats.vm(Vm::TlbRemoteFlushReceived, 1);
+    p.obs.stats.irq(Irq::Tlb, cpu);
+    let st = &p.arch.x86.cpu[cpu];
+    let (asid, loaded) = (st.loaded_asid, st.loaded_mm);
+    let mut n = 0;
+    while let Some((mm, vpn)) = s.batch_page(owner, n) {
+        n += 1;
         if loaded == Some(mm as usize) {
-            s.arch.tlb[cpu].flush_one(asid, vpn);
+            s.arch_parts().arch.tlb[cpu].flush_one(asid, vpn);
         }
     }
-    let ps = s.m.cost[Cost::FlushTlbFunc] + n as Time * s.m.cost[Cost::Invlpg];
-    s.obs.stats.charge(task, Func::FlushTlbBatchPages, ps);
+    let p = s.arch_parts();
+    let ps = p.m.cost[Cost::FlushTlbFunc] + n as Time * p.m.cost[Cost::Invlpg];
+    p.obs.stats.charge(task, Func::FlushTlbBatchPages, ps);
     ps
 }
 
@@ -355,8 +375,10 @@ pub fn flush_tlb_pfns(s: &mut Sim, cpu: CpuId, task: Option<TaskId>, sender: Cpu
 /// on_each_cpu_cond_mask(tlb_is_not_lazy, flush_tlb_func, ...) skips lazy CPUs (4.19; before,
 /// every CPU got it), this CPU included; else flush_tlb_func() here alone. flush_tlb_func()
 /// counts the TLB row only `if (!local)`.
-pub fn arch_tlbbatch_flush(s: &mut Sim, cpu: CpuId, t: TaskId, mask: &CpuMask) -> Outcome {
-    s.arch.x86.info[cpu] = FlushInfo {
+pub fn arch_tlbbatch_flush(s: &mut impl Host, cpu: CpuId, t: TaskId, mask: &CpuMask) -> Outcome {
+    let trace_at = s.trace_at(cpu);
+    let p = s.arch_parts();
+    p.arch.x86.info[cpu] = FlushInfo {
         mm: None,
         start: 0,
         end: TLB_FLUSH_ALL,
@@ -367,9 +389,9 @@ pub fn arch_tlbbatch_flush(s: &mut Sim, cpu: CpuId, t: TaskId, mask: &CpuMask) -
         initiating_cpu: cpu,
     };
     if mask.any_but(cpu) {
-        s.obs.stats.vm(Vm::TlbRemoteFlush, 1);
-        s.obs.tlb_flush(s.trace_at(cpu), TLB_REMOTE_SEND_IPI, -1);
-        let cond = match s.k.lazy_tlb {
+        p.obs.stats.vm(Vm::TlbRemoteFlush, 1);
+        p.obs.tlb_flush(trace_at, TLB_REMOTE_SEND_IPI, -1);
+        let cond = match p.arch.cfg.lazy_tlb {
             LazyTlb::LeaveMmOnIpi => Cond::Always,
             LazyTlb::SkipLazyCpus => Cond::ShouldFlushTlb,
         };
