@@ -148,6 +148,8 @@ fn preset_json(thing: &str, is_machine: bool, is_kernel: bool) -> Result<Value, 
     } else {
         let params: Vec<Value> = crate::kernel::PARAMS
             .iter()
+            .chain(crate::arch::PARAMS)
+            .chain(crate::smp::PARAMS)
             .map(|p| param_json(p, value(p)))
             .collect();
         let k = crate::kernel::KernelConfig::from_resolved(&r)?;

@@ -42,6 +42,8 @@ pub fn all_params(scenario: &workload::ScenarioDecl) -> Vec<&'static config::Par
     machine::PARAMS
         .iter()
         .chain(kernel::PARAMS.iter())
+        .chain(arch::PARAMS.iter())
+        .chain(smp::PARAMS.iter())
         .chain(sched::PARAMS.iter())
         .chain(observe::check::PARAMS.iter())
         .chain(scenario.params.iter())

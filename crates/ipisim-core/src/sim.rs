@@ -1,6 +1,6 @@
 //! The simulator: all state of one run, and the event loop that drives it.
 
-use crate::arch::ArchState;
+use crate::arch::{ArchConfig, ArchState};
 use crate::config::{ConfigError, Resolved};
 pub use crate::engine::{CpuId, TaskId};
 use crate::engine::{EventQueue, Rng, Time, NEVER};
@@ -11,7 +11,7 @@ use crate::observe::check::Checker;
 use crate::observe::tracelog::LineAt;
 use crate::observe::{Observe, Stats};
 use crate::sched::{self, Cpu, Sched};
-use crate::smp::Smp;
+use crate::smp::{Smp, SmpConfig};
 use crate::step::Event;
 use crate::step::{CallFunc, Cond, Outcome, Step};
 use crate::workload::{Scenario, Workload};
@@ -68,8 +68,8 @@ impl Sim {
                 tasks: Vec::new(),
                 perturb,
             },
-            smp: Smp::new(n, k.smp_config()),
-            arch: ArchState::new(k.arch_config(), &m),
+            smp: Smp::new(n, SmpConfig::from_resolved(r)?),
+            arch: ArchState::new(ArchConfig::from_resolved(r)?, &m),
             mem: Memory::new(m.nodes, m.mem_per_node, n),
             obs: Observe {
                 stats: Stats::new(n),

@@ -188,6 +188,8 @@ fn set_pair(scenario: &'static str) -> impl Strategy<Value = (String, String)> {
     let mut keys: Vec<String> = ipisim_core::machine::PARAMS
         .iter()
         .chain(ipisim_core::kernel::PARAMS)
+        .chain(ipisim_core::arch::PARAMS)
+        .chain(ipisim_core::smp::PARAMS)
         .chain(ipisim_core::sched::PARAMS)
         .chain(decl.params)
         .map(|p| p.key.to_string())
@@ -248,12 +250,8 @@ fn case() -> impl Strategy<Value = Case> {
 /// The declaration of `key` for `scenario`.
 fn param(scenario: &str, key: &str) -> Option<&'static Param> {
     let decl = ipisim_core::workload::find(scenario)?;
-    ipisim_core::machine::PARAMS
-        .iter()
-        .chain(ipisim_core::kernel::PARAMS)
-        .chain(ipisim_core::sched::PARAMS)
-        .chain(ipisim_core::observe::check::PARAMS)
-        .chain(decl.params)
+    ipisim_core::all_params(decl)
+        .into_iter()
         .find(|p| p.key == key)
 }
 

@@ -10,6 +10,7 @@ pub mod x86;
 pub use powerpc::{AfterPmdClear, PmdClear};
 pub use tlb::{Tlb, TlbEntry};
 
+use crate::config::{params, Kind};
 use crate::engine::{CpuId, CpuMask, TaskId, Time};
 use crate::machine::{Arch, Cost, Machine};
 use crate::observe::{Func, Observe};
@@ -17,16 +18,20 @@ pub use crate::step::FlushRange;
 use crate::step::{Outcome, Step};
 use x86::{LazyTlb, MmCpumask};
 
-/// The kernel preset's choices for the MMU and its flushes (kernel.*), kept where they are used.
-#[derive(Debug, Clone, Copy)]
-pub struct ArchConfig {
-    pub hz: u64,
-    pub pcid: bool,
-    pub mm_cpumask: MmCpumask,
-    pub lazy_tlb: LazyTlb,
-    pub tlb_single_page_flush_ceiling: u64,
-    pub concurrent_local_flush: bool,
-    pub pmd_clear: PmdClear,
+params! {
+    /// The kernel preset's choices for the MMU and its flushes (kernel.*), declared where they
+    /// are used.
+    #[derive(Debug, Clone, Copy)]
+    pub struct ArchConfig;
+    pub const PARAMS = {
+        hz: u64 = "kernel.hz", Kind::Int { min: 100, max: 1000 }, "Hz", "250", "CONFIG_HZ: the jiffy (the mm_cpumask trim, reclaim throttling, the OOM killer's waits)";
+        tlb_single_page_flush_ceiling: u64 = "kernel.tlb_single_page_flush_ceiling", Kind::Int { min: 0, max: 1 << 20 }, "pages", "33", "flush_tlb_mm_range flushes page by page up to this many pages, else the whole TLB (a5102476a2, 3.15)";
+        mm_cpumask: MmCpumask = "kernel.mm_cpumask", Kind::Choice(MmCpumask::NAMES), "", "lazy_trim", "clear_on_switch: switch_mm clears the old mm's bit (to 6.12); lazy_trim: bits stay until a flush IPI finds the CPU on another mm, trimmed at most once per second (209954cbc7d0, 6.13)";
+        lazy_tlb: LazyTlb = "kernel.lazy_tlb", Kind::Choice(LazyTlb::NAMES), "", "skip_lazy_cpus", "leave_mm_on_ipi: lazy CPUs get flush IPIs and leave the mm (to 4.18); skip_lazy_cpus: no IPI to lazy CPUs unless page tables were freed (4.19)";
+        pcid: bool = "kernel.pcid", Kind::Bool, "", "true", "PCID with 6 dynamic ASIDs and per-mm tlb_gen (4.14); false: every mm switch flushes the TLB";
+        concurrent_local_flush: bool = "kernel.concurrent_local_flush", Kind::Bool, "", "true", "flush the local TLB after sending the IPIs, overlapping them (4ce94eabac16, 5.13); false: local flush first";
+        pmd_clear: PmdClear = "kernel.pmd_clear", Kind::Choice(PmdClear::NAMES), "", "lockless_flush", "powerpc radix huge-PMD clear: serialize_ipi (serialize_against_pte_lookup, an empty waiting IPI to mm_cpumask per PMD, to 5.7), lockless (walkers tolerate a stale PMD, no IPI), lockless_flush (as merged in 5.8: also flush_pmd_tlb_range unless fullmm); x86 never did either";
+    }
 }
 
 /// The architecture's part of each mm (`mm->context` and mm_cpumask()).

@@ -88,7 +88,7 @@ pub fn out_of_memory(s: &mut Sim, t: TaskId) -> Outcome {
         return Outcome::Next;
     }
     // schedule_timeout_uninterruptible(1): give the victim a jiffy to exit, then retry.
-    let jiffy: Time = PS_PER_S / s.k.hz;
+    let jiffy: Time = PS_PER_S / s.arch.cfg.hz;
     s.sched.tasks[t].uninterruptible = true;
     Outcome::Sleep(s.now() + jiffy)
 }

@@ -116,7 +116,7 @@ pub fn set_tlb_ubc_flush_pending(
     pfn: u32,
     dirty: bool,
 ) {
-    if s.k.pcid {
+    if s.arch.cfg.pcid {
         s.arch.mm[mm].tlb_gen += 1;
     }
     let mask = s.arch.mm[mm].cpumask;
@@ -199,7 +199,7 @@ pub fn check_translations(s: &mut Sim, pfn: u32, site: Site) {
         // A lazy CPU runs no user code of the mm until switch_mm_irqs_off() takes it back, which
         // flushes the ASID if the mm's tlb_gen moved on (with PCID every batch bumps it): why
         // 4.19's flush may skip it (tlb_is_not_lazy). A use before that is caught at the access.
-        if arch::loaded_mm(s, c) != Some(mm) || (arch::is_lazy(s, c) && s.k.pcid) {
+        if arch::loaded_mm(s, c) != Some(mm) || (arch::is_lazy(s, c) && s.arch.cfg.pcid) {
             return None;
         }
         let e = s.arch.tlb[c]

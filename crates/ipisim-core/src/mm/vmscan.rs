@@ -362,17 +362,17 @@ fn too_many_isolated_wait(
         }
         return None;
     }
-    let jiffy = crate::engine::PS_PER_S / s.k.hz;
+    let jiffy = crate::engine::PS_PER_S / s.arch.cfg.hz;
     let until = match s.k.isolated_throttle {
         IsolatedThrottle::CongestionWait => {
             s.obs.stats.trace(Trace::WritebackCongestionWait);
-            s.now() + s.k.hz / 10 * jiffy
+            s.now() + s.arch.cfg.hz / 10 * jiffy
         }
         IsolatedThrottle::ReclaimThrottle if stalled => return Some(Outcome::Next),
         IsolatedThrottle::ReclaimThrottle => {
             s.obs.stats.trace(Trace::VmscanThrottled);
             s.mem.lru[node].throttled.push(t as u32);
-            s.now() + s.k.hz / 50 * jiffy
+            s.now() + s.arch.cfg.hz / 50 * jiffy
         }
     };
     s.sched.tasks[t].reclaim.stalled = true;

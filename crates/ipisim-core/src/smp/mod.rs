@@ -2,7 +2,7 @@
 //! the IPIs that announce queued work, and the handler pass that runs it. Before 3.9 a call to
 //! several CPUs went through one global queue instead (`global_cfd`).
 
-use crate::config::named_enum;
+use crate::config::{named_enum, params, Kind};
 use crate::engine::{CpuId, CpuMask, EventQueue, SpinLock, TaskId, Time};
 use crate::machine::{Apic, Arch, Cost, Machine};
 use crate::observe::tracelog::LineAt;
@@ -64,14 +64,17 @@ pub struct Csd {
     pub wait: bool,
 }
 
-/// The kernel preset's choices for cross-CPU calls (kernel.*), kept where they are used.
-#[derive(Debug, Clone, Copy)]
-pub struct SmpConfig {
-    pub call_function: CallFunction,
-    pub call_single_queue: CallSingleQueue,
-    pub skip_ipi_if_queued: bool,
-    pub ipi_poll_elision: bool,
-    pub smp_call_function_many_cond: bool,
+params! {
+    /// The kernel preset's choices for cross-CPU calls (kernel.*), declared where they are used.
+    #[derive(Debug, Clone, Copy)]
+    pub struct SmpConfig;
+    pub const PARAMS = {
+        call_function: CallFunction = "kernel.call_function", Kind::Choice(CallFunction::NAMES), "", "percpu_csd", "smp_call_function_many: `global_cfd` (to 3.8: one global queue under one lock, every handler walks it) or `percpu_csd` (per-CPU queues and a csd per (sender, target), 9a46ad6d6df3, 3.9)";
+        call_single_queue: CallSingleQueue = "kernel.call_single_queue", Kind::Choice(CallSingleQueue::NAMES), "", "llist", "each CPU's call queue: `spinlock` (a list under call_single_queue.lock that every sender and the handler take, to 3.13) or `llist` (lock-free llist_add / llist_del_all, 6897fc22ea01, 3.14)";
+        skip_ipi_if_queued: bool = "kernel.skip_ipi_if_queued", Kind::Bool, "", "true", "smp_call_function_many sends no IPI to a CPU whose call queue already holds work (3fc5b3b6a80b, 4.13)";
+        ipi_poll_elision: bool = "kernel.ipi_poll_elision", Kind::Bool, "", "true", "a single-target call IPI to an idle CPU that is polling sets NEED_RESCHED instead (call_function_single_prep_ipi)";
+        smp_call_function_many_cond: bool = "kernel.smp_call_function_many_cond", Kind::Bool, "", "true", "the worker that queues and sends cross-CPU calls is smp_call_function_many_cond() (Sebastian Andrzej Siewior, 5.6), as perf names it; false: smp_call_function_many() itself, before";
+    }
 }
 
 pub struct Smp {

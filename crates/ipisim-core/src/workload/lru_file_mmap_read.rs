@@ -120,7 +120,7 @@ impl Scenario for LruFileMmapRead {
         let (from, to) = super::steady_phase(s, self.readers.iter().map(|r| r.finished));
         let ipis = s.obs.stats.interrupts_between(from, to);
         // vmstat's `in` also counts the local timer: HZ per busy CPU (all CPUs read).
-        let timer = s.k.hz as f64 * s.m.ncpus() as f64;
+        let timer = s.arch.cfg.hz as f64 * s.m.ncpus() as f64;
         let mut m = serde_json::Map::new();
         m.insert(
             "lru-file-mmap-read-elapsed".into(),
