@@ -115,10 +115,10 @@ fn lazy_cpus_leave_the_mm_on_the_first_immediate_flush() {
 
 /// linux-6.1's arch_tlbbatch_flush() -> native_flush_tlb_multi(): no page tables are freed, so
 /// on_each_cpu_cond_mask(tlb_is_not_lazy, ...) skips the sleeping readers' lazy CPUs: no IPI at
-/// all. Busy readers get one per batch, as in 4.3. With lazy CPUs not skipped (4.6-4.18's
+/// all. Busy readers get one per batch, as in 4.3. With lazy CPUs not skipped (4.6-4.19's
 /// flush_tlb_others()), flush_tlb_func() makes a lazy CPU leave the mm on its first IPI.
 #[test]
-fn batch_flush_skips_lazy_cpus_from_4_19() {
+fn batch_flush_skips_lazy_cpus_from_4_20() {
     for p in PROCESSES {
         let batches = 512 * p as u64 / 32;
         let c = reclaim("linux-6.1", p, "busy", &[]);

@@ -198,7 +198,7 @@ pub fn check_translations(s: &mut Sim, pfn: u32, site: Site) {
     let stale = |s: &Sim, c: CpuId| {
         // A lazy CPU runs no user code of the mm until switch_mm_irqs_off() takes it back, which
         // flushes the ASID if the mm's tlb_gen moved on (with PCID every batch bumps it): why
-        // 4.19's flush may skip it (tlb_is_not_lazy). A use before that is caught at the access.
+        // 4.20's flush may skip it (tlb_is_not_lazy). A use before that is caught at the access.
         if arch::loaded_mm(s, c) != Some(mm) || (arch::is_lazy(s, c) && s.arch.cfg.pcid) {
             return None;
         }

@@ -26,9 +26,9 @@ named_enum! {
 named_enum! {
     /// How flushes treat CPUs in lazy TLB mode (idle or a kernel thread, with the old mm loaded).
     LazyTlb {
-        /// Lazy CPUs get the IPI and leave the mm (leave_mm / switch to init_mm): up to 4.18.
+        /// Lazy CPUs get the IPI and leave the mm (leave_mm / switch to init_mm): up to 4.19.
         LeaveMmOnIpi = "leave_mm_on_ipi",
-        /// should_flush_tlb skips lazy CPUs unless page tables were freed (4.19).
+        /// should_flush_tlb skips lazy CPUs unless page tables were freed (4.20).
         SkipLazyCpus = "skip_lazy_cpus",
     }
 }

@@ -196,7 +196,7 @@ pub fn flush_tlb_multi(s: &mut impl Host, cpu: CpuId, task: TaskId, run_local: b
     };
     p.obs.tlb_flush(trace_at, TLB_REMOTE_SEND_IPI, pages);
     // Lazy CPUs may skip the IPI unless page tables are being freed: a lazy CPU must not walk
-    // them speculatively (4.19). Before that every CPU in the mask got it.
+    // them speculatively (4.20). Before that every CPU in the mask got it.
     let cond = match p.arch.cfg.lazy_tlb {
         LazyTlb::LeaveMmOnIpi => Cond::Always,
         LazyTlb::SkipLazyCpus if info.freed_tables => Cond::Always,
@@ -372,7 +372,7 @@ pub fn flush_tlb_pfns(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, sende
 
 /// arch_tlbbatch_flush() (6.1 arch/x86/mm/tlb.c): a full flush with no mm. With another CPU in
 /// the mask, flush_tlb_multi() -> native_flush_tlb_multi(): no page tables were freed, so
-/// on_each_cpu_cond_mask(tlb_is_not_lazy, flush_tlb_func, ...) skips lazy CPUs (4.19; before,
+/// on_each_cpu_cond_mask(tlb_is_not_lazy, flush_tlb_func, ...) skips lazy CPUs (4.20; before,
 /// every CPU got it), this CPU included; else flush_tlb_func() here alone. flush_tlb_func()
 /// counts the TLB row only `if (!local)`.
 pub fn arch_tlbbatch_flush(s: &mut impl Host, cpu: CpuId, t: TaskId, mask: &CpuMask) -> Outcome {
