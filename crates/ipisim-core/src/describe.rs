@@ -150,6 +150,7 @@ fn preset_json(thing: &str, is_machine: bool, is_kernel: bool) -> Result<Value, 
             .iter()
             .chain(crate::arch::PARAMS)
             .chain(crate::smp::PARAMS)
+            .chain(crate::mm::PARAMS)
             .map(|p| param_json(p, value(p)))
             .collect();
         let k = crate::kernel::KernelConfig::from_resolved(&r)?;

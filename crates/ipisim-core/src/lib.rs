@@ -44,6 +44,7 @@ pub fn all_params(scenario: &workload::ScenarioDecl) -> Vec<&'static config::Par
         .chain(kernel::PARAMS.iter())
         .chain(arch::PARAMS.iter())
         .chain(smp::PARAMS.iter())
+        .chain(mm::PARAMS.iter())
         .chain(sched::PARAMS.iter())
         .chain(observe::check::PARAMS.iter())
         .chain(scenario.params.iter())

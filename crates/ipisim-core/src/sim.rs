@@ -6,7 +6,7 @@ pub use crate::engine::{CpuId, TaskId};
 use crate::engine::{EventQueue, Rng, Time, NEVER};
 use crate::kernel::KernelConfig;
 use crate::machine::Machine;
-use crate::mm::Memory;
+use crate::mm::{Memory, MmConfig};
 use crate::observe::check::Checker;
 use crate::observe::tracelog::LineAt;
 use crate::observe::{Observe, Stats};
@@ -70,7 +70,7 @@ impl Sim {
             },
             smp: Smp::new(n, SmpConfig::from_resolved(r)?),
             arch: ArchState::new(ArchConfig::from_resolved(r)?, &m),
-            mem: Memory::new(m.nodes, m.mem_per_node, n),
+            mem: Memory::new(MmConfig::from_resolved(r)?, m.nodes, m.mem_per_node, n),
             obs: Observe {
                 stats: Stats::new(n),
                 check: Checker::new(crate::observe::check::CheckParams::from_resolved(r)?.enabled),

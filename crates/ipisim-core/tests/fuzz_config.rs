@@ -190,6 +190,7 @@ fn set_pair(scenario: &'static str) -> impl Strategy<Value = (String, String)> {
         .chain(ipisim_core::kernel::PARAMS)
         .chain(ipisim_core::arch::PARAMS)
         .chain(ipisim_core::smp::PARAMS)
+        .chain(ipisim_core::mm::PARAMS)
         .chain(ipisim_core::sched::PARAMS)
         .chain(decl.params)
         .map(|p| p.key.to_string())

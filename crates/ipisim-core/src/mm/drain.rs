@@ -72,9 +72,9 @@ pub fn drain_all_pages(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     if with.weight() < ncpus / 2 {
         s.obs.stats.vm(Vm::PcpGlobalIpiSaved, 1);
     }
-    match s.k.pcp_drain {
+    match s.mem.cfg.pcp_drain {
         PcpDrain::AllCpus | PcpDrain::CpusWithPages => {
-            let mask = if s.k.pcp_drain == PcpDrain::AllCpus {
+            let mask = if s.mem.cfg.pcp_drain == PcpDrain::AllCpus {
                 CpuMask::first_n(ncpus)
             } else {
                 with

@@ -130,7 +130,7 @@ fn fault_around(s: &mut Sim, t: TaskId, vma: Vma, v: u64, tab: usize) -> Time {
     let Backing::File { file, pgoff, .. } = vma.backing else {
         return 0;
     };
-    let fa = s.k.fault_around_pages;
+    let fa = s.mem.cfg.fault_around_pages;
     let table_start = v - v % PTRS_PER_PTE;
     let start = (v - v % fa).max(vma.start).max(table_start);
     let end = (v - v % fa + fa)

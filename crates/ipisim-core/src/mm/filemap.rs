@@ -209,7 +209,7 @@ fn check_hit(
 
 /// page_cache_sync_readahead() of the missing page at `index`, then the fault (`retry`) again.
 fn read_in(s: &mut Sim, t: TaskId, file: usize, index: u64, retry: Step) -> Outcome {
-    let n = s.k.readahead_pages as u32;
+    let n = s.mem.cfg.readahead_pages as u32;
     let steps = &mut s.sched.tasks[t].steps;
     steps.push(retry);
     steps.push(Step::Readahead {
@@ -229,7 +229,7 @@ pub fn file_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
         return read_in(s, t, file, index, Step::FileFault { vpn });
     }
     s.obs.stats.vm(Vm::PgFault, 1);
-    let fa = s.k.fault_around_pages;
+    let fa = s.mem.cfg.fault_around_pages;
     let start = (vpn - vpn % fa).max(vma.start);
     let end = (vpn - vpn % fa + fa).min(vma.end);
     let mut mapped: Time = 0;
@@ -427,7 +427,7 @@ mod tests {
     #[test]
     fn readahead_adds_to_the_lru_a_pagevec_at_a_time() {
         let (mut s, ..) = unmapped_clean_page(true);
-        s.k.pagevec_size = 14; // PAGEVEC_SIZE before 5.x's folio batches of 31
+        s.mem.cfg.pagevec_size = 14; // PAGEVEC_SIZE before 5.x's folio batches of 31
         let t = 0;
         s.sched.tasks[t].steps.clear();
         let on_lru = |s: &Sim| s.mem.lru[0].file.inactive.len();

@@ -64,7 +64,7 @@ pub fn zap_huge_pmds(s: &mut Sim, t: TaskId, next: u64, end: u64) -> Outcome {
 /// be allocated.
 pub fn tlb_remove_tables(s: &mut Sim, t: TaskId, n: u64) -> Outcome {
     let mut ps = s.m.cost[Cost::PgtableFree];
-    if !s.k.table_batch_alloc_fails {
+    if !s.mem.cfg.table_batch_alloc_fails {
         ps *= n;
     } else {
         let steps = &mut s.sched.tasks[t].steps;

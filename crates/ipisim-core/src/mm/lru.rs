@@ -75,7 +75,7 @@ pub fn lock_lru(s: &mut Sim, cpu: CpuId, node: usize, pages: &[u32]) -> Time {
 
 /// Whether the next lru_cache_add() on this CPU fills its pagevec and so drains it.
 pub fn add_drains(s: &Sim, cpu: CpuId) -> bool {
-    s.mem.pagevec[cpu].len() + 1 >= s.k.pagevec_size
+    s.mem.pagevec[cpu].len() + 1 >= s.mem.cfg.pagevec_size
 }
 
 /// lru_cache_add(): into this CPU's pagevec; a full pagevec drains to the LRU heads of its pages'

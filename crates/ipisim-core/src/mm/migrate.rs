@@ -96,7 +96,7 @@ pub fn migrate_pages(
 /// migrate_pages_batch(): allocate a destination for each page of the next batch and unmap it
 /// (migrate_folio_unmap -> try_to_migrate_one), then flush and move as the policy says.
 pub fn unmap_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-    let size = match s.k.migrate_flush {
+    let size = match s.mem.cfg.migrate_flush {
         MigrateFlush::Immediate => 1,
         _ => NR_MAX_BATCHED_MIGRATION,
     };
@@ -125,8 +125,8 @@ pub fn unmap_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         s.obs.stats.charge(Some(t), Func::TryToMigrate, walk);
         ps += walk;
         // should_defer_flush(): only when another CPU may cache the translation.
-        let defer =
-            s.k.migrate_flush != MigrateFlush::Immediate && s.arch.mm[mm].cpumask.any_but(cpu);
+        let defer = s.mem.cfg.migrate_flush != MigrateFlush::Immediate
+            && s.arch.mm[mm].cpumask.any_but(cpu);
         if defer {
             rmap::set_tlb_ubc_flush_pending(s, cpu, t, mm, src, dirty);
         } else {
@@ -146,7 +146,7 @@ pub fn unmap_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     }
     let steps = &mut s.sched.tasks[t].steps;
     steps.push(Step::MigrateUnmap);
-    if s.k.migrate_flush == MigrateFlush::BatchedUnsafe {
+    if s.mem.cfg.migrate_flush == MigrateFlush::BatchedUnsafe {
         steps.extend([Step::TryToUnmapFlush, Step::MigrateMove]);
     } else {
         // The `move:` label: try_to_unmap_flush() before any copy or PTE restore.

@@ -27,7 +27,12 @@ pub use syscall::{
     free_pgtables, mmap_write_lock, mmap_write_unlock, protect_step, syscall, zap_step, Syscall,
 };
 
+use crate::config::{params, Kind};
 use crate::engine::{CpuId, TaskId};
+use drain::PcpDrain;
+use migrate::MigrateFlush;
+use rmap::{ReclaimFlush, TlbBatchFlush};
+use vmscan::IsolatedThrottle;
 
 pub const PAGE_SHIFT: u32 = 12;
 pub const PTRS_PER_PTE: u64 = 512;
@@ -125,7 +130,34 @@ pub trait Hooks {
     fn signal_wake_up(&mut self, t: TaskId);
 }
 
+params! {
+    /// The kernel preset's choices for memory management (kernel.*), declared where they are used.
+    #[derive(Debug, Clone)]
+    pub struct MmConfig;
+    pub const PARAMS = {
+        pt_reclaim: bool = "kernel.pt_reclaim", Kind::Bool, "", "true", "CONFIG_PT_RECLAIM: MADV_DONTNEED over a whole PMD frees the empty PTE table (6.14)";
+        reclaim_flush: ReclaimFlush = "kernel.reclaim_flush", Kind::Choice(ReclaimFlush::NAMES), "", "batch_full", "how reclaim flushes unmapped pages: immediate (flush_tlb_page per page, to 4.2), batch_full (one IPI per CPU per batch, full flush; 72b252aed506, 4.3), batch_pfn (the v1-v5 series: a PFN list, INVLPG each), none (a debug policy that never flushes; the checker catches it)";
+        tlbbatch_flush: TlbBatchFlush = "kernel.tlbbatch_flush", Kind::Choice(TlbBatchFlush::NAMES), "", "flush_tlb_func", "how batch_full sends its flush: percpu_batch_pages (mm/rmap.c's own handler on every CPU of the mask, each run counted in TLB, the sender's too, no lazy check; 4.3 to 4.5) or flush_tlb_func (the arch's full flush with no mm: TLB counted on remote CPUs only, lazy CPUs as kernel.lazy_tlb says; 858eaaa7, 4.6; arch_tlbbatch_flush, 4.13)";
+        batch_pfn_size: usize = "kernel.batch_pfn_size", Kind::Int { min: 1, max: 4096 }, "pages", "32", "batch_pfn: PFNs per batch before a flush (BATCH_TLBFLUSH_SIZE, 32 = SWAP_CLUSTER_MAX; a page's worth is about 500)";
+        defer_writable: bool = "kernel.defer_writable", Kind::Bool, "", "true", "batch dirty PTEs too and flush them before pageout (try_to_unmap_flush_dirty; seed 001 patch 3); false: flush dirty PTEs at once";
+        young_flush: bool = "kernel.young_flush", Kind::Bool, "", "false", "reclaim's ptep_clear_flush_young() flushes the TLB when it clears a set accessed bit (x86 until b13b1d2d8692, 3.15)";
+        flush_dirty_before_pageout: bool = "kernel.flush_dirty_before_pageout", Kind::Bool, "", "true", "try_to_unmap_flush_dirty() before pageout() of a page whose writable PTE was unmapped in the batch, as every kernel does; false is an unsafe what-if that the checker reports (lost-write at pageout)";
+        flush_before_free: bool = "kernel.flush_before_free", Kind::Bool, "", "true", "try_to_unmap_flush() before the reclaimed pages are freed, as every kernel does; false is an unsafe what-if that the checker reports (use-after-free at free)";
+        migrate_flush: MigrateFlush = "kernel.migrate_flush", Kind::Choice(MigrateFlush::NAMES), "", "batched", "how migrate_pages flushes the pages it unmaps: immediate (ptep_clear_flush per page, to 6.3), batched (unmap up to 512 pages, one try_to_unmap_flush, then copy; 7e12beb8ca2a, 6.4), batched_unsafe (a what-if that copies, restores and frees before the flush; the checker catches it)";
+        table_batch_alloc_fails: bool = "kernel.table_batch_alloc_fails", Kind::Bool, "", "false", "what-if: tlb_remove_table() cannot allocate its mmu_table_batch page (GFP_NOWAIT), so each freed page-table page goes through tlb_remove_table_one() -> tlb_remove_table_sync_one(): an empty IPI to every online CPU, waiting (mm/mmu_gather.c)";
+        pagevec_size: usize = "kernel.pagevec_size", Kind::Int { min: 1, max: 64 }, "pages", "31", "PAGEVEC_SIZE: per-CPU LRU-add batch (14 in 4.x, 15 later, 31 today)";
+        pcp_batch: usize = "kernel.pcp_batch", Kind::Int { min: 1, max: 1024 }, "pages", "63", "per-CPU page list refill/drain batch (zone_batchsize)";
+        pcp_high: usize = "kernel.pcp_high", Kind::Int { min: 1, max: 65536 }, "pages", "378", "per-CPU page list high mark: above it, free a batch back to the buddy allocator";
+        fault_around_pages: u64 = "kernel.fault_around_bytes", Kind::Size, "bytes", "64KiB", "do_fault_around(): map this much of the page cache around a read fault (3.15)" => |b: u64| (b >> 12).max(1);
+        readahead_pages: u64 = "kernel.readahead_pages", Kind::Int { min: 1, max: 4096 }, "pages", "32", "mmap read-around / readahead window (ra_pages, 128 KiB)";
+        pcp_drain: PcpDrain = "kernel.pcp_drain", Kind::Choice(PcpDrain::NAMES), "", "remote_no_ipi", "drain_all_pages: all_cpus (an IPI to every CPU, to 3.3), cpus_with_pages (IPIs only to CPUs holding pcp pages, 74046494ea68, 3.4), workqueue (per-CPU work items under pcpu_drain_mutex, 4.11), remote_no_ipi (the caller drains under pcp->lock, 6.0)";
+        zone_reclaimable_progress: bool = "kernel.zone_reclaimable_progress", Kind::Bool, "", "false", "try_to_free_pages() that freed nothing still reports progress while a zone is reclaimable (pages_scanned < 6 x its LRU pages), so the allocator retries and drains instead of calling the OOM killer, and kswapd gives such a zone up (all_unreclaimable() / zone_reclaimable(), to 4.6; gone with the OOM-detection rework 0a0337e0d1d1, 4.7)";
+        isolated_throttle: IsolatedThrottle = "kernel.isolated_throttle", Kind::Choice(IsolatedThrottle::NAMES), "", "reclaim_throttle", "a direct reclaimer finding more pages isolated than left on the inactive list (too_many_isolated): congestion_wait (sleep HZ/10 and check again: Rik van Riel, 2.6.32, to 5.15) or reclaim_throttle (sleep once, up to HZ/50, woken when a reclaimer sees the node below the limit, then scan nothing: Mel Gorman, 5.16)";
+    }
+}
+
 pub struct Memory {
+    pub cfg: MmConfig,
     pub mms: Vec<Mm>,
     pub tables: Vec<PteTable>,
     free_tables: Vec<u32>,
@@ -154,8 +186,9 @@ pub struct Memory {
 }
 
 impl Memory {
-    pub fn new(nodes: usize, bytes_per_node: u64, ncpus: usize) -> Memory {
+    pub fn new(cfg: MmConfig, nodes: usize, bytes_per_node: u64, ncpus: usize) -> Memory {
         Memory {
+            cfg,
             mms: Vec::new(),
             tables: Vec::new(),
             free_tables: Vec::new(),

@@ -173,7 +173,7 @@ fn take_pcp(s: &mut Sim, cpu: CpuId, zone: usize) -> (u32, Time) {
     let mut cost = 0;
     if s.mem.frames.pcp[cpu][zone].is_empty() {
         // rmqueue_bulk(): a batch from the buddy lists.
-        let batch = s.k.pcp_batch;
+        let batch = s.mem.cfg.pcp_batch;
         let mut hold = 0;
         for _ in 0..batch {
             match s.mem.frames.zones[zone].take() {
@@ -331,10 +331,10 @@ pub fn free_page(s: &mut Sim, cpu: CpuId, pfn: u32) -> Time {
     s.mem.frames.used -= 1;
     s.mem.frames.pcp[cpu][zone].push(pfn);
     let touch = super::filemap::touch_page(s, cpu, pfn);
-    if s.mem.frames.pcp[cpu][zone].len() < s.k.pcp_high {
+    if s.mem.frames.pcp[cpu][zone].len() < s.mem.cfg.pcp_high {
         return touch;
     }
-    let batch = s.k.pcp_batch;
+    let batch = s.mem.cfg.pcp_batch;
     let hold = batch as u64 * s.m.cost[Cost::BuddyPage];
     let wait = zone_lock_wait(s, zone, cpu, hold);
     let f = &mut s.mem.frames;

@@ -75,16 +75,16 @@ pub fn try_to_unmap_one(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, dirty: boo
     p.flags &= !(PTE_MAPPED | PTE_YOUNG | PTE_DIRTY);
     let cost = s.m.cost[Cost::RmapWalk];
     s.obs.stats.charge(Some(t), Func::TryToUnmap, cost);
-    if s.k.reclaim_flush == ReclaimFlush::None {
+    if s.mem.cfg.reclaim_flush == ReclaimFlush::None {
         s.obs
             .check
             .record(s.q.now(), cpu, pfn, PageEvent::UnmapNoFlush);
         return (cost, false);
     }
     // should_defer_flush(): only worth it when another CPU may hold the translation.
-    let defer = s.k.reclaim_flush != ReclaimFlush::Immediate
+    let defer = s.mem.cfg.reclaim_flush != ReclaimFlush::Immediate
         && s.arch.mm[mm].cpumask.any_but(cpu)
-        && (!dirty || s.k.defer_writable);
+        && (!dirty || s.mem.cfg.defer_writable);
     if !defer {
         // ptep_clear_flush() -> flush_tlb_page().
         s.obs
@@ -94,10 +94,10 @@ pub fn try_to_unmap_one(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, dirty: boo
         return (cost, true);
     }
     set_tlb_ubc_flush_pending(s, cpu, t, mm, pfn, dirty);
-    if s.k.reclaim_flush == ReclaimFlush::BatchPfn {
+    if s.mem.cfg.reclaim_flush == ReclaimFlush::BatchPfn {
         let ubc = &mut s.sched.tasks[t].reclaim.ubc;
         ubc.pages.push((mm as u32, vpn));
-        if ubc.pages.len() >= s.k.batch_pfn_size {
+        if ubc.pages.len() >= s.mem.cfg.batch_pfn_size {
             s.sched.tasks[t].steps.push(Step::TryToUnmapFlush);
             return (cost, true);
         }
@@ -161,7 +161,9 @@ pub fn try_to_unmap_flush(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     s.obs
         .check
         .record(s.q.now(), cpu, u32::MAX, PageEvent::BatchFlush { batch });
-    if func == CallFunc::FlushTlbBatchPages && s.k.tlbbatch_flush == TlbBatchFlush::FlushTlbFunc {
+    if func == CallFunc::FlushTlbBatchPages
+        && s.mem.cfg.tlbbatch_flush == TlbBatchFlush::FlushTlbFunc
+    {
         s.sched.tasks[t].steps.push(Step::TlbUbcClear);
         return arch::tlbbatch_flush_multi(s, cpu, t, &mask);
     }

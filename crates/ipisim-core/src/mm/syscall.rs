@@ -38,7 +38,7 @@ pub fn syscall(s: &mut Sim, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
             steps.push(Step::Zap {
                 from: vpn,
                 end: vpn + n,
-                reclaim_pt: s.k.pt_reclaim,
+                reclaim_pt: s.mem.cfg.pt_reclaim,
             });
         }
         Syscall::Munmap { vpn, n } => munmap(s, t, mm, vpn, n),

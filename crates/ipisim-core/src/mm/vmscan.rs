@@ -102,7 +102,7 @@ pub fn kthread(s: &mut Sim, t: TaskId) -> Outcome {
 fn kswapd(s: &mut Sim, t: TaskId, node: usize) -> Outcome {
     // Before 4.7 balance_pgdat() set zone->all_unreclaimable and slept once the zone stopped
     // being zone_reclaimable().
-    let given_up = s.k.zone_reclaimable_progress && !zone_reclaimable(s, node);
+    let given_up = s.mem.cfg.zone_reclaimable_progress && !zone_reclaimable(s, node);
     if s.mem.frames.zones[node].watermark_ok(WMARK_HIGH) || !reclaimable(s, node) || given_up {
         // balance_pgdat(): a balanced zone stops kswapd writing pages itself.
         s.mem.lru[node].zone_dirty = false;
@@ -150,7 +150,7 @@ pub fn direct_reclaim(s: &mut Sim, cpu: CpuId, t: TaskId, want: u32) -> Outcome 
             let left = d.to_scan.unwrap_or(scan_size(s, node) as u64 >> d.priority);
             let satisfied = d.priority < DEF_PRIORITY && r.zone_reclaimed >= want;
             // shrink_zones(): below DEF_PRIORITY an unreclaimable zone is left to kswapd.
-            let skip = s.k.zone_reclaimable_progress
+            let skip = s.mem.cfg.zone_reclaimable_progress
                 && d.priority < DEF_PRIORITY
                 && !zone_reclaimable(s, node);
             if left > 0 && reclaimable(s, node) && !satisfied && !skip {
@@ -176,7 +176,7 @@ pub fn direct_reclaim(s: &mut Sim, cpu: CpuId, t: TaskId, want: u32) -> Outcome 
         d.zone = 0;
     }
     // do_try_to_free_pages(): "top priority shrink_zones still had more to do? don't OOM, then".
-    let still_reclaimable = s.k.zone_reclaimable_progress
+    let still_reclaimable = s.mem.cfg.zone_reclaimable_progress
         && zonelist(nodes, home).any(|node| zone_reclaimable(s, node));
     let r = &mut s.sched.tasks[t].reclaim;
     let progress = r.reclaimed;
@@ -246,7 +246,7 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
     r.anon = anon;
     r.unqueued_dirty = 0;
     s.sched.tasks[t].steps.push(Step::ShrinkPageList);
-    if s.k.young_flush {
+    if s.mem.cfg.young_flush {
         // Before 3.15, shrink_active_list's ptep_clear_flush_young() flushed each page whose
         // accessed bit it cleared, under its PTE lock; those flushes come before shrink_page_list.
         for &p in young[..nr_young].iter().rev() {
@@ -353,7 +353,7 @@ fn too_many_isolated_wait(
         return Some(Outcome::Next);
     }
     if !too_many_isolated(s, t, node, anon) {
-        if s.k.isolated_throttle == IsolatedThrottle::ReclaimThrottle {
+        if s.mem.cfg.isolated_throttle == IsolatedThrottle::ReclaimThrottle {
             // wake_throttle_isolated(): whoever sees the node below the limit wakes the sleepers.
             for i in 0..s.mem.lru[node].throttled.len() {
                 s.wake(s.mem.lru[node].throttled[i] as usize);
@@ -363,7 +363,7 @@ fn too_many_isolated_wait(
         return None;
     }
     let jiffy = crate::engine::PS_PER_S / s.arch.cfg.hz;
-    let until = match s.k.isolated_throttle {
+    let until = match s.mem.cfg.isolated_throttle {
         IsolatedThrottle::CongestionWait => {
             s.obs.stats.trace(Trace::WritebackCongestionWait);
             s.now() + s.arch.cfg.hz / 10 * jiffy
@@ -412,7 +412,7 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     // what-if, after).
     let (first, then) = (Step::TryToUnmapFlush, Step::ShrinkFinish);
     let steps = &mut s.sched.tasks[t].steps;
-    if s.k.flush_before_free {
+    if s.mem.cfg.flush_before_free {
         steps.extend([then, first]);
     } else {
         steps.extend([first, then]);
@@ -529,7 +529,7 @@ fn page_check_references(
         r.keep.push(pfn);
     }
     let id = ptl.expect("a young page is mapped");
-    if s.k.young_flush {
+    if s.mem.cfg.young_flush {
         // ptep_clear_flush_young() before 3.15: flush the page with its PTE lock held,
         // then on down the list.
         let (mm, vpn) = rmap::mapping_of(s, pfn);
@@ -598,7 +598,7 @@ fn reclaim_page(
     steps.push(Step::ShrinkPageList);
     if write {
         steps.push(Step::Pageout { pfn });
-        if s.sched.tasks[t].reclaim.ubc.writable && s.k.flush_dirty_before_pageout {
+        if s.sched.tasks[t].reclaim.ubc.writable && s.mem.cfg.flush_dirty_before_pageout {
             s.sched.tasks[t].steps.push(Step::TryToUnmapFlush);
         }
     }

@@ -80,7 +80,7 @@ impl Scenario for LruFileMmapRead {
     }
 
     fn next_op(&mut self, s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
-        let chunk = s.k.fault_around_pages;
+        let chunk = s.mem.cfg.fault_around_pages;
         let now = s.now();
         let r = &mut self.readers[t];
         if r.next >= r.end {

@@ -146,7 +146,7 @@ impl Scenario for Reclaim {
         }
         let (start, read) = self.readers[t];
         if read < pages {
-            let n = s.k.fault_around_pages.min(pages - read);
+            let n = s.mem.cfg.fault_around_pages.min(pages - read);
             self.readers[t].1 += n;
             s.sched.tasks[t].steps.push(Step::FileRead {
                 vpn: start + read,
