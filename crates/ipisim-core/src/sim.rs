@@ -13,7 +13,7 @@ use crate::observe::{Observe, Stats};
 use crate::sched::{self, Cpu, Sched};
 use crate::smp::{Smp, SmpConfig};
 use crate::step::Event;
-use crate::step::{CallFunc, Cond, Outcome, Step};
+use crate::step::{CallFunc, Cond, Outcome, SpinOn, Step};
 use crate::workload::{Scenario, Workload};
 
 /// How often a long run reports progress, in events (about a second of host time).
@@ -278,6 +278,10 @@ impl crate::smp::Host for Sim {
     }
     fn kick_spinner(&mut self, cpu: CpuId) {
         sched::kick_spinner(self, cpu)
+    }
+    fn polls_csd(&self, cpu: CpuId, at: Time) -> bool {
+        let c = &self.sched.cpus[cpu];
+        c.mode == sched::Mode::Spin(SpinOn::CsdLockWait) && !c.in_irq(at)
     }
 }
 

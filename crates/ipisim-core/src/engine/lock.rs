@@ -9,10 +9,15 @@ use super::Time;
 
 #[derive(Debug, Clone, Default)]
 pub struct SpinLock {
-    /// When the current holder releases it.
+    /// When the current holder releases it (and the last load of the line is served).
     free_at: Time,
+    /// When the last write to the line (or hold of the lock) ends: loads wait only for that.
+    written_at: Time,
     /// The CPU of the last holder: the lock's cache line comes from there.
     last_cpu: usize,
+    /// Another CPU whose cache still has a copy of the line (the one it was read from), or
+    /// `last_cpu` itself when that has it alone.
+    copy: usize,
     pub acquisitions: u64,
     pub contended: u64,
     /// Total time spent spinning for it.
@@ -42,6 +47,31 @@ impl SpinLock {
         hold: Time,
         line: impl Fn(usize, usize) -> Time,
     ) -> Time {
+        self.acquisitions += 1;
+        self.serve(now, cpu, hold, true, line)
+    }
+
+    /// A load from the line at `now` on `cpu` (3.8's cfd_data, kept as a lock with no hold, or a
+    /// lock's line read without taking it): it waits for the write (or hold) in progress, not for
+    /// other loads, and comes over from the last CPU to touch it; the next writer waits for it
+    /// and must take the line back from `cpu`. So the loads and writes of many CPUs take turns.
+    /// Returns the time from `now` until the data is here.
+    pub fn read(&mut self, now: Time, cpu: usize, line: impl Fn(usize, usize) -> Time) -> Time {
+        if cpu == self.last_cpu || cpu == self.copy {
+            return 0;
+        }
+        self.serve(now, cpu, 0, false, line)
+    }
+
+    /// Serve a write (or a lock taken) held for `hold`, or a load (`write` false).
+    fn serve(
+        &mut self,
+        now: Time,
+        cpu: usize,
+        hold: Time,
+        write: bool,
+        line: impl Fn(usize, usize) -> Time,
+    ) -> Time {
         // In the gap before the latest holder, if this request has the earlier ticket and fits.
         let gap = (now < self.asked_at)
             .then(|| now.max(self.gap_from) + transfer(self.gap_cpu, cpu, &line))
@@ -53,17 +83,29 @@ impl SpinLock {
             (self.gap_from, self.gap_cpu) = (start + hold, cpu);
             start
         } else {
-            if self.free_at > now {
+            // A write waits for every access before it; loads side by side do not wait for
+            // each other.
+            let ready = if write { self.free_at } else { self.written_at };
+            if ready > now {
                 self.contended += 1;
             }
-            let start = now.max(self.free_at) + transfer(self.last_cpu, cpu, &line);
+            // Writing a line that another cache shares takes it from there (the invalidation);
+            // a load leaves a copy where it came from.
+            let from = match cpu == self.last_cpu {
+                true => self.copy,
+                false => self.last_cpu,
+            };
+            let start = now.max(ready) + transfer(from, cpu, &line);
             (self.gap_from, self.gap_cpu) = (self.free_at, self.last_cpu);
             (self.asked_at, self.taken_at) = (now, start);
-            self.free_at = start + hold;
+            self.free_at = self.free_at.max(start + hold);
+            if write {
+                self.written_at = start + hold;
+            }
+            self.copy = if write { cpu } else { self.last_cpu };
             self.last_cpu = cpu;
             start
         };
-        self.acquisitions += 1;
         self.wait += start - now;
         start - now
     }
@@ -193,6 +235,26 @@ mod tests {
         // CPU 0 asks again at 8, after CPU 1 did: behind it (25, then the line back), although
         // it holds the line and a zero-length hold would fit before 15.
         assert_eq!(l.acquire(8, 0, 0, line), 22);
+    }
+
+    #[test]
+    fn a_load_waits_for_the_write_and_the_next_write_takes_the_line_back() {
+        let line = |a: usize, b: usize| if a == b { 0 } else { 5 };
+        let mut l = SpinLock::default();
+        // CPU 0 writes over 0..10; CPU 1's load at 3 waits for it, then the line comes over.
+        assert_eq!(l.acquire(0, 0, 10, line), 0);
+        assert_eq!(l.read(3, 1, line), 12);
+        // CPU 1 has a copy now; its write must still take the line from CPU 0's cache.
+        assert_eq!(l.read(20, 1, line), 0);
+        assert_eq!(l.acquire(20, 1, 0, line), 5);
+        // CPU 0 loads it again, and CPU 2's write takes it from there.
+        assert_eq!(l.read(30, 0, line), 5);
+        assert_eq!(l.acquire(40, 2, 0, line), 5);
+        // Two loads side by side come over together; the next write waits for both.
+        assert_eq!(l.read(50, 3, line), 5);
+        assert_eq!(l.read(50, 1, line), 5);
+        assert_eq!(l.acquire(50, 0, 0, line), 10);
+        assert_eq!(l.acquisitions, 4, "loads are not acquisitions");
     }
 
     #[test]

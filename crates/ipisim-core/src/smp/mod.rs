@@ -206,6 +206,8 @@ pub trait Host {
     fn idle_polling(&self, cpu: CpuId) -> bool;
     /// A CPU spinning in csd_lock or csd_lock_wait looks at its condition again.
     fn kick_spinner(&mut self, cpu: CpuId);
+    /// Is `cpu` polling its csd in csd_lock_wait() at `at` (not in a handler)?
+    fn polls_csd(&self, cpu: CpuId, at: Time) -> bool;
 }
 
 /// Where perf shows the IPI writes: the APIC send loop of machine.apic, or powerpc's XIVE trigger
@@ -569,10 +571,12 @@ fn global_cfd_call(
 /// call_function.lock and unlocks the sender's csd. Returns when the step ends.
 fn walk_one(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, mut t: Time, i: usize) -> Time {
     let p = s.parts();
+    let m = p.m;
     let sender = p.smp.global.queue[i] as usize;
-    let cfd = &p.smp.global.cfd[sender];
-    // list_for_each_entry_rcu + cpumask_test_cpu: a shared read of the entry's line.
-    let read = p.m.line_transfer(cfd.line.holder(), cpu);
+    let cfd = &mut p.smp.global.cfd[sender];
+    // list_for_each_entry_rcu + cpumask_test_cpu: a read of the entry's line, after the write
+    // in progress (the sender's fill or another target's update).
+    let read = cfd.line.read(t, cpu, |a, b| m.line_transfer(a, b));
     let (mine, func) = (cfd.cpumask.test(cpu), cfd.func);
     p.obs
         .stats
@@ -595,9 +599,19 @@ fn walk_one(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, mut t: Time, i:
     cfd.cpumask.clear(cpu);
     cfd.refs -= 1;
     if cfd.refs > 0 {
+        let waited = cfd.wait;
         p.obs
             .stats
             .charge(task, Func::GenericSmpCallFunctionInterrupt, walk);
+        // A sender polling in csd_lock_wait(&data->csd) reads this line again at once (flags
+        // shares it with refs and cpumask): the next target takes it back from there.
+        if waited && s.polls_csd(sender, t) {
+            let p = s.parts();
+            let m = p.m;
+            p.smp.global.cfd[sender]
+                .line
+                .read(t, sender, |a, b| m.line_transfer(a, b));
+        }
         return t;
     }
     // The last one: list_del_rcu under call_function.lock, then csd_unlock.
@@ -742,12 +756,13 @@ pub fn continue_pass(
             return None;
         }
         p.smp.pass[cpu].walk_begun = true;
-        let g = &p.smp.global;
+        let (m, g) = (p.m, &mut p.smp.global);
         if !g.queue.is_empty() {
             // generic_smp_call_function_interrupt(): list_for_each_entry_rcu starts at
-            // call_function.queue, whose line is the lock's: the last sender to add or the last
-            // target to unlink wrote it. It sees the entries there now (new ones go at the head).
-            let read = p.m.line_transfer(g.lock.holder(), cpu);
+            // call_function.queue, whose line is the lock's: a load after the write in progress
+            // (a sender's list_add_rcu or an unlink, under the lock), from the last CPU there.
+            // It sees the entries there now (new ones go at the head).
+            let read = g.lock.read(t, cpu, |a, b| m.line_transfer(a, b));
             p.obs
                 .stats
                 .charge(task, Func::GenericSmpCallFunctionInterrupt, read);
@@ -922,6 +937,54 @@ mod tests {
                 [crate::observe::Func::GenericSmpCallFunctionInterrupt as usize];
             assert!(walked > 0, "CPU {cpu}'s handler walked the global queue");
         }
+    }
+
+    /// 3.8's cfd_data line under three handlers at once (IPIs sent with no time between them): each
+    /// handler's read of the line (cpumask_test_cpu) waits for the update in progress, its
+    /// update (cpumask_test_and_clear_cpu, atomic_dec_return) takes the line back from the cache
+    /// it was read from, and the sender, polling data->csd.flags in csd_lock_wait() on the same
+    /// line, reads it again after each update that leaves refs above 0: the next handler takes
+    /// it from there. So the last update comes 2 transfers later than with the reads served on
+    /// the side and the polling unseen (8 transfers and the unlink from the walks' start to the
+    /// sender seeing its csd unlocked, not 6).
+    #[test]
+    fn global_cfd_reads_and_the_polling_sender_take_turns_on_the_line() {
+        let mut s = machine(
+            4,
+            "linux-3.8",
+            Then::Spin,
+            &[("machine.cost.ipi_send", "0")],
+        );
+        for cpu in 1..=3 {
+            spawn(&mut s, MM, cpu, &[]);
+        }
+        let start = switch_in(&s);
+        run_until(&mut s, start + 1);
+        let w = 7 * US;
+        spawn(
+            &mut s,
+            MM,
+            0,
+            &[Step::TlbRemoveTableSyncOne, work(w, false)],
+        );
+        let t1 = start + 1 + switch_in(&s);
+        let (op, l) = (c(&s, CsdQueue), c(&s, LineNode));
+        // The fill and list_add_rcu, the wire, half an entry: the three passes start together
+        // and each reads call_function.queue (the lock's line, at the sender): one transfer.
+        let walk = t1 + 2 * op + c(&s, IpiWireNode) + c(&s, IrqEntryExit) / 2 + l;
+        // CPU 1 reads, then updates; CPUs 0 and 2 read (both from CPU 1), CPU 2 updates; CPUs
+        // 0 and 3 read, CPU 3 updates: 6 transfers one after another. Then call_function.lock
+        // (from the sender), the unlink, and csd_unlock's line back to the sender.
+        let seen = walk + 6 * l + l + op + l;
+        run_until(&mut s, seen - 1);
+        assert_eq!(s.sched.cpus[0].mode, Mode::Spin(SpinOn::CsdLockWait));
+        run_until(&mut s, seen + 1);
+        assert_eq!(busy_until(&s, 0), seen + w);
+        assert_eq!(
+            s.smp.global.cfd[0].line.acquisitions,
+            1 + 3,
+            "reads are not updates"
+        );
     }
 
     /// 3.8 sends a lone target through smp_call_function_single(): the target's own queue under
