@@ -8,6 +8,7 @@
 pub mod arch;
 pub mod config;
 pub mod describe;
+mod dispatch;
 pub mod engine;
 pub mod kernel;
 pub mod machine;
@@ -33,7 +34,9 @@ pub const LAYERS: &[&str] = &[
 ];
 
 /// The composition root, above every layer: the run's state and its dispatch.
-pub const ROOT: &[&str] = &["lib", "sim", "kernel", "describe", "output", "testing"];
+pub const ROOT: &[&str] = &[
+    "lib", "sim", "dispatch", "kernel", "describe", "output", "testing",
+];
 pub use output::RunOutput;
 
 /// Every parameter a run of `scenario` accepts, in `describe` order: the machine's, the kernel's,

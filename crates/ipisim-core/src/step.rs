@@ -1,6 +1,6 @@
 //! What a task executes: the steps of its kernel and user work (explicit continuations), what a
 //! step asks of its CPU, and the calls, flushes and system calls steps carry. Data only: each
-//! layer pushes steps, and the root dispatches them (`sched::exec`) to the code that runs them;
+//! layer pushes steps, and the root dispatches them (`dispatch.rs`) to the code that runs them;
 //! and the events the simulated time is made of.
 
 use crate::engine::Time;

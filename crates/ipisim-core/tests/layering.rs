@@ -28,7 +28,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("mm/vmscan.rs", "sim"),
     ("sched/membarrier.rs", "sim"),
     ("sched/mod.rs", "sim"),
-    ("sched/step.rs", "sim"),
     ("workload/drain.rs", "sim"),
     ("workload/hackbench.rs", "sim"),
     ("workload/ipistorm.rs", "sim"),

@@ -5,11 +5,9 @@
 //! CPU busy for its cost. An IPI interrupts a busy or spinning CPU at once unless IRQs are off, and
 //! the interrupted work is delayed by the handler; a halted idle CPU also pays its wakeup latency.
 
-mod membarrier;
-mod step;
+pub mod membarrier;
 
 pub use crate::step::{Outcome, SpinOn, Step};
-pub use step::exec;
 
 use crate::config::{named_enum, params, ConfigError, Kind, Resolved};
 use crate::engine::{CpuId, Rng, TaskId, Time, NEVER};
@@ -362,7 +360,7 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
         }
         let step = s.sched.tasks[t].steps.pop().unwrap_or(Step::User);
         s.sched.cpus[cpu].in_guest = matches!(step, Step::Guest { .. });
-        match exec(s, cpu, t, step) {
+        match s.exec(cpu, t, step) {
             Outcome::Next => continue,
             Outcome::Busy { ps, irqs_off } => {
                 if start_busy(s, cpu, step, ps, irqs_off) {

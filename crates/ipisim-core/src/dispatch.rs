@@ -1,5 +1,6 @@
-//! Steps: the explicit continuations a task executes. Each kernel path that can block (wait for
-//! other CPUs) is split into steps at its blocking points; the rest is plain function calls.
+//! The dispatch of steps, at the root: each `Step` (the explicit continuations a task executes,
+//! split at the points where a kernel path can block) goes to the layer whose code runs it, so
+//! that sched, which runs tasks, names none of them.
 
 use crate::arch;
 use crate::engine::{CpuId, TaskId};
@@ -8,9 +9,16 @@ use crate::sim::Sim;
 use crate::smp;
 use crate::step::{Outcome, SpinOn, Step};
 
-pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
+impl Sim {
+    /// Run `step` of task `t` on `cpu` (sched's task loop asks, the root answers).
+    pub fn exec(&mut self, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
+        exec(self, cpu, t, step)
+    }
+}
+
+fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
     match step {
-        Step::User if s.sched.tasks[t].mm == super::KTHREAD => mm::vmscan::kthread(s, t),
+        Step::User if s.sched.tasks[t].mm == crate::sched::KTHREAD => mm::vmscan::kthread(s, t),
         Step::User => crate::sim::next_op(s, cpu, t),
         Step::Work { func, ps, irqs_off } => {
             s.obs.stats.charge(Some(t), func, ps);
@@ -77,8 +85,8 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::DrainAllPages => mm::drain::drain_all_pages(s, cpu, t),
         Step::OutOfMemory => mm::oom_kill::out_of_memory(s, t),
         Step::DrainWork => mm::drain::drain_work(s, cpu, t),
-        Step::Membarrier => super::membarrier::sys_membarrier(s, t),
-        Step::MembarrierIpis => super::membarrier::membarrier_private_expedited(s, t),
-        Step::MembarrierIpiMb => super::membarrier::membarrier_ipi_mb(s, cpu, t),
+        Step::Membarrier => crate::sched::membarrier::sys_membarrier(s, t),
+        Step::MembarrierIpis => crate::sched::membarrier::membarrier_private_expedited(s, t),
+        Step::MembarrierIpiMb => crate::sched::membarrier::membarrier_ipi_mb(s, cpu, t),
     }
 }
