@@ -223,6 +223,20 @@ impl crate::mm::Hooks for Sim {
     }
 }
 
+/// What mm needs from around it, wired here so that mm names nothing above it.
+impl crate::mm::Host for Sim {
+    fn mm_parts(&mut self) -> crate::mm::Parts<'_> {
+        crate::mm::Parts {
+            m: &self.m,
+            mem: &mut self.mem,
+            obs: &mut self.obs,
+        }
+    }
+    fn locks_held(&mut self, t: TaskId) -> &mut u32 {
+        &mut self.sched.tasks[t].locks_held
+    }
+}
+
 /// What smp needs from around it, wired here so that smp names nothing above it.
 impl crate::smp::Host for Sim {
     fn parts(&mut self) -> crate::smp::Parts<'_> {

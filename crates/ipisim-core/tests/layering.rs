@@ -22,7 +22,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("mm/oom_kill.rs", "sim"),
     ("mm/page_alloc.rs", "sim"),
     ("mm/page_io.rs", "sim"),
-    ("mm/ptl.rs", "sim"),
     ("mm/rmap.rs", "sim"),
     ("mm/syscall.rs", "sim"),
     ("mm/vmscan.rs", "sim"),

@@ -29,6 +29,8 @@ pub use syscall::{
 
 use crate::config::{params, Kind};
 use crate::engine::{CpuId, TaskId};
+use crate::machine::Machine;
+use crate::observe::Observe;
 use drain::PcpDrain;
 use migrate::MigrateFlush;
 use rmap::{ReclaimFlush, TlbBatchFlush};
@@ -128,6 +130,23 @@ pub trait Hooks {
     fn kick_lock_spinner(&mut self, cpu: CpuId);
     /// signal_wake_up(): a fatal signal ends the task's interruptible sleep.
     fn signal_wake_up(&mut self, t: TaskId);
+}
+
+/// The state mm works on, borrowed together from the machine around it.
+pub struct Parts<'a> {
+    pub m: &'a Machine,
+    pub mem: &'a mut Memory,
+    pub obs: &'a mut Observe,
+}
+
+/// What mm needs from the machine around it, beyond arch's and smp's: its state and the
+/// observer, and the task's count of spinlocks held. The root implements it for `Sim`; mm's
+/// files move onto it one by one (mm/ptl.rs first), the others still take `Sim`.
+pub trait Host: Hooks + crate::arch::Host {
+    /// The machine, mm's state and the observer, borrowed together.
+    fn mm_parts(&mut self) -> Parts<'_>;
+    /// Spinlocks task `t` holds (the lock part of its preempt_count: not preemptible while > 0).
+    fn locks_held(&mut self, t: TaskId) -> &mut u32;
 }
 
 params! {

@@ -4,13 +4,11 @@
 //! a whole IPI round trip. Only the reclaim model's mappings (files and anonymous regions) have
 //! these locks, and faults do not take them yet (pte_offset_map_lock).
 
-use super::Hooks as _;
 use crate::engine::{CpuId, HeldLock, TaskId, Time, NEVER};
 use crate::observe::Func;
-use crate::sim::Sim;
 use crate::step::{Outcome, SpinOn, Step};
 
-use super::PTRS_PER_PTE;
+use super::{Host, Memory, PTRS_PER_PTE};
 
 pub struct PteLocks {
     locks: Vec<HeldLock>,
@@ -40,40 +38,40 @@ impl PteLocks {
 }
 
 /// The PTE lock of the table mapping page `pfn` (of a mapped file or anonymous region).
-pub fn ptl_of_page(s: &Sim, pfn: u32) -> u32 {
-    let p = s.mem.page[pfn as usize];
-    let f = &s.mem.files[p.file as usize];
+pub fn ptl_of_page(mem: &Memory, pfn: u32) -> u32 {
+    let p = mem.page[pfn as usize];
+    let f = &mem.files[p.file as usize];
     let (_, start) = f.mapper.expect("a mapped file");
     f.ptl_base + ((start + p.index as u64) / PTRS_PER_PTE - start / PTRS_PER_PTE) as u32
 }
 
-fn holds(s: &Sim, cpu: CpuId, id: u32) -> bool {
-    s.mem.ptl.locks[id as usize].held_by() == Some(cpu)
+fn holds(mem: &Memory, cpu: CpuId, id: u32) -> bool {
+    mem.ptl.locks[id as usize].held_by() == Some(cpu)
 }
 
 /// Nobody holds the lock, or this CPU does.
-pub fn free_or_mine(s: &Sim, cpu: CpuId, id: u32) -> bool {
-    s.mem.ptl.locks[id as usize]
+pub fn free_or_mine(mem: &Memory, cpu: CpuId, id: u32) -> bool {
+    mem.ptl.locks[id as usize]
         .held_by()
         .is_none_or(|c| c == cpu)
 }
 
 /// spin_lock(ptl): true once this CPU holds it (paying the line transfer, charged and added to
 /// `ps`); false if it had to queue behind the holder.
-fn take(s: &mut Sim, cpu: CpuId, t: TaskId, id: u32, ps: &mut Time) -> bool {
-    if holds(s, cpu, id) {
+fn take(s: &mut impl Host, cpu: CpuId, t: TaskId, id: u32, ps: &mut Time) -> bool {
+    let p = s.mm_parts();
+    if holds(p.mem, cpu, id) {
         return true;
     }
-    let m = &s.m;
-    let l = &mut s.mem.ptl;
+    let (m, l) = (p.m, &mut p.mem.ptl);
     let Some(moved) = l.locks[id as usize].try_lock(cpu, &mut l.next, |a, b| m.line_transfer(a, b))
     else {
         return false;
     };
-    s.sched.tasks[t].locks_held += 1;
-    s.obs
+    p.obs
         .stats
         .charge_lock(Some(t), Func::PageCheckAddress, moved);
+    *s.locks_held(t) += 1;
     *ps += moved;
     true
 }
@@ -81,7 +79,7 @@ fn take(s: &mut Sim, cpu: CpuId, t: TaskId, id: u32, ps: &mut Time) -> bool {
 /// spin_lock(ptl) inside a step: Ok(line transfer) once this CPU holds it; otherwise `retry` is
 /// pushed, the CPU is queued, and the returned outcome spins until the lock is handed over.
 pub fn lock_or_spin(
-    s: &mut Sim,
+    s: &mut impl Host,
     cpu: CpuId,
     t: TaskId,
     id: u32,
@@ -91,12 +89,12 @@ pub fn lock_or_spin(
     if take(s, cpu, t, id, &mut moved) {
         return Ok(moved);
     }
-    s.sched.tasks[t].steps.push(retry);
+    s.push_step(t, retry);
     Err(Outcome::Spin(SpinOn::Ptl))
 }
 
 /// The PtlLock step: take the lock, or spin until it is handed over.
-pub fn lock_step(s: &mut Sim, cpu: CpuId, t: TaskId, id: u32) -> Outcome {
+pub fn lock_step(s: &mut impl Host, cpu: CpuId, t: TaskId, id: u32) -> Outcome {
     let mut ps = 0;
     if !take(s, cpu, t, id, &mut ps) {
         return Outcome::Spin(SpinOn::Ptl);
@@ -108,17 +106,18 @@ pub fn lock_step(s: &mut Sim, cpu: CpuId, t: TaskId, id: u32) -> Outcome {
 }
 
 /// spin_unlock(ptl) by task `t`: the first waiting CPU gets the lock once its line arrives.
-pub fn unlock(s: &mut Sim, t: TaskId, id: u32) -> Outcome {
-    s.sched.tasks[t].locks_held -= 1;
-    let m = &s.m;
-    let l = &mut s.mem.ptl;
+pub fn unlock(s: &mut impl Host, t: TaskId, id: u32) -> Outcome {
+    *s.locks_held(t) -= 1;
+    let now = s.now();
+    let p = s.mm_parts();
+    let (m, l) = (p.m, &mut p.mem.ptl);
     if let Some((next, moved)) = l.locks[id as usize].unlock(&l.next, |a, b| m.line_transfer(a, b))
     {
-        l.granted_at[next] = s.q.now() + moved;
-        let waiter = s.sched.cpus[next]
-            .task
+        l.granted_at[next] = now + moved;
+        let waiter = s
+            .current(next)
             .expect("a CPU spinning for a lock runs a task");
-        s.sched.tasks[waiter].locks_held += 1;
+        *s.locks_held(waiter) += 1;
         s.kick_lock_spinner(next);
     }
     Outcome::Next

@@ -251,7 +251,7 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
         // accessed bit it cleared, under its PTE lock; those flushes come before shrink_page_list.
         for &p in young[..nr_young].iter().rev() {
             let (mm, vpn) = rmap::mapping_of(s, p);
-            let id = ptl::ptl_of_page(s, p);
+            let id = ptl::ptl_of_page(&s.mem, p);
             // page_referenced_one(): the flush runs with the page's PTE lock held.
             let steps = &mut s.sched.tasks[t].steps;
             steps.extend([
@@ -437,8 +437,8 @@ fn lock_page_ptl(
     if s.mem.page[pfn as usize].flags & PTE_MAPPED == 0 {
         return Ok((None, 0));
     }
-    let id = ptl::ptl_of_page(s, pfn);
-    if ps > 0 && !ptl::free_or_mine(s, cpu, id) {
+    let id = ptl::ptl_of_page(&s.mem, pfn);
+    if ps > 0 && !ptl::free_or_mine(&s.mem, cpu, id) {
         // Spend this pass's time first, then come back to this page and wait.
         s.sched.tasks[t].reclaim.pos -= 1;
         s.sched.tasks[t].steps.push(Step::ShrinkPageList);
