@@ -232,6 +232,9 @@ impl crate::mm::Host for Sim {
             obs: &mut self.obs,
         }
     }
+    fn mm_view(&self) -> (&Memory, &Machine) {
+        (&self.mem, &self.m)
+    }
     fn locks_held(&mut self, t: TaskId) -> &mut u32 {
         &mut self.sched.tasks[t].locks_held
     }

@@ -3,9 +3,9 @@
 //! read as zeros, so readahead allocates and clears pages without I/O).
 
 use super::page_alloc::{alloc_page, alloc_slowpath, alloc_succeeded, NeedReclaim};
-use super::{Backing, Vma, NONE, SWAPPED};
+use super::{Backing, Memory, Vma, NONE, SWAPPED};
 use crate::engine::{CpuId, TaskId, Time};
-use crate::machine::Cost;
+use crate::machine::{Cost, Machine};
 use crate::observe::check::{Site, Violation};
 use crate::observe::{Func, Vm};
 use crate::sim::Sim;
@@ -64,14 +64,14 @@ impl Default for PageInfo {
 }
 
 /// This CPU writes the page's `struct page`: its cache line moves here from the last writer.
-pub fn touch_page(s: &mut Sim, cpu: CpuId, pfn: u32) -> Time {
-    let p = &mut s.mem.page[pfn as usize];
+pub fn touch_page(m: &Machine, mem: &mut Memory, cpu: CpuId, pfn: u32) -> Time {
+    let p = &mut mem.page[pfn as usize];
     let last = p.cpu as usize;
     p.cpu = cpu as u16;
     if last == cpu {
         0
     } else {
-        s.m.line_transfer(last, cpu)
+        m.line_transfer(last, cpu)
     }
 }
 
@@ -241,7 +241,7 @@ pub fn file_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
         }
         if s.mem.page[pfn as usize].flags & PTE_MAPPED == 0 {
             // page_ref and mapcount increments write the struct page.
-            lines += touch_page(s, cpu, pfn);
+            lines += touch_page(&s.m, &mut s.mem, cpu, pfn);
             s.mem.page[pfn as usize].flags |= PTE_MAPPED | PTE_YOUNG;
             mapped += 1;
         }
@@ -272,7 +272,7 @@ pub fn file_write_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome
         return read_in(s, t, file, index, Step::FileWriteFault { vpn });
     }
     s.obs.stats.vm(Vm::PgFault, 1);
-    let ps = s.m.cost[Cost::FaultFile] + touch_page(s, cpu, pfn);
+    let ps = s.m.cost[Cost::FaultFile] + touch_page(&s.m, &mut s.mem, cpu, pfn);
     s.mem.page[pfn as usize].flags |= PTE_MAPPED | PTE_YOUNG | PTE_DIRTY | PG_DIRTY;
     s.obs.stats.charge(Some(t), Func::FilemapFault, ps);
     Outcome::Busy {
@@ -329,7 +329,7 @@ pub fn readahead(s: &mut Sim, cpu: CpuId, t: TaskId, file: u32, index: u64, n: u
         if s.mem.files[f].pages[i as usize] != NONE {
             continue;
         }
-        if ps > 0 && super::lru::add_drains(s, cpu) {
+        if ps > 0 && super::lru::add_drains(&s.mem, cpu) {
             s.sched.tasks[t].steps.push(Step::Readahead {
                 file,
                 index: i,

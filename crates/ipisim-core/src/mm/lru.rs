@@ -7,7 +7,8 @@ use std::collections::VecDeque;
 use crate::engine::{CpuId, SpinLock, TaskId, Time};
 use crate::machine::Cost;
 use crate::observe::Func;
-use crate::sim::Sim;
+
+use super::Host;
 
 /// An inactive and an active list. The front is the head (newest), the back the tail (reclaimed
 /// first).
@@ -60,29 +61,31 @@ impl NodeLru {
 
 /// Take `node`'s lru_lock now for list operations on `pages`, whose `struct page` lines must come
 /// to this CPU while it holds the lock. Returns spin + hold time.
-pub fn lock_lru(s: &mut Sim, cpu: CpuId, node: usize, pages: &[u32]) -> Time {
-    let mut hold = pages.len() as Time * s.m.cost[Cost::LruPage];
-    for &p in pages {
-        hold += super::filemap::touch_page(s, cpu, p);
+pub fn lock_lru(s: &mut impl Host, cpu: CpuId, node: usize, pages: &[u32]) -> Time {
+    let now = s.now();
+    let p = s.mm_parts();
+    let (m, mem) = (p.m, p.mem);
+    let mut hold = pages.len() as Time * m.cost[Cost::LruPage];
+    for &pfn in pages {
+        hold += super::filemap::touch_page(m, mem, cpu, pfn);
     }
-    let now = s.q.now();
-    let m = &s.m;
-    s.mem.lru[node]
+    mem.lru[node]
         .lock
         .acquire(now, cpu, hold, |a, b| m.line_transfer(a, b))
         + hold
 }
 
 /// Whether the next lru_cache_add() on this CPU fills its pagevec and so drains it.
-pub fn add_drains(s: &Sim, cpu: CpuId) -> bool {
-    s.mem.pagevec[cpu].len() + 1 >= s.mem.cfg.pagevec_size
+pub fn add_drains(mem: &super::Memory, cpu: CpuId) -> bool {
+    mem.pagevec[cpu].len() + 1 >= mem.cfg.pagevec_size
 }
 
 /// lru_cache_add(): into this CPU's pagevec; a full pagevec drains to the LRU heads of its pages'
 /// nodes (__pagevec_lru_add). Returns the time taken.
-pub fn lru_cache_add(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32) -> Time {
-    let drains = add_drains(s, cpu);
-    s.mem.pagevec[cpu].push(pfn);
+pub fn lru_cache_add(s: &mut impl Host, cpu: CpuId, t: TaskId, pfn: u32) -> Time {
+    let mem = s.mm_parts().mem;
+    let drains = add_drains(mem, cpu);
+    mem.pagevec[cpu].push(pfn);
     if !drains {
         return 0;
     }
@@ -90,24 +93,25 @@ pub fn lru_cache_add(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32) -> Time {
 }
 
 /// __pagevec_lru_add(): move the pagevec's pages to their LRU lists, one lock round per node.
-pub fn lru_add_drain(s: &mut Sim, cpu: CpuId, t: TaskId) -> Time {
-    let mut pv = std::mem::take(&mut s.mem.pagevec[cpu]);
+pub fn lru_add_drain(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time {
+    let mut pv = std::mem::take(&mut s.mm_parts().mem.pagevec[cpu]);
     let mut cost = 0;
     let mut i = 0;
     while i < pv.len() {
+        let mem = s.mm_parts().mem;
         // The kernel relocks whenever the next page is on another node's lruvec.
-        let node = s.mem.frames.node_of(pv[i]);
+        let node = mem.frames.node_of(pv[i]);
         let mut j = i;
-        while j < pv.len() && s.mem.frames.node_of(pv[j]) == node {
+        while j < pv.len() && mem.frames.node_of(pv[j]) == node {
             let p = pv[j];
-            let page = &mut s.mem.page[p as usize];
+            let page = &mut mem.page[p as usize];
             if page.flags & super::filemap::PG_SWAPBACKED != 0 {
                 // lru_cache_add_active_or_unevictable(): new anonymous pages start active (4.x).
                 page.flags |= super::filemap::PG_LRU | super::filemap::PG_ACTIVE;
-                s.mem.lru[node].anon.active.push_front(p);
+                mem.lru[node].anon.active.push_front(p);
             } else {
                 page.flags |= super::filemap::PG_LRU;
-                s.mem.lru[node].file.inactive.push_front(p);
+                mem.lru[node].file.inactive.push_front(p);
             }
             j += 1;
         }
@@ -115,7 +119,8 @@ pub fn lru_add_drain(s: &mut Sim, cpu: CpuId, t: TaskId) -> Time {
         i = j;
     }
     pv.clear();
-    s.mem.pagevec[cpu] = pv;
-    s.obs.stats.charge(Some(t), Func::LruAdd, cost);
+    let p = s.mm_parts();
+    p.mem.pagevec[cpu] = pv;
+    p.obs.stats.charge(Some(t), Func::LruAdd, cost);
     cost
 }

@@ -112,7 +112,7 @@ pub fn unmap_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             putback(s, cpu, t, src);
             continue;
         };
-        ps += alloc + touch_page(s, cpu, src);
+        ps += alloc + touch_page(&s.m, &mut s.mem, cpu, src);
         let (mm, vpn) = rmap::mapping_of(s, src);
         let p = &mut s.mem.page[src as usize];
         let dirty = p.flags & PTE_DIRTY != 0;
@@ -167,7 +167,7 @@ pub fn move_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     let mut ps: Time = 0;
     for &(src, dst) in &batch {
         let info = s.mem.page[src as usize];
-        let copy = s.m.cost[Cost::PageCopy] + touch_page(s, cpu, dst);
+        let copy = s.m.cost[Cost::PageCopy] + touch_page(&s.m, &mut s.mem, cpu, dst);
         s.obs.stats.charge(Some(t), Func::CopyPage, copy);
         let remap = s.m.cost[Cost::RmapWalk];
         s.obs

@@ -178,7 +178,8 @@ fn take_pcp(s: &mut Sim, cpu: CpuId, zone: usize) -> (u32, Time) {
         for _ in 0..batch {
             match s.mem.frames.zones[zone].take() {
                 Some(p) => {
-                    hold += s.m.cost[Cost::BuddyPage] + super::filemap::touch_page(s, cpu, p);
+                    hold += s.m.cost[Cost::BuddyPage]
+                        + super::filemap::touch_page(&s.m, &mut s.mem, cpu, p);
                     s.mem.frames.pcp[cpu][zone].push(p);
                 }
                 None => break,
@@ -244,7 +245,7 @@ pub fn alloc_block(
         let p = s.mem.frames.zones[zone]
             .take()
             .expect("zone passed its watermark check for the block");
-        hold += s.m.cost[Cost::BuddyPage] + super::filemap::touch_page(s, cpu, p);
+        hold += s.m.cost[Cost::BuddyPage] + super::filemap::touch_page(&s.m, &mut s.mem, cpu, p);
         out.push(p);
     }
     s.mem.frames.used += 1 << order;
@@ -262,7 +263,7 @@ pub fn free_block(s: &mut Sim, cpu: CpuId, pfns: &[u32]) -> Time {
     let zone = s.mem.frames.node_of(pfns[0]);
     let mut hold = 0;
     for &p in pfns {
-        hold += s.m.cost[Cost::BuddyPage] + super::filemap::touch_page(s, cpu, p);
+        hold += s.m.cost[Cost::BuddyPage] + super::filemap::touch_page(&s.m, &mut s.mem, cpu, p);
         s.mem.frames.zones[zone].give(p);
     }
     s.mem.frames.used -= pfns.len() as u64;
@@ -330,7 +331,7 @@ pub fn free_page(s: &mut Sim, cpu: CpuId, pfn: u32) -> Time {
     let zone = s.mem.frames.node_of(pfn);
     s.mem.frames.used -= 1;
     s.mem.frames.pcp[cpu][zone].push(pfn);
-    let touch = super::filemap::touch_page(s, cpu, pfn);
+    let touch = super::filemap::touch_page(&s.m, &mut s.mem, cpu, pfn);
     if s.mem.frames.pcp[cpu][zone].len() < s.mem.cfg.pcp_high {
         return touch;
     }

@@ -8,8 +8,8 @@
 use std::collections::VecDeque;
 
 use super::filemap::{PG_LRU, PG_WRITEBACK};
+use super::{Host, Memory};
 use crate::engine::{Time, PS_PER_S};
-use crate::sim::Sim;
 
 /// BLKDEV_MAX_RQ: the request queue's default nr_requests.
 pub const BLKDEV_MAX_RQ: usize = 128;
@@ -23,49 +23,51 @@ pub struct SwapDevice {
 }
 
 /// A block device with its own time: writes are asynchronous.
-pub fn is_async(s: &Sim) -> bool {
-    s.m.swap_bandwidth > 0 || s.m.swap_latency > 0
+pub fn is_async(s: &impl Host) -> bool {
+    let m = s.mm_view().1;
+    m.swap_bandwidth > 0 || m.swap_latency > 0
 }
 
 /// submit_bio() of one page write at `now`; Err(when a request frees up) if the queue is full.
-pub fn submit(s: &mut Sim, now: Time, pfn: u32) -> Result<(), Time> {
+pub fn submit(s: &mut impl Host, now: Time, pfn: u32) -> Result<(), Time> {
     complete(s, now);
-    let dev = &mut s.mem.swap_io;
+    let p = s.mm_parts();
+    let (m, mem) = (p.m, p.mem);
+    let dev = &mut mem.swap_io;
     if dev.in_flight.len() >= BLKDEV_MAX_RQ {
         return Err(dev.in_flight[0].0);
     }
-    let transfer = (4096 * PS_PER_S)
-        .checked_div(s.m.swap_bandwidth)
-        .unwrap_or(0);
+    let transfer = (4096 * PS_PER_S).checked_div(m.swap_bandwidth).unwrap_or(0);
     dev.busy_until = dev.busy_until.max(now) + transfer;
     dev.in_flight
-        .push_back((dev.busy_until + s.m.swap_latency, pfn));
-    s.mem.page[pfn as usize].flags |= PG_WRITEBACK;
+        .push_back((dev.busy_until + m.swap_latency, pfn));
+    mem.page[pfn as usize].flags |= PG_WRITEBACK;
     Ok(())
 }
 
 /// Pages of `node` under writeback: off the model's lists, but on the kernel's inactive list
 /// (shrink_page_list keeps them there), so NR_INACTIVE_ANON counts them.
-pub fn under_writeback(s: &Sim, node: usize) -> usize {
-    let io = &s.mem.swap_io.in_flight;
+pub fn under_writeback(mem: &Memory, node: usize) -> usize {
+    let io = &mem.swap_io.in_flight;
     io.iter()
-        .filter(|&&(_, pfn)| s.mem.frames.node_of(pfn) == node)
+        .filter(|&&(_, pfn)| mem.frames.node_of(pfn) == node)
         .count()
 }
 
 /// end_swap_bio_write() for every write done by `now`: end_page_writeback() and
 /// rotate_reclaimable_page() to the tail of the page's inactive anonymous list. Completions are
 /// applied when reclaim next looks at the lists or the queue, in completion order.
-pub fn complete(s: &mut Sim, now: Time) {
-    while let Some(&(done, pfn)) = s.mem.swap_io.in_flight.front() {
+pub fn complete(s: &mut impl Host, now: Time) {
+    let mem = s.mm_parts().mem;
+    while let Some(&(done, pfn)) = mem.swap_io.in_flight.front() {
         if done > now {
             break;
         }
-        s.mem.swap_io.in_flight.pop_front();
-        let p = &mut s.mem.page[pfn as usize];
+        mem.swap_io.in_flight.pop_front();
+        let p = &mut mem.page[pfn as usize];
         p.flags = (p.flags & !PG_WRITEBACK) | PG_LRU;
-        let node = s.mem.frames.node_of(pfn);
-        s.mem.lru[node].anon.inactive.push_back(pfn);
+        let node = mem.frames.node_of(pfn);
+        mem.lru[node].anon.inactive.push_back(pfn);
     }
 }
 
@@ -74,6 +76,7 @@ mod tests {
     use super::*;
     use crate::config::RunRequest;
     use crate::resolve;
+    use crate::sim::Sim;
 
     fn sim(bandwidth: &str, latency: &str) -> Sim {
         let req = RunRequest {

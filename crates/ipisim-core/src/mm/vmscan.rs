@@ -205,7 +205,8 @@ fn scan_size(s: &Sim, node: usize) -> usize {
 /// shrink_lruvec() -> shrink_inactive_list(): keep the inactive list at least as long as the
 /// active one (shrink_active_list), then isolate up to SWAP_CLUSTER_MAX pages from its tail.
 pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -> Outcome {
-    super::page_io::complete(s, s.now());
+    let now = s.now();
+    super::page_io::complete(s, now);
     let anon = s.mem.lru[node].scan_anon();
     if let Some(out) = too_many_isolated_wait(s, t, node, anon, nr) {
         return out;
@@ -324,7 +325,7 @@ fn too_many_isolated(s: &Sim, t: TaskId, node: usize, anon: bool) -> bool {
         return false;
     }
     let inactive = match anon {
-        true => listed + super::page_io::under_writeback(s, node),
+        true => listed + super::page_io::under_writeback(&s.mem, node),
         false => listed,
     };
     let priority = s.sched.tasks[t].reclaim.direct.map_or(0, |d| d.priority);
@@ -460,7 +461,7 @@ fn lock_page_ptl(
 /// the pass stops here for the steps it pushed.
 fn shrink_page(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, ptl: Option<u32>) -> (Time, bool) {
     // trylock_page() and the rest write the struct page.
-    let mut ps = super::filemap::touch_page(s, cpu, pfn);
+    let mut ps = super::filemap::touch_page(&s.m, &mut s.mem, cpu, pfn);
     let flags = s.mem.page[pfn as usize].flags;
     // page_check_dirty_writeback(): PG_dirty before the unmap (writeback is synchronous here).
     if flags & PG_DIRTY != 0 {
@@ -631,7 +632,8 @@ pub fn pageout(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32) -> Outcome {
     let to_swap = s.mem.page[pfn as usize].flags & PG_SWAPBACKED != 0;
     let bio = to_swap && super::page_io::is_async(s);
     if bio {
-        if let Err(until) = super::page_io::submit(s, s.now(), pfn) {
+        let now = s.now();
+        if let Err(until) = super::page_io::submit(s, now, pfn) {
             // get_request(): the request queue is full; sleep until a write completes.
             s.sched.tasks[t].steps.push(Step::Pageout { pfn });
             return Outcome::Sleep(until);
@@ -644,7 +646,7 @@ pub fn pageout(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32) -> Outcome {
         s.obs.stats.vm(Vm::PSwpOut, 1);
     }
     s.obs.stats.vm(Vm::NrVmscanWrite, 1);
-    let mut ps = super::filemap::touch_page(s, cpu, pfn);
+    let mut ps = super::filemap::touch_page(&s.m, &mut s.mem, cpu, pfn);
     if !bio {
         ps += s.m.cost[Cost::PageCopy];
     }
