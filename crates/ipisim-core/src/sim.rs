@@ -238,6 +238,9 @@ impl crate::mm::Host for Sim {
     fn locks_held(&mut self, t: TaskId) -> &mut u32 {
         &mut self.sched.tasks[t].locks_held
     }
+    fn gather(&mut self, t: TaskId) -> &mut crate::mm::MmuGather {
+        &mut self.sched.tasks[t].gather
+    }
 }
 
 /// What smp needs from around it, wired here so that smp names nothing above it.

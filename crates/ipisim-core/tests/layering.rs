@@ -17,7 +17,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("mm/filemap.rs", "sim"),
     ("mm/huge_memory.rs", "sim"),
     ("mm/migrate.rs", "sim"),
-    ("mm/mmu_gather.rs", "sim"),
     ("mm/oom_kill.rs", "sim"),
     ("mm/page_alloc.rs", "sim"),
     ("mm/rmap.rs", "sim"),

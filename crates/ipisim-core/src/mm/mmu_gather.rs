@@ -3,8 +3,9 @@
 
 use crate::arch::{FlushRange, TLB_FLUSH_ALL};
 use crate::engine::TaskId;
-use crate::sim::Sim;
 use crate::step::{Outcome, Step};
+
+use super::Host;
 
 /// Pages one gather holds before zap_pte_range must flush: MMU_GATHER_BUNDLE (8) plus
 /// MAX_GATHER_BATCH_COUNT (10000 / 510 = 19) batches of MAX_GATHER_BATCH (510) pointers.
@@ -66,8 +67,8 @@ impl MmuGather {
 
 /// tlb_flush_mmu() (also the flush of tlb_finish_mmu()): flush the gathered range if any PTE or
 /// table was cleared, then free the gathered pages.
-pub fn tlb_flush_mmu(s: &mut Sim, t: TaskId) -> Outcome {
-    let g = &mut s.sched.tasks[t].gather;
+pub fn tlb_flush_mmu(s: &mut impl Host, t: TaskId) -> Outcome {
+    let g = s.gather(t);
     let flush = (g.start < g.end).then(|| FlushRange {
         mm: g.mm as u32,
         start: g.start,
@@ -76,10 +77,9 @@ pub fn tlb_flush_mmu(s: &mut Sim, t: TaskId) -> Outcome {
         freed_tables: g.freed_tables,
     });
     g.reset_range();
-    let steps = &mut s.sched.tasks[t].steps;
-    steps.push(Step::TlbBatchPagesFlush);
+    s.push_step(t, Step::TlbBatchPagesFlush);
     if let Some(r) = flush {
-        steps.push(Step::FlushTlbMmRange(r));
+        s.push_step(t, Step::FlushTlbMmRange(r));
     }
     Outcome::Next
 }
@@ -87,9 +87,11 @@ pub fn tlb_flush_mmu(s: &mut Sim, t: TaskId) -> Outcome {
 /// tlb_finish_mmu(): if another thread of the mm has a gather open too (mm_tlb_flush_nested), its
 /// flush may not have reached every CPU yet, so flush the whole mm, page tables included (the
 /// MADV_DONTNEED race fix, Minchan Kim, 4.15); then flush as tlb_flush_mmu() and close.
-pub fn tlb_finish_mmu(s: &mut Sim, t: TaskId) -> Outcome {
-    let g = &mut s.sched.tasks[t].gather;
-    if s.mem.mms[g.mm].tlb_flush_pending > 1 {
+pub fn tlb_finish_mmu(s: &mut impl Host, t: TaskId) -> Outcome {
+    let mm = s.gather(t).mm;
+    let nested = s.mm_view().0.mms[mm].tlb_flush_pending > 1;
+    let g = s.gather(t);
+    if nested {
         g.reset_range();
         (g.start, g.end, g.freed_tables) = (0, TLB_FLUSH_ALL, true);
     }
@@ -98,16 +100,18 @@ pub fn tlb_finish_mmu(s: &mut Sim, t: TaskId) -> Outcome {
 }
 
 /// tlb_batch_pages_flush(): the TLB is clean, the gathered pages can go back to the allocator.
-pub fn tlb_batch_pages_flush(s: &mut Sim, t: TaskId) -> Outcome {
-    let g = &mut s.sched.tasks[t].gather;
-    if std::mem::take(&mut g.finishing) {
-        s.mem.mms[g.mm].tlb_flush_pending -= 1;
+pub fn tlb_batch_pages_flush(s: &mut impl Host, t: TaskId) -> Outcome {
+    let g = s.gather(t);
+    let (mm, finishing) = (g.mm, std::mem::take(&mut g.finishing));
+    let mut pages = std::mem::take(&mut g.pages);
+    let mem = s.mm_parts().mem;
+    if finishing {
+        mem.mms[mm].tlb_flush_pending -= 1;
     }
-    let mut pages = std::mem::take(&mut s.sched.tasks[t].gather.pages);
     for &pfn in &pages {
-        s.mem.frames.free(pfn);
+        mem.frames.free(pfn);
     }
     pages.clear();
-    s.sched.tasks[t].gather.pages = pages;
+    s.gather(t).pages = pages;
     Outcome::Next
 }

@@ -141,7 +141,7 @@ pub struct Parts<'a> {
 
 /// What mm needs from the machine around it, beyond arch's and smp's: its state and the
 /// observer, and the task's count of spinlocks held. The root implements it for `Sim`; mm's
-/// files move onto it one by one (ptl.rs, lru.rs, page_io.rs so far), the others still take `Sim`.
+/// files move onto it one by one (ptl.rs, lru.rs, page_io.rs, mmu_gather.rs so far), the others still take `Sim`.
 pub trait Host: Hooks + crate::arch::Host {
     /// The machine, mm's state and the observer, borrowed together.
     fn mm_parts(&mut self) -> Parts<'_>;
@@ -149,6 +149,8 @@ pub trait Host: Hooks + crate::arch::Host {
     fn mm_view(&self) -> (&Memory, &Machine);
     /// Spinlocks task `t` holds (the lock part of its preempt_count: not preemptible while > 0).
     fn locks_held(&mut self, t: TaskId) -> &mut u32;
+    /// Task `t`'s mmu_gather (tlb_gather_mmu() .. tlb_finish_mmu()).
+    fn gather(&mut self, t: TaskId) -> &mut MmuGather;
 }
 
 params! {
