@@ -756,21 +756,7 @@ pub fn continue_pass(
             return None;
         }
         p.smp.pass[cpu].walk_begun = true;
-        let (m, g) = (p.m, &mut p.smp.global);
-        if !g.queue.is_empty() {
-            // generic_smp_call_function_interrupt(): list_for_each_entry_rcu starts at
-            // call_function.queue, whose line is the lock's: a load after the write in progress
-            // (a sender's list_add_rcu or an unlink, under the lock), from the last CPU there.
-            // It sees the entries there now (new ones go at the head).
-            let read = g.lock.read(t, cpu, |a, b| m.line_transfer(a, b));
-            p.obs
-                .stats
-                .charge(task, Func::GenericSmpCallFunctionInterrupt, read);
-            t += read;
-            let mut walk = CpuMask::new();
-            g.queue.iter().for_each(|&c| walk.set(c as usize));
-            p.smp.pass[cpu].walk = walk;
-        }
+        t += begin_walk(p, cpu, task, t);
     }
     loop {
         let p = s.parts();
@@ -788,6 +774,26 @@ pub fn continue_pass(
         t = walk_one(s, cpu, task, t, i);
     }
     Some(t)
+}
+
+/// generic_smp_call_function_interrupt() of 3.8 begins its walk of the global queue at `t`: the
+/// cfds there now are the ones it will visit. Returns the time of its first load.
+fn begin_walk(p: Parts, cpu: CpuId, task: Option<TaskId>, t: Time) -> Time {
+    let (m, g) = (p.m, &mut p.smp.global);
+    if g.queue.is_empty() {
+        return 0;
+    }
+    // list_for_each_entry_rcu starts at call_function.queue, whose line is the lock's: a load
+    // after the write in progress (a sender's list_add_rcu or an unlink, under the lock), from
+    // the last CPU there. It sees the entries there now (new ones go at the head).
+    let read = g.lock.read(t, cpu, |a, b| m.line_transfer(a, b));
+    p.obs
+        .stats
+        .charge(task, Func::GenericSmpCallFunctionInterrupt, read);
+    let mut walk = CpuMask::new();
+    g.queue.iter().for_each(|&c| walk.set(c as usize));
+    p.smp.pass[cpu].walk = walk;
+    read
 }
 
 /// csd_unlock() at time `at` (now or later in this stretch of a handler pass, with nothing else
