@@ -15,7 +15,6 @@ const NOT_YET: &[(&str, &str)] = &[
     ("mm/drain.rs", "sim"),
     ("mm/fault.rs", "sim"),
     ("mm/filemap.rs", "sim"),
-    ("mm/huge_memory.rs", "sim"),
     ("mm/migrate.rs", "sim"),
     ("mm/oom_kill.rs", "sim"),
     ("mm/page_alloc.rs", "sim"),

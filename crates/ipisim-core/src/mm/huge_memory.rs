@@ -6,9 +6,10 @@ use crate::arch::{self, AfterPmdClear};
 use crate::engine::{CpuId, CpuMask, TaskId};
 use crate::machine::Cost;
 use crate::observe::Func;
-use crate::sim::Sim;
 use crate::smp::{self, CallFunc};
 use crate::step::{Outcome, Step};
+
+use super::Host;
 
 pub use crate::arch::PMD_PAGES;
 /// PMDs per PMD table page: one table maps 1 GiB with 4 KiB or (radix) 64 KiB base pages.
@@ -18,41 +19,40 @@ const PMDS_PER_STEP: u64 = 4096;
 
 /// munmap of huge PMDs [first, end) of the task's mm, after the syscall entry: the zap, the
 /// gather's final flush (tlb_finish_mmu) and free_pgtables. Pushes the steps.
-pub fn unmap_huge_region(s: &mut Sim, t: TaskId, first: u64, end: u64) {
-    let mm = s.sched.tasks[t].mm as u32;
+pub fn unmap_huge_region(s: &mut impl Host, t: TaskId, first: u64, end: u64) {
+    let mm = s.task_mm(t) as u32;
     let free_tables = Step::TlbRemoveTables {
         n: (end - first).div_ceil(PMDS_PER_TABLE),
     };
     let flush = arch::flush_huge_range(s, mm, first, end);
-    let steps = &mut s.sched.tasks[t].steps;
-    steps.push(free_tables);
-    steps.push(flush);
-    steps.push(Step::ZapHugePmds { next: first, end });
+    s.push_step(t, free_tables);
+    s.push_step(t, flush);
+    s.push_step(t, Step::ZapHugePmds { next: first, end });
 }
 
 /// zap_huge_pmd() for PMDs from `next`: clear, free, and whatever the architecture asks per PMD.
-pub fn zap_huge_pmds(s: &mut Sim, t: TaskId, next: u64, end: u64) -> Outcome {
+pub fn zap_huge_pmds(s: &mut impl Host, t: TaskId, next: u64, end: u64) -> Outcome {
     let after = arch::after_huge_pmd_clear(s);
     // A serializing clear waits for its IPI before the next PMD: one PMD per step then.
     let serialize = after == AfterPmdClear::SerializeIpi;
     let stop = end.min(next + if serialize { 1 } else { PMDS_PER_STEP });
     let n = stop - next;
-    let ps = n * s.m.cost[Cost::PmdZap];
+    let p = s.mm_parts();
+    let ps = n * p.m.cost[Cost::PmdZap];
     let mut flush = 0;
     if after == AfterPmdClear::Tlbie {
-        s.obs.stats.tlbies += n;
-        flush = n * s.m.cost[Cost::Tlbie];
+        p.obs.stats.tlbies += n;
+        flush = n * p.m.cost[Cost::Tlbie];
     }
-    let steps = &mut s.sched.tasks[t].steps;
+    p.obs.stats.charge(Some(t), Func::ZapHugePmd, ps);
+    p.obs.stats.charge(Some(t), Func::FlushPmdTlbRange, flush);
     if stop < end {
-        steps.push(Step::ZapHugePmds { next: stop, end });
+        s.push_step(t, Step::ZapHugePmds { next: stop, end });
     }
     if serialize {
         // The IPI goes out from inside the clear; the rest of the zap follows the wait.
-        steps.push(Step::SerializeAgainstPteLookup);
+        s.push_step(t, Step::SerializeAgainstPteLookup);
     }
-    s.obs.stats.charge(Some(t), Func::ZapHugePmd, ps);
-    s.obs.stats.charge(Some(t), Func::FlushPmdTlbRange, flush);
     Outcome::Busy {
         ps: ps + flush,
         irqs_off: false,
@@ -62,18 +62,22 @@ pub fn zap_huge_pmds(s: &mut Sim, t: TaskId, next: u64, end: u64) -> Outcome {
 /// free_pgtables() of `n` PMD tables: each goes to tlb_remove_table(), batched for an RCU-delayed
 /// free, or (the what-if) freed at once after tlb_remove_table_sync_one() when no batch page can
 /// be allocated.
-pub fn tlb_remove_tables(s: &mut Sim, t: TaskId, n: u64) -> Outcome {
-    let mut ps = s.m.cost[Cost::PgtableFree];
-    if !s.mem.cfg.table_batch_alloc_fails {
+pub fn tlb_remove_tables(s: &mut impl Host, t: TaskId, n: u64) -> Outcome {
+    let p = s.mm_parts();
+    let mut ps = p.m.cost[Cost::PgtableFree];
+    let batched = !p.mem.cfg.table_batch_alloc_fails;
+    if batched {
         ps *= n;
     } else {
-        let steps = &mut s.sched.tasks[t].steps;
         if n > 1 {
-            steps.push(Step::TlbRemoveTables { n: n - 1 });
+            s.push_step(t, Step::TlbRemoveTables { n: n - 1 });
         }
-        steps.push(Step::TlbRemoveTableSyncOne);
+        s.push_step(t, Step::TlbRemoveTableSyncOne);
     }
-    s.obs.stats.charge(Some(t), Func::FreePgtables, ps);
+    s.mm_parts()
+        .obs
+        .stats
+        .charge(Some(t), Func::FreePgtables, ps);
     Outcome::Busy {
         ps,
         irqs_off: false,
@@ -81,7 +85,7 @@ pub fn tlb_remove_tables(s: &mut Sim, t: TaskId, n: u64) -> Outcome {
 }
 
 /// tlb_remove_table_sync_one(): smp_call_function(tlb_remove_table_smp_sync, NULL, 1).
-pub fn tlb_remove_table_sync_one(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-    let online = CpuMask::first_n(s.m.ncpus());
+pub fn tlb_remove_table_sync_one(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
+    let online = CpuMask::first_n(s.mm_view().1.ncpus());
     smp::smp_call_function_many(s, cpu, t, &online, CallFunc::TlbRemoveTableSmpSync)
 }
