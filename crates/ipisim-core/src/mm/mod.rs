@@ -140,8 +140,9 @@ pub struct Parts<'a> {
 }
 
 /// What mm needs from the machine around it, beyond arch's and smp's: its state and the
-/// observer, and the task's count of spinlocks held. The root implements it for `Sim`; mm's
-/// files move onto it one by one (ptl, lru, page_io, mmu_gather, huge_memory so far), the others still take `Sim`.
+/// observer, and a task's spinlock count and gather. The root implements it for `Sim`. mm's
+/// files move onto it one by one (ptl, lru, page_io, mmu_gather, huge_memory so far); the
+/// others still take `Sim`.
 pub trait Host: Hooks + crate::arch::Host {
     /// The machine, mm's state and the observer, borrowed together.
     fn mm_parts(&mut self) -> Parts<'_>;
