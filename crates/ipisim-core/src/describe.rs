@@ -146,11 +146,7 @@ fn preset_json(thing: &str, is_machine: bool, is_kernel: bool) -> Result<Value, 
             json!({"kind": "machine", "name": m.name, "description": m.description, "params": params, "costs": costs}),
         )
     } else {
-        let params: Vec<Value> = crate::kernel::PARAMS
-            .iter()
-            .chain(crate::arch::PARAMS)
-            .chain(crate::smp::PARAMS)
-            .chain(crate::mm::PARAMS)
+        let params: Vec<Value> = crate::kernel::params()
             .map(|p| param_json(p, value(p)))
             .collect();
         let k = crate::kernel::KernelConfig::from_resolved(&r)?;

@@ -2,7 +2,7 @@
 //! (linux-6.18); older presets state only what differs. smp, arch and mm declare their keys
 //! where they are used (`smp::PARAMS`, `arch::PARAMS`, `mm::PARAMS`); these name the preset.
 
-use crate::config::{params, Kind};
+use crate::config::{params, Kind, Param};
 
 params! {
     /// The resolved kernel preset.
@@ -13,4 +13,14 @@ params! {
         description: String = "kernel.description", Kind::Str, "", "", "one line about the kernel this preset models";
         cal_counts_tlb: bool = "kernel.cal_counts_tlb", Kind::Bool, "", "true", "/proc/interrupts CAL includes TLB shootdowns (since 4.8); false: CAL = calls - TLB, as before";
     }
+}
+
+/// Every key a kernel preset sets, in `describe` order: the preset's own, then arch's, smp's and
+/// mm's, each declared where it is used.
+pub fn params() -> impl Iterator<Item = &'static Param> {
+    PARAMS
+        .iter()
+        .chain(crate::arch::PARAMS)
+        .chain(crate::smp::PARAMS)
+        .chain(crate::mm::PARAMS)
 }

@@ -44,10 +44,7 @@ pub use output::RunOutput;
 pub fn all_params(scenario: &workload::ScenarioDecl) -> Vec<&'static config::Param> {
     machine::PARAMS
         .iter()
-        .chain(kernel::PARAMS.iter())
-        .chain(arch::PARAMS.iter())
-        .chain(smp::PARAMS.iter())
-        .chain(mm::PARAMS.iter())
+        .chain(kernel::params())
         .chain(sched::PARAMS.iter())
         .chain(observe::check::PARAMS.iter())
         .chain(scenario.params.iter())

@@ -187,10 +187,7 @@ fn set_pair(scenario: &'static str) -> impl Strategy<Value = (String, String)> {
     let decl = ipisim_core::workload::find(scenario).unwrap();
     let mut keys: Vec<String> = ipisim_core::machine::PARAMS
         .iter()
-        .chain(ipisim_core::kernel::PARAMS)
-        .chain(ipisim_core::arch::PARAMS)
-        .chain(ipisim_core::smp::PARAMS)
-        .chain(ipisim_core::mm::PARAMS)
+        .chain(ipisim_core::kernel::params())
         .chain(ipisim_core::sched::PARAMS)
         .chain(decl.params)
         .map(|p| p.key.to_string())

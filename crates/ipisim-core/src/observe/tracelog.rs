@@ -267,20 +267,23 @@ impl super::Observe {
         self.trace.is_some()
     }
 
+    /// Record `event` at `at` when tracing (the event is made only then: a cpumask is 128 bytes).
+    fn record(&mut self, at: Option<LineAt>, event: impl FnOnce() -> Event) {
+        if let (Some(tr), Some(at)) = (self.trace.as_mut(), at) {
+            tr.line(at, event());
+        }
+    }
+
     /// The `tlb:tlb_flush` tracepoint: counted always, recorded when tracing (`at` then given).
     pub fn tlb_flush(&mut self, at: Option<LineAt>, reason: u8, pages: i64) {
         self.stats.trace(super::Trace::tlb_flush(reason));
-        if let (Some(tr), Some(at)) = (self.trace.as_mut(), at) {
-            tr.line(at, Event::TlbFlush { reason, pages });
-        }
+        self.record(at, || Event::TlbFlush { reason, pages });
     }
 
     /// `ipi:ipi_send_cpu` from `callsite`.
     pub fn ipi_send_cpu(&mut self, at: Option<LineAt>, target: CpuId, callsite: &'static str) {
         self.stats.trace(super::Trace::IpiSendCpu);
-        if let (Some(tr), Some(at)) = (self.trace.as_mut(), at) {
-            tr.line(at, Event::IpiSendCpu { target, callsite });
-        }
+        self.record(at, || Event::IpiSendCpu { target, callsite });
     }
 
     /// `ipi:ipi_send_cpumask` from `callsite`.
@@ -291,10 +294,10 @@ impl super::Observe {
         callsite: &'static str,
     ) {
         self.stats.trace(super::Trace::IpiSendCpumask);
-        if let (Some(tr), Some(at)) = (self.trace.as_mut(), at) {
-            let targets = *targets;
-            tr.line(at, Event::IpiSendCpumask { targets, callsite });
-        }
+        self.record(at, || Event::IpiSendCpumask {
+            targets: *targets,
+            callsite,
+        });
     }
 }
 
