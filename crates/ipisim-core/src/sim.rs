@@ -212,14 +212,22 @@ impl crate::mm::Hooks for Sim {
     fn wake(&mut self, t: TaskId) {
         sched::wake(self, t)
     }
-    fn spawn_kthread(&mut self, cpu: CpuId) -> TaskId {
-        sched::spawn_at(self, sched::KTHREAD, cpu, NEVER)
+    fn spawn_kthread(&mut self, cpu: CpuId, comm: String) -> TaskId {
+        let t = sched::spawn_at(self, sched::KTHREAD, cpu, NEVER);
+        self.sched.tasks[t].comm = comm;
+        t
     }
     fn kick_lock_spinner(&mut self, cpu: CpuId) {
         sched::kick_spinner(self, cpu)
     }
     fn signal_wake_up(&mut self, t: TaskId) {
         sched::signal_wake_up(self, t)
+    }
+    fn set_uninterruptible(&mut self, t: TaskId) {
+        self.sched.tasks[t].uninterruptible = true;
+    }
+    fn panic(&mut self) {
+        self.end = Some(self.now());
     }
 }
 
@@ -229,17 +237,18 @@ impl crate::mm::Host for Sim {
         crate::mm::Parts {
             m: &self.m,
             mem: &mut self.mem,
+            arch: &mut self.arch,
             obs: &mut self.obs,
         }
     }
     fn mm_view(&self) -> (&Memory, &Machine) {
         (&self.mem, &self.m)
     }
+    fn exited(&self, t: TaskId) -> bool {
+        self.sched.tasks[t].exited()
+    }
     fn locks_held(&mut self, t: TaskId) -> &mut u32 {
         &mut self.sched.tasks[t].locks_held
-    }
-    fn gather(&mut self, t: TaskId) -> &mut crate::mm::MmuGather {
-        &mut self.sched.tasks[t].gather
     }
 }
 
@@ -261,6 +270,9 @@ impl crate::smp::Host for Sim {
     }
     fn push_step(&mut self, t: TaskId, step: Step) {
         self.sched.tasks[t].steps.push(step);
+    }
+    fn pop_step(&mut self, t: TaskId) -> Option<Step> {
+        self.sched.tasks[t].steps.pop()
     }
     fn csd_lock_call(&mut self, t: TaskId) -> &mut Option<crate::smp::Call> {
         &mut self.sched.tasks[t].csd_lock_call
@@ -324,6 +336,6 @@ impl crate::arch::Host for Sim {
         self.sched.tasks[t].mm
     }
     fn batch_page(&self, t: TaskId, i: usize) -> Option<(u32, u64)> {
-        self.sched.tasks[t].reclaim.ubc.pages.get(i).copied()
+        self.mem.tasks[t].reclaim.ubc.pages.get(i).copied()
     }
 }

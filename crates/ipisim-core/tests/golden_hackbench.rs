@@ -59,11 +59,11 @@ fn oom_kill_picks_the_largest_task() {
     let mut s = one_group();
     assert_eq!(select_bad_process(&s), Selected::Nothing);
     for (t, rss) in [(3, 9), (7, 12), (5, 12), (20, 11), (41, 1000)] {
-        s.sched.tasks[t].rss = rss;
+        s.mem.tasks[t].rss = rss;
     }
     // Task 41 is kswapd: not a candidate whatever it holds.
     assert_eq!(select_bad_process(&s), Selected::Victim(5));
-    s.sched.tasks[7].rss = 13;
+    s.mem.tasks[7].rss = 13;
     assert_eq!(select_bad_process(&s), Selected::Victim(7));
     // out_of_memory() from task 3 kills 7, then waits a jiffy (4 ms at HZ=250) to retry.
     let now = s.now();
@@ -71,7 +71,7 @@ fn oom_kill_picks_the_largest_task() {
         out_of_memory(&mut s, 3),
         Outcome::Sleep(now + 4_000_000_000)
     );
-    assert!(s.sched.tasks[7].oom_killed);
+    assert!(s.mem.tasks[7].oom_killed);
     assert_eq!(s.obs.stats.oom_kills, 1);
     // TIF_MEMDIE: while 7 has not exited nobody else is chosen.
     assert_eq!(select_bad_process(&s), Selected::Exiting);
@@ -86,11 +86,11 @@ fn oom_kill_picks_the_largest_task() {
     s.sched.tasks[7].state = ipisim_core::sched::TaskState::Exited;
     assert_eq!(select_bad_process(&s), Selected::Victim(5));
     out_of_memory(&mut s, 3);
-    assert!(s.sched.tasks[5].oom_killed);
+    assert!(s.mem.tasks[5].oom_killed);
     assert_eq!(s.obs.stats.oom_kills, 2);
     // A task marked killed some other way stops the walk too.
     s.sched.tasks[5].state = ipisim_core::sched::TaskState::Exited;
-    s.sched.tasks[20].oom_killed = true;
+    s.mem.tasks[20].oom_killed = true;
     assert_eq!(select_bad_process(&s), Selected::Exiting);
 }
 
@@ -205,12 +205,12 @@ fn zone_reclaimable_counts_scans_since_the_last_free() {
     let pages: Vec<u32> = (0..10).map(|_| s.mem.frames.alloc()).collect();
     s.mem.lru[0].file.inactive.extend(&pages[..9]);
     s.mem.frames.zones[0].pages_scanned = 53;
-    assert!(zone_reclaimable(&s, 0));
+    assert!(zone_reclaimable(&s.mem, 0));
     s.mem.frames.zones[0].pages_scanned = 54;
-    assert!(!zone_reclaimable(&s, 0));
+    assert!(!zone_reclaimable(&s.mem, 0));
     s.mem.frames.free(pages[9]);
     assert_eq!(s.mem.frames.zones[0].pages_scanned, 0);
-    assert!(zone_reclaimable(&s, 0));
+    assert!(zone_reclaimable(&s.mem, 0));
 }
 
 /// Before 4.7 a direct reclaim that freed nothing still reported progress while the zone was
@@ -252,7 +252,7 @@ fn too_many_isolated_throttles_direct_reclaimers() {
             "congestion_wait" => assert_eq!(again, Outcome::Sleep(now + wait)),
             _ => assert_eq!(again, Outcome::Next, "reclaim_throttle: scan nothing"),
         }
-        s.sched.tasks[3].oom_killed = true;
+        s.mem.tasks[3].oom_killed = true;
         if throttle == "congestion_wait" {
             assert_eq!(shrink_node(&mut s, 0, 3, 0, 32), Outcome::Next, "killed");
         }

@@ -12,15 +12,6 @@ use ipisim_core::{LAYERS, ROOT};
 
 /// Upward imports not removed yet: (file, the higher layer or root module it imports).
 const NOT_YET: &[(&str, &str)] = &[
-    ("mm/drain.rs", "sim"),
-    ("mm/fault.rs", "sim"),
-    ("mm/filemap.rs", "sim"),
-    ("mm/migrate.rs", "sim"),
-    ("mm/oom_kill.rs", "sim"),
-    ("mm/page_alloc.rs", "sim"),
-    ("mm/rmap.rs", "sim"),
-    ("mm/syscall.rs", "sim"),
-    ("mm/vmscan.rs", "sim"),
     ("sched/membarrier.rs", "sim"),
     ("sched/mod.rs", "sim"),
     ("workload/drain.rs", "sim"),

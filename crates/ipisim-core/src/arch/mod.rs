@@ -81,6 +81,21 @@ impl ArchState {
         });
         self.next_ctx_id += 1;
     }
+
+    /// The mm loaded on `cpu` (its page tables in CR3), if any.
+    pub fn loaded_mm(&self, cpu: CpuId) -> Option<usize> {
+        self.x86.cpu[cpu].loaded_mm
+    }
+
+    /// `cpu` is in lazy TLB mode: idle or a kernel thread, with a user mm still loaded.
+    pub fn is_lazy(&self, cpu: CpuId) -> bool {
+        self.x86.cpu[cpu].is_lazy
+    }
+
+    /// The address-space id `cpu` runs its loaded mm under: the TLB tag of its translations.
+    pub fn loaded_asid(&self, cpu: CpuId) -> u8 {
+        self.x86.cpu[cpu].loaded_asid
+    }
 }
 
 /// The state arch works on, borrowed together from the machine around it.
@@ -127,17 +142,17 @@ pub fn load_for_test(s: &mut impl Host, cpu: CpuId, mm: usize) {
 
 /// The mm `cpu` has loaded (lazy or not), if any.
 pub fn loaded_mm(s: &impl Host, cpu: CpuId) -> Option<usize> {
-    s.arch_view().0.x86.cpu[cpu].loaded_mm
+    s.arch_view().0.loaded_mm(cpu)
 }
 
 /// `cpu` is in lazy TLB mode: idle or a kernel thread, with a user mm still loaded.
 pub fn is_lazy(s: &impl Host, cpu: CpuId) -> bool {
-    s.arch_view().0.x86.cpu[cpu].is_lazy
+    s.arch_view().0.is_lazy(cpu)
 }
 
 /// The address-space id `cpu` runs its loaded mm under: the TLB tag of its translations.
 pub fn loaded_asid(s: &impl Host, cpu: CpuId) -> u8 {
-    s.arch_view().0.x86.cpu[cpu].loaded_asid
+    s.arch_view().0.loaded_asid(cpu)
 }
 
 /// switch_mm_irqs_off(): load `next` (None: no mm) on `cpu`; the time of the switch.

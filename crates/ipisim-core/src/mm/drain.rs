@@ -2,12 +2,11 @@
 //! allocator, as four kernel eras did it (`kernel.pcp_drain`).
 
 use super::page_alloc::Frames;
-use super::Hooks as _;
+use super::{Host, Parts};
 use crate::config::named_enum;
 use crate::engine::{CpuId, CpuMask, TaskId, Time, NEVER};
 use crate::machine::Cost;
 use crate::observe::{Func, Vm};
-use crate::sim::Sim;
 use crate::smp::{self, CallFunc, Cond};
 use crate::step::{Outcome, Step};
 
@@ -36,45 +35,49 @@ pub fn cpus_with_pcps(f: &Frames) -> CpuMask {
 }
 
 /// drain_pages(cpu) run by `by`: every page of `cpu`'s lists back to its zone under zone->lock.
-pub fn drain_pages(s: &mut Sim, by: CpuId, cpu: CpuId) -> Time {
+pub fn drain_pages(s: &mut impl Host, by: CpuId, cpu: CpuId) -> Time {
     let mut ps = 0;
-    for zone in 0..s.mem.frames.zones.len() {
-        let pages = std::mem::take(&mut s.mem.frames.pcp[cpu][zone]);
+    for zone in 0..s.mm_view().0.frames.zones.len() {
+        let Parts { m, mem, .. } = s.mm_parts();
+        let pages = std::mem::take(&mut mem.frames.pcp[cpu][zone]);
         if pages.is_empty() {
             continue;
         }
-        let hold = pages.len() as Time * s.m.cost[Cost::BuddyPage];
+        let hold = pages.len() as Time * m.cost[Cost::BuddyPage];
         ps += super::page_alloc::zone_lock_wait(s, zone, by, hold) + hold;
+        let frames = &mut s.mm_parts().mem.frames;
         for &p in &pages {
-            s.mem.frames.zones[zone].give(p);
+            frames.zones[zone].give(p);
         }
-        s.mem.frames.pcp[cpu][zone] = pages;
-        s.mem.frames.pcp[cpu][zone].clear();
+        frames.pcp[cpu][zone] = pages;
+        frames.pcp[cpu][zone].clear();
     }
     ps
 }
 
 /// drain_local_pages(): the call-function (or work item) that drains the CPU it runs on.
-pub fn drain_local_pages(s: &mut Sim, cpu: CpuId, task: Option<TaskId>) -> Time {
+pub fn drain_local_pages(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>) -> Time {
     let ps = drain_pages(s, cpu, cpu);
-    s.obs.stats.charge(task, Func::DrainPages, ps);
+    s.mm_parts().obs.stats.charge(task, Func::DrainPages, ps);
     ps
 }
 
 /// drain_all_pages(NULL) from task `t` on `cpu`.
-pub fn drain_all_pages(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-    let with = cpus_with_pcps(&s.mem.frames);
-    let ncpus = s.m.ncpus();
+pub fn drain_all_pages(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
+    let Parts { m, mem, obs, .. } = s.mm_parts();
+    let with = cpus_with_pcps(&mem.frames);
+    let ncpus = m.ncpus();
     // The seed's unmerged debug counters (patch 8/8): every call, and calls where fewer than
     // half the online CPUs held pages.
-    s.obs.stats.vm(Vm::PcpGlobalDrain, 1);
-    s.obs.stats.drain_cpus_with_pages[with.weight()] += 1;
+    obs.stats.vm(Vm::PcpGlobalDrain, 1);
+    obs.stats.drain_cpus_with_pages[with.weight()] += 1;
     if with.weight() < ncpus / 2 {
-        s.obs.stats.vm(Vm::PcpGlobalIpiSaved, 1);
+        obs.stats.vm(Vm::PcpGlobalIpiSaved, 1);
     }
-    match s.mem.cfg.pcp_drain {
+    let policy = mem.cfg.pcp_drain;
+    match policy {
         PcpDrain::AllCpus | PcpDrain::CpusWithPages => {
-            let mask = if s.mem.cfg.pcp_drain == PcpDrain::AllCpus {
+            let mask = if policy == PcpDrain::AllCpus {
                 CpuMask::first_n(ncpus)
             } else {
                 with
@@ -95,7 +98,7 @@ pub fn drain_all_pages(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             for c in with.iter() {
                 ps += drain_pages(s, cpu, c);
             }
-            s.obs.stats.charge(Some(t), Func::DrainPages, ps);
+            s.mm_parts().obs.stats.charge(Some(t), Func::DrainPages, ps);
             Outcome::Busy {
                 ps,
                 irqs_off: false,
@@ -103,18 +106,19 @@ pub fn drain_all_pages(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
         }
         PcpDrain::Workqueue => {
             // mutex_trylock(&pcpu_drain_mutex): a NULL-zone caller gives up if a drain runs.
-            if s.mem.drain.owner.is_some() {
+            if mem.drain.owner.is_some() {
                 return Outcome::Next;
             }
-            s.mem.drain.owner = Some(t);
-            s.mem.drain.pending = with.weight() as u32;
+            mem.drain.owner = Some(t);
+            mem.drain.pending = with.weight() as u32;
             for c in with.iter() {
                 let w = kworker(s, c);
-                s.sched.tasks[w].steps.push(Step::DrainWork);
+                s.push_step(w, Step::DrainWork);
                 s.wake(w);
             }
-            if s.mem.drain.pending == 0 {
-                s.mem.drain.owner = None;
+            let drain = &mut s.mm_parts().mem.drain;
+            if drain.pending == 0 {
+                drain.owner = None;
                 return Outcome::Next;
             }
             // flush_work() on each: sleep until the last work item completes.
@@ -124,22 +128,22 @@ pub fn drain_all_pages(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
 }
 
 /// The per-CPU kworker that runs drain work items on `cpu` (created on first use).
-fn kworker(s: &mut Sim, cpu: CpuId) -> TaskId {
-    if let Some(t) = s.mem.drain.kworkers[cpu] {
+fn kworker(s: &mut impl Host, cpu: CpuId) -> TaskId {
+    if let Some(t) = s.mm_view().0.drain.kworkers[cpu] {
         return t;
     }
-    let t = s.spawn_kthread(cpu);
-    s.sched.tasks[t].comm = format!("kworker/{cpu}:1");
-    s.mem.drain.kworkers[cpu] = Some(t);
+    let t = s.spawn_kthread(cpu, format!("kworker/{cpu}:1"));
+    s.mm_parts().mem.drain.kworkers[cpu] = Some(t);
     t
 }
 
 /// A kworker's drain work item: drain this CPU, then wake the drainer if it was the last.
-pub fn drain_work(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+pub fn drain_work(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
     let ps = drain_local_pages(s, cpu, Some(t));
-    s.mem.drain.pending -= 1;
-    if s.mem.drain.pending == 0 {
-        let owner = s.mem.drain.owner.take().expect("a drain is running");
+    let drain = &mut s.mm_parts().mem.drain;
+    drain.pending -= 1;
+    if drain.pending == 0 {
+        let owner = drain.owner.take().expect("a drain is running");
         s.wake(owner);
     }
     Outcome::Busy {

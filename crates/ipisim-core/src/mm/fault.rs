@@ -1,48 +1,47 @@
 //! User accesses: a TLB lookup per page, a page walk on a miss, and a page fault when the PTE is
 //! missing (do_anonymous_page, do_shared_fault, do_cow_fault, do_read_fault).
 
-use super::{Backing, Pte, Vma, NONE, PTRS_PER_PTE, ZERO_PFN};
+use super::{Backing, Host, Parts, Pte, Vma, NONE, PTRS_PER_PTE, ZERO_PFN};
 use crate::engine::{CpuId, TaskId, Time};
 use crate::machine::Cost;
 use crate::observe::check::{Site, Violation};
 use crate::observe::{Func, Vm};
-use crate::sim::Sim;
 use crate::step::{Outcome, Step};
 
 /// Pages handled per step, so other CPUs' events interleave with a long touch loop.
 const TOUCH_CHUNK: u32 = 64;
 
-pub fn touch(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) -> Outcome {
+pub fn touch(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) -> Outcome {
     let chunk = n.min(TOUCH_CHUNK);
     if n > chunk {
-        s.sched.tasks[t].steps.push(Step::Touch {
-            vpn: vpn + chunk as u64,
-            n: n - chunk,
-            write,
-        });
+        s.push_step(
+            t,
+            Step::Touch {
+                vpn: vpn + chunk as u64,
+                n: n - chunk,
+                write,
+            },
+        );
     }
-    let mm = s.sched.tasks[t].mm;
+    let (mm, now) = (s.task_mm(t), s.now());
     let asid = crate::arch::loaded_asid(s, cpu);
-    let (touch_cost, walk_cost) = (s.m.cost[Cost::UserTouch], s.m.cost[Cost::TlbMiss]);
+    let c = &s.mm_view().1.cost;
+    let (touch_cost, walk_cost) = (c[Cost::UserTouch], c[Cost::TlbMiss]);
     let (mut user, mut fault): (Time, Time) = (0, 0);
     let mut vma: Option<Vma> = None;
     let mut table: Option<(u64, usize)> = None;
     let end = vpn + chunk as u64;
     for v in vpn..end {
         user += touch_cost;
-        let (hit, slot) = s.arch.tlb[cpu].access(asid, v);
+        let Parts { mem, arch, obs, .. } = s.mm_parts();
+        let (hit, slot) = arch.tlb[cpu].access(asid, v);
         if let Some(e) = hit.filter(|e| !write || e.dirty) {
             // The checker: the frame must not be back in the allocator. (A hit on a page that
             // is zapped but not yet freed is the user racing its own madvise: allowed.)
-            if s.obs.check.enabled && e.pfn != ZERO_PFN && s.mem.frames.is_free(e.pfn) {
+            if obs.check.enabled && e.pfn != ZERO_PFN && mem.frames.is_free(e.pfn) {
                 let site = Site::Access { write };
-                s.obs.check.violation(
-                    s.q.now(),
-                    Violation::UseAfterFree,
-                    site,
-                    cpu,
-                    (mm, v, e.pfn),
-                );
+                obs.check
+                    .violation(now, Violation::UseAfterFree, site, cpu, (mm, v, e.pfn));
             }
             continue;
         }
@@ -51,18 +50,17 @@ pub fn touch(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) 
         let tab = match table {
             Some((pmd, tab)) if pmd == v / PTRS_PER_PTE => tab,
             _ => {
-                let tab = s.mem.table_alloc(mm, v) as usize;
+                let tab = mem.table_alloc(mm, v) as usize;
                 table = Some((v / PTRS_PER_PTE, tab));
                 tab
             }
         };
         let idx = (v % PTRS_PER_PTE) as usize;
-        let mut pte = s.mem.tables[tab].pte[idx];
+        let mut pte = mem.tables[tab].pte[idx];
         if !pte.present() || (write && !pte.write()) {
             if !vma.is_some_and(|x| x.start <= v && v < x.end) {
                 vma = Some(
-                    *s.mem
-                        .vma_at(mm, v)
+                    *mem.vma_at(mm, v)
                         .unwrap_or_else(|| panic!("workload touched unmapped page {v:#x}")),
                 );
             }
@@ -75,10 +73,11 @@ pub fn touch(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) 
         } else if write && !pte.dirty() {
             pte = pte.mkdirty();
         }
-        s.mem.tables[tab].pte[idx] = pte;
-        s.arch.tlb[cpu].fill_at(slot, asid, v, pte.pfn(), pte.write(), pte.dirty());
+        let Parts { mem, arch, .. } = s.mm_parts();
+        mem.tables[tab].pte[idx] = pte;
+        arch.tlb[cpu].fill_at(slot, asid, v, pte.pfn(), pte.write(), pte.dirty());
     }
-    s.obs.stats.charge(Some(t), Func::User, user);
+    s.mm_parts().obs.stats.charge(Some(t), Func::User, user);
     Outcome::Busy {
         ps: user + fault,
         irqs_off: false,
@@ -89,17 +88,17 @@ pub fn touch(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) 
 /// read-only for a write: handle_mm_fault(), then fault-around or a copy-on-write flush. The PTE
 /// to use, the fault's time, and whether the touch stops here for the flush.
 fn touch_fault(
-    s: &mut Sim,
+    s: &mut impl Host,
     t: TaskId,
     vma: Vma,
     (v, end): (u64, u64),
     write: bool,
     (tab, idx): (usize, usize),
 ) -> (Pte, Time, bool) {
-    let pte = s.mem.tables[tab].pte[idx];
+    let pte = s.mm_view().0.tables[tab].pte[idx];
     let (new, mut cost) = handle_mm_fault(s, t, vma, v, write);
     if !pte.present() {
-        s.mem.tables[tab].present += 1;
+        s.mm_parts().mem.tables[tab].present += 1;
         if !write {
             cost += fault_around(s, t, vma, v, tab);
         }
@@ -107,17 +106,19 @@ fn touch_fault(
         // do_wp_page() -> wp_page_copy() of a present PTE (a read-only page-cache page of a
         // private mapping, or the zero page): ptep_clear_flush() before the new PTE is used, so
         // other CPUs drop the old translation. Resume after the flush.
-        s.mem.tables[tab].pte[idx] = new;
-        let mm = s.sched.tasks[t].mm;
-        let steps = &mut s.sched.tasks[t].steps;
+        s.mm_parts().mem.tables[tab].pte[idx] = new;
         if v + 1 < end {
-            steps.push(Step::Touch {
-                vpn: v + 1,
-                n: (end - v - 1) as u32,
-                write,
-            });
+            let n = (end - v - 1) as u32;
+            s.push_step(
+                t,
+                Step::Touch {
+                    vpn: v + 1,
+                    n,
+                    write,
+                },
+            );
         }
-        steps.push(crate::mm::rmap::flush_tlb_page(mm, v));
+        s.push_step(t, crate::mm::rmap::flush_tlb_page(s.task_mm(t), v));
         return (new, cost, true);
     }
     (new, cost, false)
@@ -126,11 +127,12 @@ fn touch_fault(
 /// do_fault_around() on a read fault of a file mapping (3.15): map every page-cache page of the
 /// aligned `fault_around_bytes` window around `v`, within its VMA and PTE table, whose PTE is
 /// none, read-only (filemap_map_pages). Returns the time, `fault_around_page` per page mapped.
-fn fault_around(s: &mut Sim, t: TaskId, vma: Vma, v: u64, tab: usize) -> Time {
+fn fault_around(s: &mut impl Host, t: TaskId, vma: Vma, v: u64, tab: usize) -> Time {
     let Backing::File { file, pgoff, .. } = vma.backing else {
         return 0;
     };
-    let fa = s.mem.cfg.fault_around_pages;
+    let Parts { m, mem, obs, .. } = s.mm_parts();
+    let fa = mem.cfg.fault_around_pages;
     let table_start = v - v % PTRS_PER_PTE;
     let start = (v - v % fa).max(vma.start).max(table_start);
     let end = (v - v % fa + fa)
@@ -139,27 +141,28 @@ fn fault_around(s: &mut Sim, t: TaskId, vma: Vma, v: u64, tab: usize) -> Time {
     let mut mapped = 0;
     for u in (start..end).filter(|&u| u != v) {
         let idx = (u % PTRS_PER_PTE) as usize;
-        let page = s.mem.files[file as usize].pages[(pgoff + u - vma.start) as usize];
-        if page == NONE || s.mem.tables[tab].pte[idx].present() {
+        let page = mem.files[file as usize].pages[(pgoff + u - vma.start) as usize];
+        if page == NONE || mem.tables[tab].pte[idx].present() {
             continue;
         }
-        s.mem.tables[tab].pte[idx] = Pte::new(page, false, false);
-        s.mem.tables[tab].present += 1;
+        mem.tables[tab].pte[idx] = Pte::new(page, false, false);
+        mem.tables[tab].present += 1;
         mapped += 1;
     }
-    let cost = mapped * s.m.cost[Cost::FaultAroundPage];
-    s.obs.stats.charge(Some(t), Func::FilemapFault, cost);
+    let cost = mapped * m.cost[Cost::FaultAroundPage];
+    obs.stats.charge(Some(t), Func::FilemapFault, cost);
     cost
 }
 
 /// handle_mm_fault(): the PTE to install for `v`, and the kernel time spent.
-fn handle_mm_fault(s: &mut Sim, t: TaskId, vma: Vma, v: u64, write: bool) -> (Pte, Time) {
+fn handle_mm_fault(s: &mut impl Host, t: TaskId, vma: Vma, v: u64, write: bool) -> (Pte, Time) {
     assert!(
         !write || vma.write,
         "workload wrote to read-only page {v:#x}"
     );
-    s.obs.stats.vm(Vm::PgFault, 1);
-    let c = &s.m.cost;
+    let Parts { m, mem, obs, .. } = s.mm_parts();
+    obs.stats.vm(Vm::PgFault, 1);
+    let c = &m.cost;
     let (pte, cost, extra, extra_func) = match vma.backing {
         // do_anonymous_page(): a read maps the shared zero page read-only.
         Backing::Anon if !write => (
@@ -170,7 +173,7 @@ fn handle_mm_fault(s: &mut Sim, t: TaskId, vma: Vma, v: u64, write: bool) -> (Pt
         ),
         Backing::Anon => {
             // do_anonymous_page() (or do_wp_page() on the zero page): a zeroed page of our own.
-            let pfn = s.mem.frames.alloc();
+            let pfn = mem.frames.alloc();
             (
                 Pte::anon(pfn, vma.write, write),
                 c[Cost::FaultAnon],
@@ -184,12 +187,12 @@ fn handle_mm_fault(s: &mut Sim, t: TaskId, vma: Vma, v: u64, write: bool) -> (Pt
             shared,
         } => {
             let idx = (pgoff + v - vma.start) as usize;
-            let mut page = s.mem.files[file as usize].pages[idx];
+            let mut page = mem.files[file as usize].pages[idx];
             let mut extra = 0;
             if page == NONE {
                 // A hole of a sparse file: a zeroed page-cache page, no I/O.
-                page = s.mem.frames.alloc();
-                s.mem.files[file as usize].pages[idx] = page;
+                page = mem.frames.alloc();
+                mem.files[file as usize].pages[idx] = page;
                 extra = c[Cost::PageClear];
             }
             if shared || !write {
@@ -202,7 +205,7 @@ fn handle_mm_fault(s: &mut Sim, t: TaskId, vma: Vma, v: u64, write: bool) -> (Pt
                 )
             } else {
                 // do_cow_fault(): copy the page-cache page into a private anonymous one.
-                let pfn = s.mem.frames.alloc();
+                let pfn = mem.frames.alloc();
                 (
                     Pte::anon(pfn, true, true),
                     c[Cost::FaultCow],
@@ -212,8 +215,8 @@ fn handle_mm_fault(s: &mut Sim, t: TaskId, vma: Vma, v: u64, write: bool) -> (Pt
             }
         }
     };
-    s.obs.stats.charge(Some(t), Func::HandleMmFault, cost);
-    s.obs.stats.charge(Some(t), extra_func, extra);
+    obs.stats.charge(Some(t), Func::HandleMmFault, cost);
+    obs.stats.charge(Some(t), extra_func, extra);
     (pte, cost + extra)
 }
 
@@ -222,6 +225,7 @@ mod tests {
     use super::*;
     use crate::config::RunRequest;
     use crate::resolve;
+    use crate::sim::Sim;
 
     /// A store through a translation whose frame went back to the allocator (as if a flush were
     /// skipped) is a use-after-free; the same store before the free is not.

@@ -3,12 +3,11 @@
 //! read as zeros, so readahead allocates and clears pages without I/O).
 
 use super::page_alloc::{alloc_page, alloc_slowpath, alloc_succeeded, NeedReclaim};
-use super::{Backing, Memory, Vma, NONE, SWAPPED};
+use super::{Backing, Host, Memory, Parts, Vma, NONE, SWAPPED};
 use crate::engine::{CpuId, TaskId, Time};
 use crate::machine::{Cost, Machine};
 use crate::observe::check::{Site, Violation};
 use crate::observe::{Func, Vm};
-use crate::sim::Sim;
 use crate::step::{Outcome, Step};
 
 /// On an LRU list.
@@ -76,9 +75,8 @@ pub fn touch_page(m: &Machine, mem: &mut Memory, cpu: CpuId, pfn: u32) -> Time {
 }
 
 /// The file, its first page offset and the VMA start of the mapping that covers `vpn`.
-fn mapping_at(s: &Sim, mm: usize, vpn: u64) -> (usize, u64, Vma) {
-    let vma = *s
-        .mem
+fn mapping_at(mem: &Memory, mm: usize, vpn: u64) -> (usize, u64, Vma) {
+    let vma = *mem
         .vma_at(mm, vpn)
         .unwrap_or_else(|| panic!("workload read unmapped page {vpn:#x}"));
     match vma.backing {
@@ -89,20 +87,28 @@ fn mapping_at(s: &Sim, mm: usize, vpn: u64) -> (usize, u64, Vma) {
 
 /// User reads (or writes) of whole pages [vpn, vpn + n) of a file mapping, each through
 /// [`access_page`], faulting where it says.
-pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bool) -> Outcome {
-    let mm = s.sched.tasks[t].mm;
-    let (file, first, _) = mapping_at(s, mm, vpn);
+pub fn file_read(
+    s: &mut impl Host,
+    cpu: CpuId,
+    t: TaskId,
+    vpn: u64,
+    n: u32,
+    write: bool,
+) -> Outcome {
+    let mm = s.task_mm(t);
     let asid = crate::arch::loaded_asid(s, cpu);
-    let (read, walk) = (s.m.cost[Cost::UserReadPage], s.m.cost[Cost::TlbMiss]);
+    let Parts { m, mem, arch, .. } = s.mm_parts();
+    let (file, first, _) = mapping_at(mem, mm, vpn);
+    let (read, walk) = (m.cost[Cost::UserReadPage], m.cost[Cost::TlbMiss]);
     let mut user: Time = 0;
     // The loop's own text and stack: resident, but refilled after a full flush.
-    let (ws, ws_n) = s.sched.tasks[t].working_set;
+    let (ws, ws_n) = mem.tasks[t].working_set;
     for w in ws..ws + ws_n as u64 {
-        let (hit, slot) = s.arch.tlb[cpu].access(asid, w);
+        let (hit, slot) = arch.tlb[cpu].access(asid, w);
         if hit.is_none() {
-            let pte = s.mem.pte(mm, w);
+            let pte = mem.pte(mm, w);
             user += walk;
-            s.arch.tlb[cpu].fill_at(slot, asid, w, pte.pfn(), pte.write(), pte.dirty());
+            arch.tlb[cpu].fill_at(slot, asid, w, pte.pfn(), pte.write(), pte.dirty());
         }
     }
     for i in 0..n as u64 {
@@ -120,12 +126,13 @@ pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bo
                     n: n - i as u32,
                     write,
                 };
-                s.sched.tasks[t].steps.extend([retry, fault]);
+                s.push_step(t, retry);
+                s.push_step(t, fault);
                 break;
             }
         }
     }
-    s.obs.stats.charge(Some(t), Func::User, user);
+    s.mm_parts().obs.stats.charge(Some(t), Func::User, user);
     Outcome::Busy {
         ps: user,
         irqs_off: false,
@@ -137,34 +144,35 @@ pub fn file_read(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: bo
 /// Returns the walk time, or the fault to take before retrying: a missing or read-only PTE, or
 /// a migration entry. A write needs a dirty entry: a clean one is walked again (x86).
 pub fn access_page(
-    s: &mut Sim,
+    s: &mut impl Host,
     cpu: CpuId,
     (mm, v): (usize, u64),
     (file, index): (u32, u32),
     write: bool,
 ) -> Result<Time, Step> {
     let asid = crate::arch::loaded_asid(s, cpu);
-    let pfn = s.mem.files[file as usize].pages[index as usize];
+    let Parts { m, mem, arch, obs } = s.mm_parts();
+    let pfn = mem.files[file as usize].pages[index as usize];
     let flags = if pfn >= SWAPPED {
         0
     } else {
-        s.mem.page[pfn as usize].flags
+        mem.page[pfn as usize].flags
     };
     let present = flags & PTE_MAPPED != 0;
-    let (hit, slot) = s.arch.tlb[cpu].access(asid, v);
+    let (hit, slot) = arch.tlb[cpu].access(asid, v);
     // A write through a clean entry makes x86 walk the page table to set the dirty bit; an
     // architecture without that guarantee writes through a stale clean entry.
-    let traps = s.m.clean_write_traps;
+    let traps = m.clean_write_traps;
     if let Some(e) = hit.filter(|e| !write || e.dirty || (!traps && !present)) {
-        if s.obs.check.enabled && !(present && e.pfn == pfn) {
+        if obs.check.enabled && !(present && e.pfn == pfn) {
             check_hit(s, cpu, (mm, v), (file, index), e.pfn, write);
         }
         return Ok(0);
     }
     if present && (!write || flags & PTE_DIRTY != 0) {
-        s.mem.page[pfn as usize].flags |= PTE_YOUNG;
-        s.arch.tlb[cpu].fill_at(slot, asid, v, pfn, write, write);
-        return Ok(s.m.cost[Cost::TlbMiss]);
+        mem.page[pfn as usize].flags |= PTE_YOUNG;
+        arch.tlb[cpu].fill_at(slot, asid, v, pfn, write, write);
+        return Ok(m.cost[Cost::TlbMiss]);
     }
     Err(if flags & PTE_MIGRATION != 0 {
         Step::MigrationEntryWait { pfn }
@@ -180,15 +188,17 @@ pub fn access_page(
 /// but not yet freed, may still be read, and written only while its dirty bit is kept for
 /// writeback (try_to_unmap_one's set_page_dirty).
 fn check_hit(
-    s: &mut Sim,
+    s: &mut impl Host,
     cpu: CpuId,
     (mm, v): (usize, u64),
     owner: (u32, u32),
     frame: u32,
     write: bool,
 ) {
-    let f = s.mem.page[frame as usize];
-    let current = s.mem.files[owner.0 as usize].pages[owner.1 as usize];
+    let now = s.now();
+    let Parts { mem, obs, .. } = s.mm_parts();
+    let f = mem.page[frame as usize];
+    let current = mem.files[owner.0 as usize].pages[owner.1 as usize];
     let kind = if (f.file, f.index) != owner {
         Violation::UseAfterFree
     } else if frame != current {
@@ -202,54 +212,50 @@ fn check_hit(
     } else {
         return;
     };
-    s.obs
-        .check
-        .violation(s.q.now(), kind, Site::Access { write }, cpu, (mm, v, frame));
+    obs.check
+        .violation(now, kind, Site::Access { write }, cpu, (mm, v, frame));
 }
 
 /// page_cache_sync_readahead() of the missing page at `index`, then the fault (`retry`) again.
-fn read_in(s: &mut Sim, t: TaskId, file: usize, index: u64, retry: Step) -> Outcome {
-    let n = s.mem.cfg.readahead_pages as u32;
-    let steps = &mut s.sched.tasks[t].steps;
-    steps.push(retry);
-    steps.push(Step::Readahead {
-        file: file as u32,
-        index,
-        n,
-    });
+fn read_in(s: &mut impl Host, t: TaskId, file: usize, index: u64, retry: Step) -> Outcome {
+    let n = s.mm_view().0.cfg.readahead_pages as u32;
+    s.push_step(t, retry);
+    let file = file as u32;
+    s.push_step(t, Step::Readahead { file, index, n });
     Outcome::Next
 }
 
 /// filemap_fault() + do_fault_around(): read the page in if it is not cached (readahead), then
 /// map every cached page of the aligned `fault_around_bytes` window around it.
-pub fn file_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
-    let mm = s.sched.tasks[t].mm;
-    let (file, index, vma) = mapping_at(s, mm, vpn);
-    if s.mem.files[file].pages[index as usize] == NONE {
+pub fn file_fault(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
+    let mm = s.task_mm(t);
+    let Parts { m, mem, obs, .. } = s.mm_parts();
+    let (file, index, vma) = mapping_at(mem, mm, vpn);
+    if mem.files[file].pages[index as usize] == NONE {
         return read_in(s, t, file, index, Step::FileFault { vpn });
     }
-    s.obs.stats.vm(Vm::PgFault, 1);
-    let fa = s.mem.cfg.fault_around_pages;
+    obs.stats.vm(Vm::PgFault, 1);
+    let fa = mem.cfg.fault_around_pages;
     let start = (vpn - vpn % fa).max(vma.start);
     let end = (vpn - vpn % fa + fa).min(vma.end);
     let mut mapped: Time = 0;
     let mut lines = 0;
     for v in start..end {
-        let pfn = s.mem.files[file].pages[(index + v - vpn) as usize];
+        let pfn = mem.files[file].pages[(index + v - vpn) as usize];
         if pfn == NONE {
             continue;
         }
-        if s.mem.page[pfn as usize].flags & PTE_MAPPED == 0 {
+        if mem.page[pfn as usize].flags & PTE_MAPPED == 0 {
             // page_ref and mapcount increments write the struct page.
-            lines += touch_page(&s.m, &mut s.mem, cpu, pfn);
-            s.mem.page[pfn as usize].flags |= PTE_MAPPED | PTE_YOUNG;
+            lines += touch_page(m, mem, cpu, pfn);
+            mem.page[pfn as usize].flags |= PTE_MAPPED | PTE_YOUNG;
             mapped += 1;
         }
     }
     // The fault itself maps its page; fault-around maps the others of the window more cheaply.
-    let c = &s.m.cost;
+    let c = &m.cost;
     let ps = c[Cost::FaultFile] + mapped.saturating_sub(1) * c[Cost::FaultAroundPage] + lines;
-    s.obs.stats.charge(Some(t), Func::FilemapFault, ps);
+    obs.stats.charge(Some(t), Func::FilemapFault, ps);
     Outcome::Busy {
         ps,
         irqs_off: false,
@@ -259,11 +265,12 @@ pub fn file_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
 /// A write fault on a shared file mapping (do_shared_fault, or do_wp_page -> wp_page_shared on a
 /// read-only PTE): read the page in if needed, then page_mkwrite, a writable dirty PTE and
 /// set_page_dirty(). No fault-around: 4.x maps around only on read faults.
-pub fn file_write_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
-    let mm = s.sched.tasks[t].mm;
-    let (file, index, _) = mapping_at(s, mm, vpn);
-    let pfn = s.mem.files[file].pages[index as usize];
-    if s.mem.files[file].anon {
+pub fn file_write_fault(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome {
+    let mm = s.task_mm(t);
+    let Parts { m, mem, obs, .. } = s.mm_parts();
+    let (file, index, _) = mapping_at(mem, mm, vpn);
+    let pfn = mem.files[file].pages[index as usize];
+    if mem.files[file].anon {
         assert_ne!(pfn, SWAPPED, "swap-in (do_swap_page) is not modelled");
         if pfn == NONE {
             return do_anonymous_page(s, cpu, t, file, index, vpn);
@@ -271,10 +278,10 @@ pub fn file_write_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome
     } else if pfn == NONE {
         return read_in(s, t, file, index, Step::FileWriteFault { vpn });
     }
-    s.obs.stats.vm(Vm::PgFault, 1);
-    let ps = s.m.cost[Cost::FaultFile] + touch_page(&s.m, &mut s.mem, cpu, pfn);
-    s.mem.page[pfn as usize].flags |= PTE_MAPPED | PTE_YOUNG | PTE_DIRTY | PG_DIRTY;
-    s.obs.stats.charge(Some(t), Func::FilemapFault, ps);
+    obs.stats.vm(Vm::PgFault, 1);
+    let ps = m.cost[Cost::FaultFile] + touch_page(m, mem, cpu, pfn);
+    mem.page[pfn as usize].flags |= PTE_MAPPED | PTE_YOUNG | PTE_DIRTY | PG_DIRTY;
+    obs.stats.charge(Some(t), Func::FilemapFault, ps);
     Outcome::Busy {
         ps,
         irqs_off: false,
@@ -283,7 +290,7 @@ pub fn file_write_fault(s: &mut Sim, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome
 
 /// do_anonymous_page() on a write: a new zeroed page, mapped writable and dirty, onto the LRU.
 fn do_anonymous_page(
-    s: &mut Sim,
+    s: &mut impl Host,
     cpu: CpuId,
     t: TaskId,
     file: usize,
@@ -293,22 +300,23 @@ fn do_anonymous_page(
     let (pfn, alloc) = match alloc_page(s, cpu, t) {
         Ok(got) => got,
         Err(NeedReclaim) => {
-            s.sched.tasks[t].steps.push(Step::FileWriteFault { vpn });
+            s.push_step(t, Step::FileWriteFault { vpn });
             alloc_slowpath(s, t);
             return Outcome::Next;
         }
     };
     alloc_succeeded(s, t);
-    s.obs.stats.vm(Vm::PgFault, 1);
-    s.mem.files[file].pages[index as usize] = pfn;
-    s.mem.page[pfn as usize] = PageInfo {
+    let Parts { m, mem, obs, .. } = s.mm_parts();
+    obs.stats.vm(Vm::PgFault, 1);
+    mem.files[file].pages[index as usize] = pfn;
+    mem.page[pfn as usize] = PageInfo {
         file: file as u32,
         index: index as u32,
         flags: PG_SWAPBACKED | PTE_MAPPED | PTE_YOUNG | PTE_DIRTY,
         cpu: cpu as u16,
     };
-    let work = s.m.cost[Cost::FaultAnon] + s.m.cost[Cost::PageClear];
-    s.obs.stats.charge(Some(t), Func::DoAnonymousPage, work);
+    let work = m.cost[Cost::FaultAnon] + m.cost[Cost::PageClear];
+    obs.stats.charge(Some(t), Func::DoAnonymousPage, work);
     let ps = alloc + work + super::lru::lru_cache_add(s, cpu, t, pfn);
     Outcome::Busy {
         ps,
@@ -320,21 +328,33 @@ fn do_anonymous_page(
 /// [index, index + n), adding each to the LRU. If the allocator needs reclaim, reclaim and resume.
 /// A step ends before the page that fills the pagevec, so each __pagevec_lru_add() reaches the
 /// LRU after the pages before it were read, as in mpage_readpages(), between other CPUs' adds.
-pub fn readahead(s: &mut Sim, cpu: CpuId, t: TaskId, file: u32, index: u64, n: u32) -> Outcome {
+pub fn readahead(
+    s: &mut impl Host,
+    cpu: CpuId,
+    t: TaskId,
+    file: u32,
+    index: u64,
+    n: u32,
+) -> Outcome {
+    let (mem, m) = s.mm_view();
     let f = file as usize;
-    let end = (index + n as u64).min(s.mem.files[f].pages.len() as u64);
-    let per_page = s.m.cost[Cost::PageClear] + s.m.cost[Cost::PagecacheInsert];
+    let end = (index + n as u64).min(mem.files[f].pages.len() as u64);
+    let per_page = m.cost[Cost::PageClear] + m.cost[Cost::PagecacheInsert];
     let mut ps: Time = 0;
     for i in index..end {
-        if s.mem.files[f].pages[i as usize] != NONE {
+        let mem = s.mm_view().0;
+        if mem.files[f].pages[i as usize] != NONE {
             continue;
         }
-        if ps > 0 && super::lru::add_drains(&s.mem, cpu) {
-            s.sched.tasks[t].steps.push(Step::Readahead {
-                file,
-                index: i,
-                n: (end - i) as u32,
-            });
+        if ps > 0 && super::lru::add_drains(mem, cpu) {
+            s.push_step(
+                t,
+                Step::Readahead {
+                    file,
+                    index: i,
+                    n: (end - i) as u32,
+                },
+            );
             break;
         }
         let pfn = match alloc_page(s, cpu, t) {
@@ -344,24 +364,28 @@ pub fn readahead(s: &mut Sim, cpu: CpuId, t: TaskId, file: u32, index: u64, n: u
                 pfn
             }
             Err(NeedReclaim) => {
-                s.sched.tasks[t].steps.push(Step::Readahead {
-                    file,
-                    index: i,
-                    n: (end - i) as u32,
-                });
+                s.push_step(
+                    t,
+                    Step::Readahead {
+                        file,
+                        index: i,
+                        n: (end - i) as u32,
+                    },
+                );
                 alloc_slowpath(s, t);
                 break;
             }
         };
-        s.mem.files[f].pages[i as usize] = pfn;
+        let Parts { mem, obs, .. } = s.mm_parts();
+        mem.files[f].pages[i as usize] = pfn;
         // The allocating CPU already holds the line (its pcp list or its refill).
-        s.mem.page[pfn as usize] = PageInfo {
+        mem.page[pfn as usize] = PageInfo {
             file,
             index: i as u32,
             flags: 0,
             cpu: cpu as u16,
         };
-        s.obs.stats.charge(Some(t), Func::Readahead, per_page);
+        obs.stats.charge(Some(t), Func::Readahead, per_page);
         ps += per_page + super::lru::lru_cache_add(s, cpu, t, pfn);
     }
     Outcome::Busy {
@@ -375,6 +399,7 @@ mod tests {
     use super::*;
     use crate::config::RunRequest;
     use crate::resolve;
+    use crate::sim::Sim;
 
     /// A reclaim setup with one page of the reader's file mapped writable, cached clean (it was
     /// only read) in CPU 1's TLB, then unmapped and not yet flushed: the batched-reclaim window.

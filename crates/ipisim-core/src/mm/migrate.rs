@@ -10,13 +10,12 @@ use super::filemap::{
 use super::lru::{lock_lru, lru_add_drain, lru_cache_add};
 use super::page_alloc::{alloc_page_on_node, free_page};
 use super::rmap::{self, flush_tlb_page};
-use super::Hooks as _;
+use super::{Host, Parts};
 use crate::config::named_enum;
 use crate::engine::{CpuId, TaskId, Time, NEVER};
 use crate::machine::Cost;
 use crate::observe::check::{PageEvent, Site};
 use crate::observe::{Func, Vm};
-use crate::sim::Sim;
 use crate::step::{Outcome, Step};
 
 /// NR_MAX_BATCHED_MIGRATION: HPAGE_PMD_NR, 512 pages on x86-64.
@@ -47,7 +46,7 @@ pub struct Migration {
 /// do_migrate_pages() -> migrate_to_node(): lru_cache_disable(), then isolate every page of `mm`
 /// on node `from` (queue_pages_range + isolate_lru_page), then migrate them in batches.
 pub fn migrate_pages(
-    s: &mut Sim,
+    s: &mut impl Host,
     cpu: CpuId,
     t: TaskId,
     mm: usize,
@@ -57,13 +56,14 @@ pub fn migrate_pages(
     // lru_cache_disable() drains every CPU's LRU-add batch, so no page is missed for sitting in
     // one. The kernel runs a work item on each CPU and waits; here the caller does the work.
     let mut ps = 0;
-    for c in 0..s.m.ncpus() {
+    for c in 0..s.mm_view().1.ncpus() {
         ps += lru_add_drain(s, c, t);
     }
-    let mut pages = std::mem::take(&mut s.sched.tasks[t].migrate.pages);
+    let mem = s.mm_parts().mem;
+    let mut pages = std::mem::take(&mut mem.tasks[t].migrate.pages);
     pages.clear();
-    let (page, files) = (&s.mem.page, &s.mem.files);
-    let lists = &mut s.mem.lru[from].anon;
+    let (page, files) = (&mem.page, &mem.files);
+    let lists = &mut mem.lru[from].anon;
     for list in [&mut lists.active, &mut lists.inactive] {
         for p in std::mem::take(list) {
             let owner = &files[page[p as usize].file as usize];
@@ -77,16 +77,17 @@ pub fn migrate_pages(
     // queue_pages_range() walks the page tables: pages are migrated in address order.
     pages.sort_unstable_by_key(|&p| (page[p as usize].file, page[p as usize].index));
     for &p in &pages {
-        s.mem.page[p as usize].flags &= !(PG_LRU | PG_ACTIVE);
+        mem.page[p as usize].flags &= !(PG_LRU | PG_ACTIVE);
     }
     let isolate = lock_lru(s, cpu, from, &pages);
-    s.obs.stats.charge(Some(t), Func::IsolateLruPages, isolate);
+    let Parts { mem, obs, .. } = s.mm_parts();
+    obs.stats.charge(Some(t), Func::IsolateLruPages, isolate);
     ps += isolate;
     // pop() takes the lowest address first.
     pages.reverse();
-    let m = &mut s.sched.tasks[t].migrate;
+    let m = &mut mem.tasks[t].migrate;
     (m.pages, m.to) = (pages, to);
-    s.sched.tasks[t].steps.push(Step::MigrateUnmap);
+    s.push_step(t, Step::MigrateUnmap);
     Outcome::Busy {
         ps,
         irqs_off: false,
@@ -95,16 +96,19 @@ pub fn migrate_pages(
 
 /// migrate_pages_batch(): allocate a destination for each page of the next batch and unmap it
 /// (migrate_folio_unmap -> try_to_migrate_one), then flush and move as the policy says.
-pub fn unmap_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-    let size = match s.mem.cfg.migrate_flush {
+pub fn unmap_batch(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
+    let now = s.now();
+    let mem = s.mm_view().0;
+    let policy = mem.cfg.migrate_flush;
+    let size = match policy {
         MigrateFlush::Immediate => 1,
         _ => NR_MAX_BATCHED_MIGRATION,
     };
-    let to = s.sched.tasks[t].migrate.to;
+    let to = mem.tasks[t].migrate.to;
     let mut ps: Time = 0;
     let mut flushes = Vec::new();
-    while s.sched.tasks[t].migrate.batch.len() < size {
-        let Some(src) = s.sched.tasks[t].migrate.pages.pop() else {
+    while s.mm_view().0.tasks[t].migrate.batch.len() < size {
+        let Some(src) = s.mm_parts().mem.tasks[t].migrate.pages.pop() else {
             break;
         };
         let Some((dst, alloc)) = alloc_page_on_node(s, cpu, t, to) else {
@@ -112,47 +116,49 @@ pub fn unmap_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
             putback(s, cpu, t, src);
             continue;
         };
-        ps += alloc + touch_page(&s.m, &mut s.mem, cpu, src);
-        let (mm, vpn) = rmap::mapping_of(s, src);
-        let p = &mut s.mem.page[src as usize];
+        let Parts { m, mem, arch, obs } = s.mm_parts();
+        ps += alloc + touch_page(m, mem, cpu, src);
+        let (mm, vpn) = rmap::mapping_of(mem, src);
+        let p = &mut mem.page[src as usize];
         let dirty = p.flags & PTE_DIRTY != 0;
         // The migration entry replaces the PTE; a dirty PTE's bit moves to the folio.
         p.flags = (p.flags & !PTE_MAPPED) | PTE_MIGRATION;
         if dirty {
             p.flags |= PG_DIRTY;
         }
-        let walk = s.m.cost[Cost::RmapWalk];
-        s.obs.stats.charge(Some(t), Func::TryToMigrate, walk);
+        let walk = m.cost[Cost::RmapWalk];
+        obs.stats.charge(Some(t), Func::TryToMigrate, walk);
         ps += walk;
         // should_defer_flush(): only when another CPU may cache the translation.
-        let defer = s.mem.cfg.migrate_flush != MigrateFlush::Immediate
-            && s.arch.mm[mm].cpumask.any_but(cpu);
+        let defer = policy != MigrateFlush::Immediate && arch.mm[mm].cpumask.any_but(cpu);
         if defer {
             rmap::set_tlb_ubc_flush_pending(s, cpu, t, mm, src, dirty);
         } else {
-            s.obs
-                .check
-                .record(s.q.now(), cpu, src, PageEvent::Unmap { batch: 0 });
+            let unmap = PageEvent::Unmap { batch: 0 };
+            obs.check.record(now, cpu, src, unmap);
             flushes.push(flush_tlb_page(mm, vpn));
         }
-        s.sched.tasks[t].migrate.batch.push((src, dst));
+        s.mm_parts().mem.tasks[t].migrate.batch.push((src, dst));
     }
-    if s.sched.tasks[t].migrate.batch.is_empty() {
+    if s.mm_view().0.tasks[t].migrate.batch.is_empty() {
         // All pages done: migrate_pages() returns.
         return Outcome::Busy {
             ps,
             irqs_off: false,
         };
     }
-    let steps = &mut s.sched.tasks[t].steps;
-    steps.push(Step::MigrateUnmap);
-    if s.mem.cfg.migrate_flush == MigrateFlush::BatchedUnsafe {
-        steps.extend([Step::TryToUnmapFlush, Step::MigrateMove]);
+    s.push_step(t, Step::MigrateUnmap);
+    if policy == MigrateFlush::BatchedUnsafe {
+        s.push_step(t, Step::TryToUnmapFlush);
+        s.push_step(t, Step::MigrateMove);
     } else {
         // The `move:` label: try_to_unmap_flush() before any copy or PTE restore.
-        steps.extend([Step::MigrateMove, Step::TryToUnmapFlush]);
+        s.push_step(t, Step::MigrateMove);
+        s.push_step(t, Step::TryToUnmapFlush);
     }
-    steps.extend(flushes);
+    for f in flushes {
+        s.push_step(t, f);
+    }
     Outcome::Busy {
         ps,
         irqs_off: false,
@@ -162,42 +168,43 @@ pub fn unmap_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
 /// migrate_folio_move() for every page of the batch: copy to the destination, restore the PTE
 /// there (remove_migration_ptes), wake tasks waiting on the migration entry, free the source and
 /// put the destination on the LRU.
-pub fn move_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-    let batch = std::mem::take(&mut s.sched.tasks[t].migrate.batch);
+pub fn move_batch(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
+    let now = s.now();
+    let batch = std::mem::take(&mut s.mm_parts().mem.tasks[t].migrate.batch);
     let mut ps: Time = 0;
     for &(src, dst) in &batch {
-        let info = s.mem.page[src as usize];
-        let copy = s.m.cost[Cost::PageCopy] + touch_page(&s.m, &mut s.mem, cpu, dst);
-        s.obs.stats.charge(Some(t), Func::CopyPage, copy);
-        let remap = s.m.cost[Cost::RmapWalk];
-        s.obs
-            .stats
-            .charge(Some(t), Func::RemoveMigrationPtes, remap);
-        s.mem.page[dst as usize] = PageInfo {
+        let Parts { m, mem, obs, .. } = s.mm_parts();
+        let info = mem.page[src as usize];
+        let copy = m.cost[Cost::PageCopy] + touch_page(m, mem, cpu, dst);
+        obs.stats.charge(Some(t), Func::CopyPage, copy);
+        let remap = m.cost[Cost::RmapWalk];
+        obs.stats.charge(Some(t), Func::RemoveMigrationPtes, remap);
+        mem.page[dst as usize] = PageInfo {
             flags: (info.flags & !(PTE_MIGRATION | PG_LRU | PG_ACTIVE)) | PTE_MAPPED,
             cpu: cpu as u16,
             ..info
         };
-        s.mem.files[info.file as usize].pages[info.index as usize] = dst;
-        s.obs
-            .check
-            .record(s.q.now(), cpu, src, PageEvent::MigrateTo { to: dst });
+        mem.files[info.file as usize].pages[info.index as usize] = dst;
+        let moved = PageEvent::MigrateTo { to: dst };
+        obs.check.record(now, cpu, src, moved);
         wake_waiters(s, src);
         rmap::check_translations(s, src, Site::Free);
-        s.obs.check.record(s.q.now(), cpu, src, PageEvent::Free);
-        s.mem.page[src as usize] = PageInfo {
+        let Parts { mem, obs, .. } = s.mm_parts();
+        obs.check.record(now, cpu, src, PageEvent::Free);
+        mem.page[src as usize] = PageInfo {
             cpu: info.cpu,
             ..Default::default()
         };
         let free = free_page(s, cpu, src);
-        s.obs.stats.charge(Some(t), Func::FreePage, free);
+        s.mm_parts().obs.stats.charge(Some(t), Func::FreePage, free);
         ps += copy + remap + free + lru_cache_add(s, cpu, t, dst);
     }
-    s.obs.stats.vm(Vm::PgMigrateSuccess, batch.len() as u64);
-    s.obs.stats.vm(Vm::PgFree, batch.len() as u64);
+    let Parts { mem, obs, .. } = s.mm_parts();
+    obs.stats.vm(Vm::PgMigrateSuccess, batch.len() as u64);
+    obs.stats.vm(Vm::PgFree, batch.len() as u64);
     let mut batch = batch;
     batch.clear();
-    s.sched.tasks[t].migrate.batch = batch;
+    mem.tasks[t].migrate.batch = batch;
     Outcome::Busy {
         ps,
         irqs_off: false,
@@ -205,32 +212,36 @@ pub fn move_batch(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
 }
 
 /// A page that could not be migrated goes back on its LRU list.
-fn putback(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32) {
+fn putback(s: &mut impl Host, cpu: CpuId, t: TaskId, pfn: u32) {
     let cost = lru_cache_add(s, cpu, t, pfn);
-    s.obs.stats.charge(Some(t), Func::PutbackLruPages, cost);
+    s.mm_parts()
+        .obs
+        .stats
+        .charge(Some(t), Func::PutbackLruPages, cost);
 }
 
 /// migration_entry_wait(): a fault on a migration entry sleeps on the page lock until the
 /// migration restores the PTE; then the access is retried.
-pub fn migration_entry_wait(s: &mut Sim, t: TaskId, pfn: u32) -> Outcome {
-    let fault = s.m.cost[Cost::FaultAnon];
-    s.obs.stats.charge(Some(t), Func::MigrationEntryWait, fault);
-    s.obs.stats.vm(Vm::PgFault, 1);
-    if s.mem.page[pfn as usize].flags & PTE_MIGRATION == 0 {
+pub fn migration_entry_wait(s: &mut impl Host, t: TaskId, pfn: u32) -> Outcome {
+    let Parts { m, mem, obs, .. } = s.mm_parts();
+    let fault = m.cost[Cost::FaultAnon];
+    obs.stats.charge(Some(t), Func::MigrationEntryWait, fault);
+    obs.stats.vm(Vm::PgFault, 1);
+    if mem.page[pfn as usize].flags & PTE_MIGRATION == 0 {
         return Outcome::Busy {
             ps: fault,
             irqs_off: false,
         };
     }
-    s.mem.migration_waiters.push((pfn, t));
+    mem.migration_waiters.push((pfn, t));
     Outcome::Sleep(NEVER)
 }
 
-fn wake_waiters(s: &mut Sim, pfn: u32) {
+fn wake_waiters(s: &mut impl Host, pfn: u32) {
     let mut i = 0;
-    while i < s.mem.migration_waiters.len() {
-        if s.mem.migration_waiters[i].0 == pfn {
-            let (_, t) = s.mem.migration_waiters.swap_remove(i);
+    while let Some(&(p, _)) = s.mm_view().0.migration_waiters.get(i) {
+        if p == pfn {
+            let (_, t) = s.mm_parts().mem.migration_waiters.swap_remove(i);
             s.wake(t);
         } else {
             i += 1;

@@ -124,34 +124,55 @@ pub const KTHREAD: usize = usize::MAX;
 pub trait Hooks {
     /// wake_up_process(): make a sleeping task runnable.
     fn wake(&mut self, t: TaskId);
-    /// kthread_create_on_cpu(): a kernel thread bound to a CPU, asleep until woken.
-    fn spawn_kthread(&mut self, cpu: CpuId) -> TaskId;
+    /// kthread_create_on_cpu(): a kernel thread named `comm` bound to a CPU, asleep until woken.
+    fn spawn_kthread(&mut self, cpu: CpuId, comm: String) -> TaskId;
     /// A CPU spinning on a lock that was just handed to it looks at it again.
     fn kick_lock_spinner(&mut self, cpu: CpuId);
     /// signal_wake_up(): a fatal signal ends the task's interruptible sleep.
     fn signal_wake_up(&mut self, t: TaskId);
+    /// TASK_UNINTERRUPTIBLE for task `t`'s next sleep: a fatal signal does not end it.
+    fn set_uninterruptible(&mut self, t: TaskId);
+    /// panic(): the run ends now.
+    fn panic(&mut self);
 }
 
 /// The state mm works on, borrowed together from the machine around it.
 pub struct Parts<'a> {
     pub m: &'a Machine,
     pub mem: &'a mut Memory,
+    /// The arch's state: the CPUs' TLBs a user access goes through.
+    pub arch: &'a mut crate::arch::ArchState,
     pub obs: &'a mut Observe,
 }
 
-/// What mm needs from the machine around it, beyond arch's and smp's: its state and the
-/// observer, and a task's spinlock count and gather. The root implements it for `Sim`. mm's
-/// files move onto it one by one (ptl, lru, page_io, mmu_gather, huge_memory so far); the
-/// others still take `Sim`.
+/// What mm needs from the machine around it, beyond arch's and smp's: its state, the arch's and
+/// the observer, and a few facts about a task (its spinlock count, whether it exited). The root
+/// implements it for `Sim`; every mm function takes `&mut impl Host` or the plain parts it needs.
 pub trait Host: Hooks + crate::arch::Host {
     /// The machine, mm's state and the observer, borrowed together.
     fn mm_parts(&mut self) -> Parts<'_>;
     /// mm's state and the machine, to read.
     fn mm_view(&self) -> (&Memory, &Machine);
+    /// Task `t` has exited.
+    fn exited(&self, t: TaskId) -> bool;
     /// Spinlocks task `t` holds (the lock part of its preempt_count: not preemptible while > 0).
     fn locks_held(&mut self, t: TaskId) -> &mut u32;
     /// Task `t`'s mmu_gather (tlb_gather_mmu() .. tlb_finish_mmu()).
-    fn gather(&mut self, t: TaskId) -> &mut MmuGather;
+    fn gather(&mut self, t: TaskId) -> &mut MmuGather {
+        &mut self.mm_parts().mem.tasks[t].gather
+    }
+    /// mm's state.
+    fn mem(&mut self) -> &mut Memory {
+        self.mm_parts().mem
+    }
+    /// The observer: counters, the coherence checker, the trace.
+    fn obs(&mut self) -> &mut Observe {
+        self.mm_parts().obs
+    }
+    /// The machine.
+    fn machine(&self) -> &Machine {
+        self.mm_view().1
+    }
 }
 
 params! {
@@ -180,6 +201,25 @@ params! {
     }
 }
 
+/// What mm keeps per task: the kernel's task_struct fields (tlb_ubc, TIF_MEMDIE), the mmu_gather
+/// on the syscall's stack, and the reclaim and migrate_pages() calls in progress.
+#[derive(Debug, Default)]
+pub struct TaskMm {
+    /// The task's mmu_gather (tlb_gather_mmu() .. tlb_finish_mmu()).
+    pub gather: MmuGather,
+    /// Page reclaim state, including the batched-flush tlb_ubc.
+    pub reclaim: vmscan::Reclaim,
+    /// The migrate_pages() call in progress.
+    pub migrate: migrate::Migration,
+    /// Pages the task's own code keeps using while it reads file pages (its text and stack):
+    /// (first page, count). A full TLB flush makes them miss again.
+    pub working_set: (u64, u32),
+    /// Pages oom_badness() counts for this task (its footprint; 0: never an OOM victim).
+    pub rss: u64,
+    /// TIF_MEMDIE: oom_kill_process() chose this task; it exits at its next user step.
+    pub oom_killed: bool,
+}
+
 pub struct Memory {
     pub cfg: MmConfig,
     pub mms: Vec<Mm>,
@@ -193,6 +233,8 @@ pub struct Memory {
     pub lru: Vec<lru::NodeLru>,
     /// Per CPU: the LRU-add pagevec.
     pub pagevec: Vec<Vec<u32>>,
+    /// Per task (by task id): what mm keeps for it.
+    pub tasks: Vec<TaskMm>,
     /// Tasks the OOM killer chose that may not have exited yet (TIF_MEMDIE).
     pub oom_victims: Vec<usize>,
     /// Per node: its kswapd task, if the workload reclaims.
@@ -222,6 +264,7 @@ impl Memory {
             page: Vec::new(),
             lru: (0..nodes).map(|_| lru::NodeLru::default()).collect(),
             pagevec: vec![Vec::new(); ncpus],
+            tasks: Vec::new(),
             oom_victims: Vec::new(),
             kswapd: vec![None; nodes],
             reclaim_started: None,

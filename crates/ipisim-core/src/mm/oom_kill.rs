@@ -2,10 +2,8 @@
 //! __alloc_pages_may_oom() calls out_of_memory(), which kills the task with the largest footprint
 //! so that its exit frees memory, and the allocation is retried.
 
-use super::Hooks as _;
-use super::KTHREAD;
+use super::{Host, Memory, KTHREAD};
 use crate::engine::{TaskId, Time, NEVER, PS_PER_S};
-use crate::sim::Sim;
 use crate::step::Outcome;
 
 /// What select_bad_process() found.
@@ -21,30 +19,27 @@ pub enum Selected {
 
 /// oom_badness(): the pages the task holds (its `rss`). Kernel threads, exited tasks and tasks
 /// holding nothing are not candidates (oom_unkillable_task, find_lock_task_mm).
-pub fn oom_badness(s: &Sim, t: TaskId) -> Option<u64> {
-    let task = &s.sched.tasks[t];
-    let alive = !task.exited() && task.mm != KTHREAD;
-    (alive && task.rss > 0).then_some(task.rss)
+pub fn oom_badness(s: &impl Host, t: TaskId) -> Option<u64> {
+    let rss = s.mm_view().0.tasks[t].rss;
+    let alive = !s.exited(t) && s.task_mm(t) != KTHREAD;
+    (alive && rss > 0).then_some(rss)
 }
 
 /// select_bad_process(): walk every task in task-list (id) order, keep the one with the most
 /// points; a later task replaces it only with strictly more ("points > *ppoints").
-pub fn select_bad_process(s: &Sim) -> Selected {
+pub fn select_bad_process(s: &impl Host) -> Selected {
+    let mem: &Memory = s.mm_view().0;
     // The walk stops at any victim that has not exited, wherever it is in the list: look at the
     // ones oom_kill_process() chose first (16,000 hackbench tasks call this every jiffy).
-    if s.mem
-        .oom_victims
-        .iter()
-        .any(|&v| oom_badness(s, v).is_some())
-    {
+    if mem.oom_victims.iter().any(|&v| oom_badness(s, v).is_some()) {
         return Selected::Exiting;
     }
     let mut chosen: Option<(TaskId, u64)> = None;
-    for t in 0..s.sched.tasks.len() {
+    for t in 0..mem.tasks.len() {
         let Some(points) = oom_badness(s, t) else {
             continue;
         };
-        if s.sched.tasks[t].oom_killed {
+        if mem.tasks[t].oom_killed {
             return Selected::Exiting;
         }
         if chosen.is_none_or(|(_, best)| points > best) {
@@ -56,39 +51,40 @@ pub fn select_bad_process(s: &Sim) -> Selected {
 
 /// oom_kill_process() -> oom_kill_task(): SIGKILL and TIF_MEMDIE; the victim is woken from an
 /// interruptible sleep and exits (freeing its memory) at its next user step.
-pub fn oom_kill_process(s: &mut Sim, victim: TaskId) {
-    s.sched.tasks[victim].oom_killed = true;
-    s.mem.oom_victims.push(victim);
-    s.obs.stats.oom_kills += 1;
+pub fn oom_kill_process(s: &mut impl Host, victim: TaskId) {
+    let p = s.mm_parts();
+    p.mem.tasks[victim].oom_killed = true;
+    p.mem.oom_victims.push(victim);
+    p.obs.stats.oom_kills += 1;
     s.signal_wake_up(victim);
 }
 
 /// out_of_memory() from task `t`'s allocation, with no cpuset or mempolicy constraint.
-pub fn out_of_memory(s: &mut Sim, t: TaskId) -> Outcome {
+pub fn out_of_memory(s: &mut impl Host, t: TaskId) -> Outcome {
     // "If current has a pending SIGKILL ... automatically select it": it may use the reserves
     // and exits at its next user step.
-    if s.sched.tasks[t].oom_killed {
+    if s.mm_view().0.tasks[t].oom_killed {
         return Outcome::Next;
     }
     // Victims that exited are candidates no more.
-    let mut victims = std::mem::take(&mut s.mem.oom_victims);
+    let mut victims = std::mem::take(&mut s.mm_parts().mem.oom_victims);
     victims.retain(|&v| oom_badness(s, v).is_some());
-    s.mem.oom_victims = victims;
+    s.mm_parts().mem.oom_victims = victims;
     match select_bad_process(s) {
         Selected::Victim(v) => oom_kill_process(s, v),
         Selected::Exiting => {}
         Selected::Nothing => {
             // The kernel panics here; the run ends and the result says why.
-            s.obs.stats.oom_no_victim = true;
-            s.end = Some(s.now());
+            s.mm_parts().obs.stats.oom_no_victim = true;
+            s.panic();
             return Outcome::Sleep(NEVER);
         }
     }
-    if s.sched.tasks[t].oom_killed {
+    if s.mm_view().0.tasks[t].oom_killed {
         return Outcome::Next;
     }
     // schedule_timeout_uninterruptible(1): give the victim a jiffy to exit, then retry.
-    let jiffy: Time = PS_PER_S / s.arch.cfg.hz;
-    s.sched.tasks[t].uninterruptible = true;
+    let jiffy: Time = PS_PER_S / s.arch_view().0.cfg.hz;
+    s.set_uninterruptible(t);
     Outcome::Sleep(s.now() + jiffy)
 }

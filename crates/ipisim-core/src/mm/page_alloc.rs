@@ -1,10 +1,10 @@
 //! Physical pages (mm/page_alloc.c): one zone per node with its free pages and watermarks, and
 //! the per-CPU page lists (pcp) that batch trips to the zone under zone->lock.
 
+use super::{Host, Memory, Parts};
 use crate::engine::{CpuId, SpinLock, TaskId, Time};
 use crate::machine::Cost;
 use crate::observe::Func;
-use crate::sim::Sim;
 use crate::step::Step;
 
 /// One node's memory as one zone (ZONE_NORMAL).
@@ -160,75 +160,78 @@ pub fn zonelist(nodes: usize, node: usize) -> impl Iterator<Item = usize> {
 }
 
 /// spin_lock(&zone->lock) by `cpu` now, held for `hold`: the wait for it (its line included).
-pub fn zone_lock_wait(s: &mut Sim, zone: usize, cpu: CpuId, hold: Time) -> Time {
-    let now = s.q.now();
-    let m = &s.m;
-    s.mem.frames.zones[zone]
+pub fn zone_lock_wait(s: &mut impl Host, zone: usize, cpu: CpuId, hold: Time) -> Time {
+    let now = s.now();
+    let Parts { m, mem, .. } = s.mm_parts();
+    mem.frames.zones[zone]
         .lock
         .acquire(now, cpu, hold, |a, b| m.line_transfer(a, b))
 }
 
 /// One page from `zone` through this CPU's pcp list, refilling a batch under zone->lock.
-fn take_pcp(s: &mut Sim, cpu: CpuId, zone: usize) -> (u32, Time) {
+fn take_pcp(s: &mut impl Host, cpu: CpuId, zone: usize) -> (u32, Time) {
     let mut cost = 0;
-    if s.mem.frames.pcp[cpu][zone].is_empty() {
+    let Parts { m, mem, .. } = s.mm_parts();
+    if mem.frames.pcp[cpu][zone].is_empty() {
         // rmqueue_bulk(): a batch from the buddy lists.
-        let batch = s.mem.cfg.pcp_batch;
         let mut hold = 0;
-        for _ in 0..batch {
-            match s.mem.frames.zones[zone].take() {
+        for _ in 0..mem.cfg.pcp_batch {
+            match mem.frames.zones[zone].take() {
                 Some(p) => {
-                    hold += s.m.cost[Cost::BuddyPage]
-                        + super::filemap::touch_page(&s.m, &mut s.mem, cpu, p);
-                    s.mem.frames.pcp[cpu][zone].push(p);
+                    hold += m.cost[Cost::BuddyPage] + super::filemap::touch_page(m, mem, cpu, p);
+                    mem.frames.pcp[cpu][zone].push(p);
                 }
                 None => break,
             }
         }
         cost += zone_lock_wait(s, zone, cpu, hold) + hold;
     }
-    let pfn = s.mem.frames.pcp[cpu][zone]
+    let frames = &mut s.mm_parts().mem.frames;
+    let pfn = frames.pcp[cpu][zone]
         .pop()
         .expect("zone passed its watermark check but had no page");
-    s.mem.frames.used += 1;
+    frames.used += 1;
     (pfn, cost)
 }
 
 /// __alloc_pages_nodemask() for one page-cache page on `cpu`'s node: the fast path against the
 /// low watermark over the zonelist, then wake kswapd and try against min; else the caller
 /// reclaims. Returns the page and the time taken.
-pub fn alloc_page(s: &mut Sim, cpu: CpuId, t: TaskId) -> Result<(u32, Time), NeedReclaim> {
+pub fn alloc_page(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Result<(u32, Time), NeedReclaim> {
     let zone = pick_zone(s, cpu, 0)?;
     let (pfn, cost) = take_pcp(s, cpu, zone);
-    s.obs.stats.charge(Some(t), Func::PageAlloc, cost);
+    s.mm_parts()
+        .obs
+        .stats
+        .charge(Some(t), Func::PageAlloc, cost);
     Ok((pfn, cost))
 }
 
 /// The zone an allocation of 2^order pages on `cpu` comes from: the fast path against the low
 /// watermark over the zonelist, then wake kswapd and try against min.
-fn pick_zone(s: &mut Sim, cpu: CpuId, order: u32) -> Result<usize, NeedReclaim> {
-    let nodes = s.m.nodes;
-    let home = s.m.node_of(cpu);
+fn pick_zone(s: &mut impl Host, cpu: CpuId, order: u32) -> Result<usize, NeedReclaim> {
+    let (mem, m) = s.mm_view();
+    let (nodes, home) = (m.nodes, m.node_of(cpu));
     // zone_watermark_ok() counts NR_FREE_PAGES only: pages on pcp lists (this CPU's included)
     // do not count, which is why a failed retry after reclaim drains them (drain_all_pages).
-    let pick = |s: &Sim, mark: usize| {
-        zonelist(nodes, home).find(|&z| s.mem.frames.zones[z].watermark_ok_order(mark, order))
+    let pick = |mem: &Memory, mark: usize| {
+        zonelist(nodes, home).find(|&z| mem.frames.zones[z].watermark_ok_order(mark, order))
     };
-    if let Some(z) = pick(s, WMARK_LOW) {
+    if let Some(z) = pick(mem, WMARK_LOW) {
         return Ok(z);
     }
     // __alloc_pages_slowpath(): wake_all_kswapds(), then ALLOC_WMARK_MIN.
     for z in zonelist(nodes, home) {
         super::vmscan::wakeup_kswapd(s, z);
     }
-    pick(s, WMARK_MIN).ok_or(NeedReclaim)
+    pick(s.mm_view().0, WMARK_MIN).ok_or(NeedReclaim)
 }
 
 /// buffered_rmqueue() of a block of 2^order pages (a SLUB slab): order 0 through this CPU's pcp
 /// list, as alloc_page; above it no pcp list, the pages straight from the buddy lists under
 /// zone->lock (__rmqueue). Appends them to `out` and returns the time taken.
 pub fn alloc_block(
-    s: &mut Sim,
+    s: &mut impl Host,
     cpu: CpuId,
     t: TaskId,
     order: u32,
@@ -241,62 +244,77 @@ pub fn alloc_block(
     }
     let zone = pick_zone(s, cpu, order)?;
     let mut hold = 0;
+    let Parts { m, mem, .. } = s.mm_parts();
     for _ in 0..1u32 << order {
-        let p = s.mem.frames.zones[zone]
+        let p = mem.frames.zones[zone]
             .take()
             .expect("zone passed its watermark check for the block");
-        hold += s.m.cost[Cost::BuddyPage] + super::filemap::touch_page(&s.m, &mut s.mem, cpu, p);
+        hold += m.cost[Cost::BuddyPage] + super::filemap::touch_page(m, mem, cpu, p);
         out.push(p);
     }
-    s.mem.frames.used += 1 << order;
+    mem.frames.used += 1 << order;
     let cost = zone_lock_wait(s, zone, cpu, hold) + hold;
-    s.obs.stats.charge(Some(t), Func::PageAlloc, cost);
+    s.mm_parts()
+        .obs
+        .stats
+        .charge(Some(t), Func::PageAlloc, cost);
     Ok(cost)
 }
 
 /// __free_pages() of a block: one page onto this CPU's pcp list (free_page); more straight back
 /// to the buddy lists under zone->lock (__free_pages_ok, free_one_page). Returns the time taken.
-pub fn free_block(s: &mut Sim, cpu: CpuId, pfns: &[u32]) -> Time {
+pub fn free_block(s: &mut impl Host, cpu: CpuId, pfns: &[u32]) -> Time {
     if let [pfn] = pfns {
         return free_page(s, cpu, *pfn);
     }
-    let zone = s.mem.frames.node_of(pfns[0]);
+    let Parts { m, mem, .. } = s.mm_parts();
+    let zone = mem.frames.node_of(pfns[0]);
     let mut hold = 0;
     for &p in pfns {
-        hold += s.m.cost[Cost::BuddyPage] + super::filemap::touch_page(&s.m, &mut s.mem, cpu, p);
-        s.mem.frames.zones[zone].give(p);
+        hold += m.cost[Cost::BuddyPage] + super::filemap::touch_page(m, mem, cpu, p);
+        mem.frames.zones[zone].give(p);
     }
-    s.mem.frames.used -= pfns.len() as u64;
+    mem.frames.used -= pfns.len() as u64;
     zone_lock_wait(s, zone, cpu, hold) + hold
 }
 
 /// alloc_pages_node(node, __GFP_THISNODE) for a migration target: a page from `node` only, if
 /// it is above its low watermark; else wake its kswapd and fail (the page is not migrated).
-pub fn alloc_page_on_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize) -> Option<(u32, Time)> {
-    if !s.mem.frames.zones[node].watermark_ok(WMARK_LOW) {
+pub fn alloc_page_on_node(
+    s: &mut impl Host,
+    cpu: CpuId,
+    t: TaskId,
+    node: usize,
+) -> Option<(u32, Time)> {
+    if !s.mm_view().0.frames.zones[node].watermark_ok(WMARK_LOW) {
         super::vmscan::wakeup_kswapd(s, node);
         return None;
     }
     let (pfn, cost) = take_pcp(s, cpu, node);
-    s.obs.stats.charge(Some(t), Func::PageAlloc, cost);
+    s.mm_parts()
+        .obs
+        .stats
+        .charge(Some(t), Func::PageAlloc, cost);
     Some((pfn, cost))
 }
 
 /// The allocation of task `t` succeeded: if it was in __alloc_pages_direct_reclaim (the retry
 /// after reclaim, or after the drain), that call returns now.
-pub fn alloc_succeeded(s: &mut Sim, t: TaskId) {
+pub fn alloc_succeeded(s: &mut impl Host, t: TaskId) {
     end_direct_reclaim(s, t);
-    let r = &mut s.sched.tasks[t].reclaim;
+    let r = &mut s.mm_parts().mem.tasks[t].reclaim;
     (r.after_reclaim, r.drained) = (false, false);
 }
 
 /// __alloc_pages_direct_reclaim() returns: one latency sample, from entering it.
-pub fn end_direct_reclaim(s: &mut Sim, t: TaskId) {
-    if let Some(from) = s.sched.tasks[t].reclaim.direct_since.take() {
-        let now = s.q.now();
-        s.obs.stats.direct_reclaim_latency.push(now - from);
-        if s.sched.tasks[t].reclaim.drained {
-            s.obs.stats.direct_reclaim_drained_latency.push(now - from);
+pub fn end_direct_reclaim(s: &mut impl Host, t: TaskId) {
+    let now = s.now();
+    let Parts { mem, obs, .. } = s.mm_parts();
+    let r = &mut mem.tasks[t].reclaim;
+    if let Some(from) = r.direct_since.take() {
+        obs.stats.direct_reclaim_latency.push(now - from);
+        if r.drained {
+            obs.stats.direct_reclaim_drained_latency.push(now - from);
         }
     }
 }
@@ -305,40 +323,40 @@ pub fn end_direct_reclaim(s: &mut Sim, t: TaskId) {
 /// try_to_free_pages(), a retry, and if that fails drain_all_pages() and one more retry; a reclaim
 /// that freed nothing returns at once and goes to __alloc_pages_may_oom() (see
 /// vmscan::direct_reclaim). The caller pushed its own retry first.
-pub fn alloc_slowpath(s: &mut Sim, t: TaskId) {
-    let r = &mut s.sched.tasks[t].reclaim;
+pub fn alloc_slowpath(s: &mut impl Host, t: TaskId) {
+    let r = &mut s.mm_parts().mem.tasks[t].reclaim;
     if r.after_reclaim && !r.drained {
         // "pages are pinned on the per-cpu lists. Drain them and try again" (drained = true).
         r.drained = true;
-        s.sched.tasks[t].steps.push(Step::DrainAllPages);
+        s.push_step(t, Step::DrainAllPages);
         return;
     }
     // The retry after the drain failed too: this direct reclaim returns NULL; rebalance.
     end_direct_reclaim(s, t);
-    let now = s.q.now();
-    let r = &mut s.sched.tasks[t].reclaim;
+    let now = s.now();
+    let Parts { mem, obs, .. } = s.mm_parts();
+    let r = &mut mem.tasks[t].reclaim;
     (r.after_reclaim, r.drained) = (true, false);
     r.direct_since = Some(now);
-    s.sched.tasks[t]
-        .steps
-        .push(Step::DirectReclaim { want: 32 });
-    s.obs.stats.vm(crate::observe::Vm::AllocStall, 1);
+    obs.stats.vm(crate::observe::Vm::AllocStall, 1);
+    s.push_step(t, Step::DirectReclaim { want: 32 });
 }
 
 /// free_hot_cold_page(): onto this CPU's pcp list for the page's zone; past `pcp_high`, a batch
 /// goes back to the buddy lists under zone->lock (free_pcppages_bulk). Returns the time taken.
-pub fn free_page(s: &mut Sim, cpu: CpuId, pfn: u32) -> Time {
-    let zone = s.mem.frames.node_of(pfn);
-    s.mem.frames.used -= 1;
-    s.mem.frames.pcp[cpu][zone].push(pfn);
-    let touch = super::filemap::touch_page(&s.m, &mut s.mem, cpu, pfn);
-    if s.mem.frames.pcp[cpu][zone].len() < s.mem.cfg.pcp_high {
+pub fn free_page(s: &mut impl Host, cpu: CpuId, pfn: u32) -> Time {
+    let Parts { m, mem, .. } = s.mm_parts();
+    let zone = mem.frames.node_of(pfn);
+    mem.frames.used -= 1;
+    mem.frames.pcp[cpu][zone].push(pfn);
+    let touch = super::filemap::touch_page(m, mem, cpu, pfn);
+    if mem.frames.pcp[cpu][zone].len() < mem.cfg.pcp_high {
         return touch;
     }
-    let batch = s.mem.cfg.pcp_batch;
-    let hold = batch as u64 * s.m.cost[Cost::BuddyPage];
+    let batch = mem.cfg.pcp_batch;
+    let hold = batch as u64 * m.cost[Cost::BuddyPage];
     let wait = zone_lock_wait(s, zone, cpu, hold);
-    let f = &mut s.mem.frames;
+    let f = &mut s.mm_parts().mem.frames;
     // The coldest pages (the list's far end) go back first.
     for i in 0..batch {
         let p = f.pcp[cpu][zone][i];

@@ -3,13 +3,13 @@
 //! 72b252aed506), or batched as a PFN list flushed page by page (the v1-v5 series).
 
 use super::filemap::{PG_DIRTY, PTE_DIRTY, PTE_MAPPED, PTE_YOUNG};
-use crate::arch::{self, FlushRange};
+use super::{Host, Memory, Parts};
+use crate::arch::{self, ArchState, FlushRange};
 use crate::config::named_enum;
 use crate::engine::{CpuId, CpuMask, TaskId, Time};
 use crate::machine::Cost;
 use crate::observe::check::{PageEvent, Site, Violation};
 use crate::observe::{Func, Vm};
-use crate::sim::Sim;
 use crate::smp::{self, CallFunc, Cond};
 use crate::step::{Outcome, Step};
 
@@ -55,9 +55,9 @@ pub struct TlbUbc {
 }
 
 /// The mm and address of the one mapping of a page-cache page.
-pub fn mapping_of(s: &Sim, pfn: u32) -> (usize, u64) {
-    let p = s.mem.page[pfn as usize];
-    let (mm, start) = s.mem.files[p.file as usize]
+pub fn mapping_of(mem: &Memory, pfn: u32) -> (usize, u64) {
+    let p = mem.page[pfn as usize];
+    let (mm, start) = mem.files[p.file as usize]
         .mapper
         .expect("mapped page of an unmapped file");
     (mm, start + p.index as u64)
@@ -65,40 +65,46 @@ pub fn mapping_of(s: &Sim, pfn: u32) -> (usize, u64) {
 
 /// try_to_unmap_one(): clear the page's PTE and deal with the TLB as the policy says. Pushes the
 /// steps of a flush that must happen now (and returns true); returns the time of the rmap work.
-pub fn try_to_unmap_one(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, dirty: bool) -> (Time, bool) {
-    let (mm, vpn) = mapping_of(s, pfn);
-    let p = &mut s.mem.page[pfn as usize];
+pub fn try_to_unmap_one(
+    s: &mut impl Host,
+    cpu: CpuId,
+    t: TaskId,
+    pfn: u32,
+    dirty: bool,
+) -> (Time, bool) {
+    let now = s.now();
+    let Parts { m, mem, arch, obs } = s.mm_parts();
+    let (mm, vpn) = mapping_of(mem, pfn);
+    let p = &mut mem.page[pfn as usize];
     // "Move the dirty bit to the physical page now the pte is gone" (set_page_dirty).
     if dirty {
         p.flags |= PG_DIRTY;
     }
     p.flags &= !(PTE_MAPPED | PTE_YOUNG | PTE_DIRTY);
-    let cost = s.m.cost[Cost::RmapWalk];
-    s.obs.stats.charge(Some(t), Func::TryToUnmap, cost);
-    if s.mem.cfg.reclaim_flush == ReclaimFlush::None {
-        s.obs
-            .check
-            .record(s.q.now(), cpu, pfn, PageEvent::UnmapNoFlush);
+    let cost = m.cost[Cost::RmapWalk];
+    obs.stats.charge(Some(t), Func::TryToUnmap, cost);
+    if mem.cfg.reclaim_flush == ReclaimFlush::None {
+        obs.check.record(now, cpu, pfn, PageEvent::UnmapNoFlush);
         return (cost, false);
     }
     // should_defer_flush(): only worth it when another CPU may hold the translation.
-    let defer = s.mem.cfg.reclaim_flush != ReclaimFlush::Immediate
-        && s.arch.mm[mm].cpumask.any_but(cpu)
-        && (!dirty || s.mem.cfg.defer_writable);
+    let defer = mem.cfg.reclaim_flush != ReclaimFlush::Immediate
+        && arch.mm[mm].cpumask.any_but(cpu)
+        && (!dirty || mem.cfg.defer_writable);
     if !defer {
         // ptep_clear_flush() -> flush_tlb_page().
-        s.obs
-            .check
-            .record(s.q.now(), cpu, pfn, PageEvent::Unmap { batch: 0 });
-        s.sched.tasks[t].steps.push(flush_tlb_page(mm, vpn));
+        obs.check
+            .record(now, cpu, pfn, PageEvent::Unmap { batch: 0 });
+        s.push_step(t, flush_tlb_page(mm, vpn));
         return (cost, true);
     }
     set_tlb_ubc_flush_pending(s, cpu, t, mm, pfn, dirty);
-    if s.mem.cfg.reclaim_flush == ReclaimFlush::BatchPfn {
-        let ubc = &mut s.sched.tasks[t].reclaim.ubc;
+    let mem = s.mm_parts().mem;
+    if mem.cfg.reclaim_flush == ReclaimFlush::BatchPfn {
+        let ubc = &mut mem.tasks[t].reclaim.ubc;
         ubc.pages.push((mm as u32, vpn));
-        if ubc.pages.len() >= s.mem.cfg.batch_pfn_size {
-            s.sched.tasks[t].steps.push(Step::TryToUnmapFlush);
+        if ubc.pages.len() >= mem.cfg.batch_pfn_size {
+            s.push_step(t, Step::TryToUnmapFlush);
             return (cost, true);
         }
     }
@@ -109,29 +115,29 @@ pub fn try_to_unmap_one(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, dirty: boo
 /// arch_tlbbatch_add_pending() also bumps the mm's tlb_gen, so a CPU that switches back to the mm
 /// flushes the ASID it left behind.
 pub fn set_tlb_ubc_flush_pending(
-    s: &mut Sim,
+    s: &mut impl Host,
     cpu: CpuId,
     t: TaskId,
     mm: usize,
     pfn: u32,
     dirty: bool,
 ) {
-    if s.arch.cfg.pcid {
-        s.arch.mm[mm].tlb_gen += 1;
+    let now = s.now();
+    let Parts { mem, arch, obs, .. } = s.mm_parts();
+    if arch.cfg.pcid {
+        arch.mm[mm].tlb_gen += 1;
     }
-    let mask = s.arch.mm[mm].cpumask;
-    let ubc = &mut s.sched.tasks[t].reclaim.ubc;
+    let mask = arch.mm[mm].cpumask;
+    let ubc = &mut mem.tasks[t].reclaim.ubc;
     ubc.cpumask.or(&mask);
     if !ubc.flush_required {
-        s.obs.check.batches += 1;
-        ubc.batch = s.obs.check.batches;
+        obs.check.batches += 1;
+        ubc.batch = obs.check.batches;
     }
     ubc.flush_required = true;
     ubc.writable |= dirty;
     let batch = ubc.batch;
-    s.obs
-        .check
-        .record(s.q.now(), cpu, pfn, PageEvent::Unmap { batch });
+    obs.check.record(now, cpu, pfn, PageEvent::Unmap { batch });
 }
 
 /// flush_tlb_page(): the step that flushes one page of `mm` on every CPU that may cache it.
@@ -147,8 +153,10 @@ pub fn flush_tlb_page(mm: usize, vpn: u64) -> Step {
 
 /// try_to_unmap_flush(): one call to every CPU in the batch's mask (this one runs it directly),
 /// waiting for all of them; then the batch is empty. `kernel.tlbbatch_flush` says how.
-pub fn try_to_unmap_flush(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-    let ubc = &s.sched.tasks[t].reclaim.ubc;
+pub fn try_to_unmap_flush(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
+    let now = s.now();
+    let Parts { mem, obs, .. } = s.mm_parts();
+    let ubc = &mem.tasks[t].reclaim.ubc;
     if !ubc.flush_required {
         return Outcome::Next;
     }
@@ -158,27 +166,27 @@ pub fn try_to_unmap_flush(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     } else {
         CallFunc::FlushTlbPfns
     };
-    s.obs
-        .check
-        .record(s.q.now(), cpu, u32::MAX, PageEvent::BatchFlush { batch });
-    if func == CallFunc::FlushTlbBatchPages
-        && s.mem.cfg.tlbbatch_flush == TlbBatchFlush::FlushTlbFunc
+    obs.check
+        .record(now, cpu, u32::MAX, PageEvent::BatchFlush { batch });
+    if func == CallFunc::FlushTlbBatchPages && mem.cfg.tlbbatch_flush == TlbBatchFlush::FlushTlbFunc
     {
-        s.sched.tasks[t].steps.push(Step::TlbUbcClear);
+        s.push_step(t, Step::TlbUbcClear);
         return arch::tlbbatch_flush_multi(s, cpu, t, &mask);
     }
     // 4.3 traced the batch flush as a remote shootdown of every page (-1).
-    s.obs.tlb_flush(s.trace_at(cpu), 1, -1);
+    let at = s.trace_at(cpu);
+    let obs = s.mm_parts().obs;
+    obs.tlb_flush(at, 1, -1);
     if mask.any_but(cpu) {
-        s.obs.stats.vm(Vm::TlbRemoteFlush, 1);
+        obs.stats.vm(Vm::TlbRemoteFlush, 1);
     }
     // The targets read the batch while the sender waits; it is emptied after the wait.
-    s.sched.tasks[t].steps.push(Step::TlbUbcClear);
+    s.push_step(t, Step::TlbUbcClear);
     smp::smp_call_function_many_cond(s, cpu, t, &mask, func, Cond::Always, true, true)
 }
 
-pub fn tlb_ubc_clear(s: &mut Sim, t: TaskId) -> Outcome {
-    let ubc = &mut s.sched.tasks[t].reclaim.ubc;
+pub fn tlb_ubc_clear(s: &mut impl Host, t: TaskId) -> Outcome {
+    let ubc = &mut s.mm_parts().mem.tasks[t].reclaim.ubc;
     ubc.cpumask = CpuMask::new();
     ubc.flush_required = false;
     ubc.writable = false;
@@ -190,22 +198,24 @@ pub fn tlb_ubc_clear(s: &mut Sim, t: TaskId) -> Outcome {
 /// translation to a page being freed, nor one it could write through to a page being written
 /// out. Each CPU that does is a violation. Only CPUs with the mm loaded can (without PCID every
 /// mm switch flushes; with it, a batch bumps tlb_gen so a switch back flushes).
-pub fn check_translations(s: &mut Sim, pfn: u32, site: Site) {
-    if !s.obs.check.enabled {
+pub fn check_translations(s: &mut impl Host, pfn: u32, site: Site) {
+    let now = s.now();
+    let Parts { m, mem, arch, obs } = s.mm_parts();
+    if !obs.check.enabled {
         return;
     }
-    let (mm, vpn) = mapping_of(s, pfn);
-    let traps = s.m.clean_write_traps;
+    let (mm, vpn) = mapping_of(mem, pfn);
+    let traps = m.clean_write_traps;
     // The violating CPU and kind of a cached translation on CPU `c`, if any.
-    let stale = |s: &Sim, c: CpuId| {
+    let stale = |arch: &ArchState, c: CpuId| {
         // A lazy CPU runs no user code of the mm until switch_mm_irqs_off() takes it back, which
         // flushes the ASID if the mm's tlb_gen moved on (with PCID every batch bumps it): why
         // 4.20's flush may skip it (tlb_is_not_lazy). A use before that is caught at the access.
-        if arch::loaded_mm(s, c) != Some(mm) || (arch::is_lazy(s, c) && s.arch.cfg.pcid) {
+        if arch.loaded_mm(c) != Some(mm) || (arch.is_lazy(c) && arch.cfg.pcid) {
             return None;
         }
-        let e = s.arch.tlb[c]
-            .probe(arch::loaded_asid(s, c), vpn)
+        let e = arch.tlb[c]
+            .probe(arch.loaded_asid(c), vpn)
             .filter(|e| e.pfn == pfn)?;
         match site {
             Site::Pageout if e.dirty || (e.writable && !traps) => Some(Violation::LostWrite),
@@ -214,15 +224,13 @@ pub fn check_translations(s: &mut Sim, pfn: u32, site: Site) {
         }
     };
     // The common case, no stale translation, reads the mask in place.
-    if !s.arch.mm[mm].cpumask.iter().any(|c| stale(s, c).is_some()) {
+    if !arch.mm[mm].cpumask.iter().any(|c| stale(arch, c).is_some()) {
         return;
     }
-    let mask = s.arch.mm[mm].cpumask;
+    let mask = arch.mm[mm].cpumask;
     for c in mask.iter() {
-        if let Some(kind) = stale(s, c) {
-            s.obs
-                .check
-                .violation(s.q.now(), kind, site, c, (mm, vpn, pfn));
+        if let Some(kind) = stale(arch, c) {
+            obs.check.violation(now, kind, site, c, (mm, vpn, pfn));
         }
     }
 }

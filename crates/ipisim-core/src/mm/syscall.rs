@@ -1,45 +1,46 @@
 //! madvise(MADV_DONTNEED), munmap and mprotect: the VMA work, then the page-table walk into an
 //! mmu_gather, then one flush per gather (more if the gather fills).
 
-use super::Hooks as _;
-use super::{merge_vmas, split_at, NONE, PTRS_PER_PTE};
+use super::{merge_vmas, split_at, Host, Memory, Parts, NONE, PTRS_PER_PTE};
 use crate::engine::{CpuId, TaskId};
 use crate::machine::Cost;
 use crate::observe::Func;
-use crate::sim::Sim;
 pub use crate::step::Syscall;
 use crate::step::{Outcome, Step};
 
-pub fn syscall(s: &mut Sim, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
-    let mm = s.sched.tasks[t].mm;
+pub fn syscall(s: &mut impl Host, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
+    let mm = s.task_mm(t);
     let writes_vmas = !matches!(sc, Syscall::MadviseDontneed { .. });
     if writes_vmas && !mmap_write_lock(s, t) {
-        s.sched.tasks[t].steps.push(Step::Syscall(sc));
+        s.push_step(t, Step::Syscall(sc));
         return Outcome::Sleep(crate::engine::NEVER);
     }
-    let mut vma = s.m.cost[Cost::VmaOp];
+    let Parts { m, mem, obs, .. } = s.mm_parts();
+    let mut vma = m.cost[Cost::VmaOp];
     if let Syscall::Munmap { .. } = sc {
-        vma += s.m.cost[Cost::MunmapVma];
+        vma += m.cost[Cost::MunmapVma];
     }
-    let entry = s.m.cost[Cost::Syscall] + vma;
-    s.obs
-        .stats
-        .charge(Some(t), Func::Syscall, s.m.cost[Cost::Syscall]);
-    s.obs.stats.charge(Some(t), Func::VmaOps, vma);
-    s.sched.tasks[t].gather.init(mm);
+    let entry = m.cost[Cost::Syscall] + vma;
+    obs.stats
+        .charge(Some(t), Func::Syscall, m.cost[Cost::Syscall]);
+    obs.stats.charge(Some(t), Func::VmaOps, vma);
+    mem.tasks[t].gather.init(mm);
     // tlb_gather_mmu() -> inc_tlb_flush_pending(): other threads' tlb_finish_mmu() see it.
-    s.mem.mms[mm].tlb_flush_pending += 1;
+    mem.mms[mm].tlb_flush_pending += 1;
     match sc {
         Syscall::MadviseDontneed { vpn, n } => {
             // madvise_dontneed_free() -> zap_page_range_single_batched(); with CONFIG_PT_RECLAIM
             // the zap may free PTE tables it empties completely.
-            let steps = &mut s.sched.tasks[t].steps;
-            steps.push(Step::TlbFinishMmu);
-            steps.push(Step::Zap {
-                from: vpn,
-                end: vpn + n,
-                reclaim_pt: s.mem.cfg.pt_reclaim,
-            });
+            let (from, end, reclaim_pt) = (vpn, vpn + n, mem.cfg.pt_reclaim);
+            s.push_step(t, Step::TlbFinishMmu);
+            s.push_step(
+                t,
+                Step::Zap {
+                    from,
+                    end,
+                    reclaim_pt,
+                },
+            );
         }
         Syscall::Munmap { vpn, n } => munmap(s, t, mm, vpn, n),
         Syscall::MprotectRead { vpn, n } => mprotect_read(s, t, mm, vpn, n),
@@ -51,10 +52,10 @@ pub fn syscall(s: &mut Sim, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
 }
 
 /// munmap(vpn, n) after the entry, mmap_lock held for writing: pushes its steps.
-fn munmap(s: &mut Sim, t: TaskId, mm: usize, vpn: u64, n: u64) {
+fn munmap(s: &mut impl Host, t: TaskId, mm: usize, vpn: u64, n: u64) {
     // do_vmi_munmap(): split, detach, then unmap_region(): unmap_vmas + free_pgtables
     // between the neighbouring VMAs, all under one mmu_gather.
-    let m = &mut s.mem.mms[mm];
+    let m = &mut s.mm_parts().mem.mms[mm];
     split_at(m, vpn);
     split_at(m, vpn + n);
     let i = m.vmas.partition_point(|v| v.end <= vpn);
@@ -62,27 +63,34 @@ fn munmap(s: &mut Sim, t: TaskId, mm: usize, vpn: u64, n: u64) {
     let floor = if i > 0 { m.vmas[i - 1].end } else { 0 };
     let ceiling = m.vmas.get(j).map_or(0, |v| v.start);
     m.vmas.drain(i..j);
-    let steps = &mut s.sched.tasks[t].steps;
-    steps.push(Step::MmapWriteUnlock);
-    steps.push(Step::TlbFinishMmu);
-    steps.push(Step::FreePgtables {
-        start: vpn,
-        end: vpn + n,
-        floor,
-        ceiling,
-    });
-    steps.push(Step::Zap {
-        from: vpn,
-        end: vpn + n,
-        reclaim_pt: false,
-    });
+    let (start, end) = (vpn, vpn + n);
+    s.push_step(t, Step::MmapWriteUnlock);
+    s.push_step(t, Step::TlbFinishMmu);
+    s.push_step(
+        t,
+        Step::FreePgtables {
+            start,
+            end,
+            floor,
+            ceiling,
+        },
+    );
+    let reclaim_pt = false;
+    s.push_step(
+        t,
+        Step::Zap {
+            from: start,
+            end,
+            reclaim_pt,
+        },
+    );
 }
 
 /// mprotect(vpn, n, PROT_READ) after the entry, mmap_lock held for writing: pushes its steps.
-fn mprotect_read(s: &mut Sim, t: TaskId, mm: usize, vpn: u64, n: u64) {
+fn mprotect_read(s: &mut impl Host, t: TaskId, mm: usize, vpn: u64, n: u64) {
     // mprotect_fixup(): split, change the VMA's protection, merge; change_protection()
     // under one mmu_gather.
-    let m = &mut s.mem.mms[mm];
+    let m = &mut s.mm_parts().mem.mms[mm];
     split_at(m, vpn);
     split_at(m, vpn + n);
     for v in m
@@ -93,20 +101,18 @@ fn mprotect_read(s: &mut Sim, t: TaskId, mm: usize, vpn: u64, n: u64) {
         v.write = false;
     }
     merge_vmas(m);
-    let steps = &mut s.sched.tasks[t].steps;
-    steps.push(Step::MmapWriteUnlock);
-    steps.push(Step::TlbFinishMmu);
-    steps.push(Step::Protect {
-        from: vpn,
-        end: vpn + n,
-    });
+    s.push_step(t, Step::MmapWriteUnlock);
+    s.push_step(t, Step::TlbFinishMmu);
+    let (from, end) = (vpn, vpn + n);
+    s.push_step(t, Step::Protect { from, end });
 }
 
 /// mmap_write_lock(): take the task's mm's mmap_lock for writing, or queue to sleep for it
 /// (false). A munmap holds it until its page tables are freed and its TLB flush is done, so
 /// another thread cannot map into the hole meanwhile (it would get a table being freed).
-pub fn mmap_write_lock(s: &mut Sim, t: TaskId) -> bool {
-    let m = &mut s.mem.mms[s.sched.tasks[t].mm];
+pub fn mmap_write_lock(s: &mut impl Host, t: TaskId) -> bool {
+    let mm = s.task_mm(t);
+    let m = &mut s.mm_parts().mem.mms[mm];
     match m.mmap_lock_writer {
         None => {
             m.mmap_lock_writer = Some(t);
@@ -121,8 +127,9 @@ pub fn mmap_write_lock(s: &mut Sim, t: TaskId) -> bool {
 }
 
 /// mmap_write_unlock(): wake every task sleeping for the lock; they race for it again.
-pub fn mmap_write_unlock(s: &mut Sim, t: TaskId) -> Outcome {
-    let m = &mut s.mem.mms[s.sched.tasks[t].mm];
+pub fn mmap_write_unlock(s: &mut impl Host, t: TaskId) -> Outcome {
+    let mm = s.task_mm(t);
+    let m = &mut s.mm_parts().mem.mms[mm];
     m.mmap_lock_writer = None;
     for w in std::mem::take(&mut m.mmap_lock_waiters) {
         s.wake(w);
@@ -132,15 +139,18 @@ pub fn mmap_write_unlock(s: &mut Sim, t: TaskId) -> Outcome {
 
 /// zap_pmd_range() / zap_pte_range() over [from, end): clear present PTEs into the gather. If the
 /// gather fills, flush and come back for the rest (force_flush).
-pub fn zap_step(s: &mut Sim, t: TaskId, from: u64, end: u64, reclaim_pt: bool) -> Outcome {
-    let mm = s.sched.tasks[t].mm;
+pub fn zap_step(s: &mut impl Host, t: TaskId, from: u64, end: u64, reclaim_pt: bool) -> Outcome {
+    let mm = s.task_mm(t);
+    let Parts { m, mem, obs, .. } = s.mm_parts();
+    // Where the zap resumes after a forced flush, and whether it flushes before returning.
+    let (mut resume, mut flush) = (None, false);
     let mut zapped: u64 = 0;
     let mut freed_tables: u64 = 0;
     let mut vpn = from;
     while vpn < end {
         let pmd_start = vpn - vpn % PTRS_PER_PTE;
         let pmd_end = (pmd_start + PTRS_PER_PTE).min(end);
-        let Some(tab) = s.mem.table_of(mm, vpn) else {
+        let Some(tab) = mem.table_of(mm, vpn) else {
             vpn = pmd_start + PTRS_PER_PTE;
             continue;
         };
@@ -153,54 +163,60 @@ pub fn zap_step(s: &mut Sim, t: TaskId, from: u64, end: u64, reclaim_pt: bool) -
         let mut v = vpn;
         while v < pmd_end {
             let idx = (v % PTRS_PER_PTE) as usize;
-            let pte = s.mem.tables[tab].pte[idx];
+            let pte = mem.tables[tab].pte[idx];
             v += 1;
             if !pte.present() {
                 continue;
             }
-            s.mem.tables[tab].pte[idx] = super::Pte::NONE;
-            s.mem.tables[tab].present -= 1;
+            mem.tables[tab].pte[idx] = super::Pte::NONE;
+            mem.tables[tab].present -= 1;
             zapped += 1;
             (lo, hi) = (lo.min(v - 1), v);
             delay_rmap |= !pte.is_anon() && pte.dirty();
             // Anonymous pages are freed after the flush; page-cache pages and the zero page stay.
-            if pte.is_anon() && s.sched.tasks[t].gather.remove_page(pte.pfn()) {
+            if pte.is_anon() && mem.tasks[t].gather.remove_page(pte.pfn()) {
                 force_flush = true;
                 break;
             }
         }
         if hi > 0 {
-            let g = &mut s.sched.tasks[t].gather;
+            let g = &mut mem.tasks[t].gather;
             g.adjust_range(lo, hi);
             g.cleared_ptes = true;
         }
         // CONFIG_PT_RECLAIM: a zap that covered this whole PTE table and left it empty frees it
         // (reclaim_pt_is_enabled() wants end - start >= PMD_SIZE).
         let whole = vpn == pmd_start && pmd_end - pmd_start == PTRS_PER_PTE;
-        if reclaim_pt && whole && !force_flush && s.mem.tables[tab].present == 0 {
-            free_pte_table(s, t, mm, pmd_start);
+        if reclaim_pt && whole && !force_flush && mem.tables[tab].present == 0 {
+            free_pte_table(mem, t, mm, pmd_start);
             freed_tables += 1;
         }
+        // The last table of the range with delay_rmap: flush now; tlb_finish_mmu() finds
+        // nothing left.
+        flush |= delay_rmap;
         if force_flush || (delay_rmap && pmd_end < end) {
-            let steps = &mut s.sched.tasks[t].steps;
-            steps.push(Step::Zap {
-                from: v,
-                end,
-                reclaim_pt,
-            });
-            steps.push(Step::TlbFlushMmu);
+            (resume, flush) = (Some(v), true);
             break;
-        }
-        if delay_rmap {
-            // The last table of the range: flush now; tlb_finish_mmu() finds nothing left.
-            s.sched.tasks[t].steps.push(Step::TlbFlushMmu);
         }
         vpn = pmd_end;
     }
-    let ps = zapped * s.m.cost[Cost::PteZap];
-    s.obs.stats.charge(Some(t), Func::ZapPteRange, ps);
-    let pt = freed_tables * s.m.cost[Cost::PgtableFree];
-    s.obs.stats.charge(Some(t), Func::FreePgtables, pt);
+    let ps = zapped * m.cost[Cost::PteZap];
+    obs.stats.charge(Some(t), Func::ZapPteRange, ps);
+    let pt = freed_tables * m.cost[Cost::PgtableFree];
+    obs.stats.charge(Some(t), Func::FreePgtables, pt);
+    if let Some(from) = resume {
+        s.push_step(
+            t,
+            Step::Zap {
+                from,
+                end,
+                reclaim_pt,
+            },
+        );
+    }
+    if flush {
+        s.push_step(t, Step::TlbFlushMmu);
+    }
     Outcome::Busy {
         ps: ps + pt,
         irqs_off: false,
@@ -208,12 +224,12 @@ pub fn zap_step(s: &mut Sim, t: TaskId, from: u64, end: u64, reclaim_pt: bool) -
 }
 
 /// pte_free_tlb(): unhook the PTE table at `pmd_start` and tell the gather a table was freed.
-fn free_pte_table(s: &mut Sim, t: TaskId, mm: usize, pmd_start: u64) {
+fn free_pte_table(mem: &mut Memory, t: TaskId, mm: usize, pmd_start: u64) {
     let i = (pmd_start / PTRS_PER_PTE - super::MMAP_BASE_VPN / PTRS_PER_PTE) as usize;
-    let tab = s.mem.mms[mm].pmds[i];
-    s.mem.mms[mm].pmds[i] = NONE;
-    s.mem.free_table(tab);
-    let g = &mut s.sched.tasks[t].gather;
+    let tab = mem.mms[mm].pmds[i];
+    mem.mms[mm].pmds[i] = NONE;
+    mem.free_table(tab);
+    let g = &mut mem.tasks[t].gather;
     g.freed_tables = true;
     g.cleared_pmds = true;
     g.adjust_range(pmd_start, pmd_start + 1);
@@ -222,14 +238,15 @@ fn free_pte_table(s: &mut Sim, t: TaskId, mm: usize, pmd_start: u64) {
 /// free_pgtables() -> free_pgd_range(): free the PTE tables of whole PMDs in [start, end) that no
 /// VMA between `floor` and `ceiling` still needs. Page numbers; `ceiling == 0` means no limit.
 pub fn free_pgtables(
-    s: &mut Sim,
+    s: &mut impl Host,
     t: TaskId,
     start: u64,
     end: u64,
     floor: u64,
     ceiling: u64,
 ) -> Outcome {
-    let mm = s.sched.tasks[t].mm;
+    let mm = s.task_mm(t);
+    let Parts { m, mem, obs, .. } = s.mm_parts();
     // The kernel's arithmetic, in pages: round to PMDs inside the floor and ceiling.
     let mut addr = start - start % PTRS_PER_PTE;
     if addr < floor {
@@ -247,8 +264,8 @@ pub fn free_pgtables(
     }
     let mut freed: u64 = 0;
     while addr < end {
-        if s.mem.table_of(mm, addr).is_some() {
-            free_pte_table(s, t, mm, addr);
+        if mem.table_of(mm, addr).is_some() {
+            free_pte_table(mem, t, mm, addr);
             freed += 1;
         }
         addr += PTRS_PER_PTE;
@@ -256,8 +273,8 @@ pub fn free_pgtables(
     if freed == 0 {
         return Outcome::Next;
     }
-    let ps = freed * s.m.cost[Cost::PgtableFree];
-    s.obs.stats.charge(Some(t), Func::FreePgtables, ps);
+    let ps = freed * m.cost[Cost::PgtableFree];
+    obs.stats.charge(Some(t), Func::FreePgtables, ps);
     Outcome::Busy {
         ps,
         irqs_off: false,
@@ -265,25 +282,26 @@ pub fn free_pgtables(
 }
 
 /// change_pte_range(): write-protect present PTEs in [from, end), gathering the range to flush.
-pub fn protect_step(s: &mut Sim, t: TaskId, from: u64, end: u64) -> Outcome {
-    let mm = s.sched.tasks[t].mm;
+pub fn protect_step(s: &mut impl Host, t: TaskId, from: u64, end: u64) -> Outcome {
+    let mm = s.task_mm(t);
+    let Parts { m, mem, obs, .. } = s.mm_parts();
     let mut changed: u64 = 0;
     for v in from..end {
-        let Some(tab) = s.mem.table_of(mm, v) else {
+        let Some(tab) = mem.table_of(mm, v) else {
             continue;
         };
         let idx = (v % PTRS_PER_PTE) as usize;
-        let pte = s.mem.tables[tab as usize].pte[idx];
+        let pte = mem.tables[tab as usize].pte[idx];
         if pte.present() && pte.write() {
-            s.mem.tables[tab as usize].pte[idx] = pte.wrprotect();
+            mem.tables[tab as usize].pte[idx] = pte.wrprotect();
             changed += 1;
-            let g = &mut s.sched.tasks[t].gather;
+            let g = &mut mem.tasks[t].gather;
             g.adjust_range(v, v + 1);
             g.cleared_ptes = true;
         }
     }
-    let ps = changed * s.m.cost[Cost::PteProtect];
-    s.obs.stats.charge(Some(t), Func::ChangePteRange, ps);
+    let ps = changed * m.cost[Cost::PteProtect];
+    obs.stats.charge(Some(t), Func::ChangePteRange, ps);
     Outcome::Busy {
         ps,
         irqs_off: false,

@@ -8,14 +8,12 @@ use super::filemap::{
 use super::lru::lock_lru;
 use super::page_alloc::{free_page, zonelist, WMARK_HIGH};
 use super::rmap::{self, TlbUbc};
-use super::Hooks as _;
-use super::{ptl, NONE, SWAPPED};
+use super::{ptl, Host, Memory, Parts, NONE, SWAPPED};
 use crate::config::named_enum;
 use crate::engine::{CpuId, TaskId, Time};
 use crate::machine::Cost;
 use crate::observe::check::{PageEvent, Site};
 use crate::observe::{Func, Trace, Vm};
-use crate::sim::Sim;
 use crate::step::{Outcome, Step};
 
 /// Pages isolated per shrink pass.
@@ -73,25 +71,25 @@ struct DirectScan {
 /// DEF_PRIORITY: the first pass scans lru_size >> 12 pages of each list.
 const DEF_PRIORITY: u32 = 12;
 
-fn is_kswapd(s: &Sim, t: TaskId) -> bool {
-    s.mem.kswapd.contains(&Some(t))
+fn is_kswapd(mem: &Memory, t: TaskId) -> bool {
+    mem.kswapd.contains(&Some(t))
 }
 
 /// wakeup_kswapd(): wake the node's kswapd unless the zone is already balanced.
-pub fn wakeup_kswapd(s: &mut Sim, node: usize) {
-    let Some(t) = s.mem.kswapd[node] else { return };
-    if s.mem.frames.zones[node].watermark_ok(WMARK_HIGH) {
+pub fn wakeup_kswapd(s: &mut impl Host, node: usize) {
+    let now = s.now();
+    let mem = s.mm_parts().mem;
+    let Some(t) = mem.kswapd[node] else { return };
+    if mem.frames.zones[node].watermark_ok(WMARK_HIGH) {
         return;
     }
-    if s.mem.reclaim_started.is_none() {
-        s.mem.reclaim_started = Some(s.q.now());
-    }
+    mem.reclaim_started.get_or_insert(now);
     s.wake(t);
 }
 
 /// A kernel thread with nothing queued: kswapd's loop, or a kworker going back to sleep.
-pub fn kthread(s: &mut Sim, t: TaskId) -> Outcome {
-    match s.mem.kswapd.iter().position(|&k| k == Some(t)) {
+pub fn kthread(s: &mut impl Host, t: TaskId) -> Outcome {
+    match s.mem().kswapd.iter().position(|&k| k == Some(t)) {
         Some(node) => kswapd(s, t, node),
         None => Outcome::Sleep(crate::engine::NEVER),
     }
@@ -99,74 +97,86 @@ pub fn kthread(s: &mut Sim, t: TaskId) -> Outcome {
 
 /// kswapd's main loop (balance_pgdat): shrink its node until the zone is above the high
 /// watermark, then sleep until woken.
-fn kswapd(s: &mut Sim, t: TaskId, node: usize) -> Outcome {
+fn kswapd(s: &mut impl Host, t: TaskId, node: usize) -> Outcome {
     // Before 4.7 balance_pgdat() set zone->all_unreclaimable and slept once the zone stopped
     // being zone_reclaimable().
-    let given_up = s.mem.cfg.zone_reclaimable_progress && !zone_reclaimable(s, node);
-    if s.mem.frames.zones[node].watermark_ok(WMARK_HIGH) || !reclaimable(s, node) || given_up {
+    let given_up = s.mem().cfg.zone_reclaimable_progress && !zone_reclaimable(s.mem(), node);
+    if s.mem().frames.zones[node].watermark_ok(WMARK_HIGH)
+        || !reclaimable(s.mem(), node)
+        || given_up
+    {
         // balance_pgdat(): a balanced zone stops kswapd writing pages itself.
-        s.mem.lru[node].zone_dirty = false;
+        s.mem().lru[node].zone_dirty = false;
         return Outcome::Sleep(crate::engine::NEVER);
     }
-    s.obs.stats.vm(Vm::PageOutRun, 1);
-    s.sched.tasks[t].steps.push(Step::ShrinkNode {
-        node: node as u32,
-        nr: SWAP_CLUSTER_MAX as u32,
-    });
+    s.obs().stats.vm(Vm::PageOutRun, 1);
+    s.push_step(
+        t,
+        Step::ShrinkNode {
+            node: node as u32,
+            nr: SWAP_CLUSTER_MAX as u32,
+        },
+    );
     Outcome::Next
 }
 
-fn reclaimable(s: &Sim, node: usize) -> bool {
-    !s.mem.lru[node].is_empty()
+fn reclaimable(mem: &Memory, node: usize) -> bool {
+    !mem.lru[node].is_empty()
 }
 
 /// zone_reclaimable(): reclaim has not yet scanned six times the zone's LRU pages since a page
 /// last went back to the buddy lists.
-pub fn zone_reclaimable(s: &Sim, node: usize) -> bool {
-    let lru = &s.mem.lru[node];
+pub fn zone_reclaimable(mem: &Memory, node: usize) -> bool {
+    let lru = &mem.lru[node];
     let pages = [&lru.file, &lru.anon]
         .iter()
         .map(|l| l.inactive.len() + l.active.len())
         .sum::<usize>();
-    s.mem.frames.zones[node].pages_scanned < 6 * pages as u64
+    mem.frames.zones[node].pages_scanned < 6 * pages as u64
 }
 
 /// do_try_to_free_pages(): for each priority from DEF_PRIORITY down, shrink every node of the
 /// zonelist by inactive_size >> priority pages, SWAP_CLUSTER_MAX at a time, until `want` pages
 /// were freed. At DEF_PRIORITY a node is scanned to the end (shrink_lruvec's scan_adjusted);
 /// below it, a node stops once it has given `want` pages.
-pub fn direct_reclaim(s: &mut Sim, cpu: CpuId, t: TaskId, want: u32) -> Outcome {
-    let home = s.m.node_of(cpu);
-    let nodes = s.m.nodes;
-    let mut d = s.sched.tasks[t].reclaim.direct.unwrap_or(DirectScan {
+pub fn direct_reclaim(s: &mut impl Host, cpu: CpuId, t: TaskId, want: u32) -> Outcome {
+    let home = s.machine().node_of(cpu);
+    let nodes = s.machine().nodes;
+    let mut d = s.mem().tasks[t].reclaim.direct.unwrap_or(DirectScan {
         priority: DEF_PRIORITY,
         zone: 0,
         to_scan: None,
     });
     loop {
-        let r = &s.sched.tasks[t].reclaim;
+        let mem = s.mm_view().0;
+        let r = &mem.tasks[t].reclaim;
         if d.zone < nodes {
             let node = zonelist(nodes, home).nth(d.zone).expect("in range");
-            let left = d.to_scan.unwrap_or(scan_size(s, node) as u64 >> d.priority);
+            let left = d
+                .to_scan
+                .unwrap_or(scan_size(mem, node) as u64 >> d.priority);
             let satisfied = d.priority < DEF_PRIORITY && r.zone_reclaimed >= want;
             // shrink_zones(): below DEF_PRIORITY an unreclaimable zone is left to kswapd.
-            let skip = s.mem.cfg.zone_reclaimable_progress
+            let skip = mem.cfg.zone_reclaimable_progress
                 && d.priority < DEF_PRIORITY
-                && !zone_reclaimable(s, node);
-            if left > 0 && reclaimable(s, node) && !satisfied && !skip {
+                && !zone_reclaimable(mem, node);
+            if left > 0 && reclaimable(mem, node) && !satisfied && !skip {
                 let nr = left.min(SWAP_CLUSTER_MAX as u64);
                 d.to_scan = Some(left - nr);
-                s.sched.tasks[t].reclaim.direct = Some(d);
-                s.sched.tasks[t].steps.push(Step::DirectReclaim { want });
-                s.sched.tasks[t].steps.push(Step::ShrinkNode {
-                    node: node as u32,
-                    nr: nr as u32,
-                });
+                s.mem().tasks[t].reclaim.direct = Some(d);
+                s.push_step(t, Step::DirectReclaim { want });
+                s.push_step(
+                    t,
+                    Step::ShrinkNode {
+                        node: node as u32,
+                        nr: nr as u32,
+                    },
+                );
                 return Outcome::Next;
             }
             d.zone += 1;
             d.to_scan = None;
-            s.sched.tasks[t].reclaim.zone_reclaimed = 0;
+            s.mem().tasks[t].reclaim.zone_reclaimed = 0;
             continue;
         }
         if r.reclaimed >= want || d.priority == 0 {
@@ -176,9 +186,9 @@ pub fn direct_reclaim(s: &mut Sim, cpu: CpuId, t: TaskId, want: u32) -> Outcome 
         d.zone = 0;
     }
     // do_try_to_free_pages(): "top priority shrink_zones still had more to do? don't OOM, then".
-    let still_reclaimable = s.mem.cfg.zone_reclaimable_progress
-        && zonelist(nodes, home).any(|node| zone_reclaimable(s, node));
-    let r = &mut s.sched.tasks[t].reclaim;
+    let still_reclaimable = s.mem().cfg.zone_reclaimable_progress
+        && zonelist(nodes, home).any(|node| zone_reclaimable(s.mem(), node));
+    let r = &mut s.mem().tasks[t].reclaim;
     let progress = r.reclaimed;
     (r.direct, r.reclaimed, r.zone_reclaimed) = (None, 0, 0);
     if progress == 0 && !still_reclaimable {
@@ -186,14 +196,20 @@ pub fn direct_reclaim(s: &mut Sim, cpu: CpuId, t: TaskId, want: u32) -> Outcome 
         // (no retry, no drain); the slowpath then calls __alloc_pages_may_oom().
         r.after_reclaim = false;
         super::page_alloc::end_direct_reclaim(s, t);
-        s.sched.tasks[t].steps.push(Step::OutOfMemory);
+        s.push_step(t, Step::OutOfMemory);
     }
     Outcome::Next
 }
 
+/// touch_page() for the reclaimer on `cpu`.
+fn touch_page(s: &mut impl Host, cpu: CpuId, pfn: u32) -> Time {
+    let Parts { m, mem, .. } = s.mm_parts();
+    super::filemap::touch_page(m, mem, cpu, pfn)
+}
+
 /// The pages of the lists shrink_node() would scan (get_scan_count sizes both of a type).
-fn scan_size(s: &Sim, node: usize) -> usize {
-    let lru = &s.mem.lru[node];
+fn scan_size(mem: &Memory, node: usize) -> usize {
+    let lru = &mem.lru[node];
     let lists = if lru.scan_anon() {
         &lru.anon
     } else {
@@ -204,65 +220,62 @@ fn scan_size(s: &Sim, node: usize) -> usize {
 
 /// shrink_lruvec() -> shrink_inactive_list(): keep the inactive list at least as long as the
 /// active one (shrink_active_list), then isolate up to SWAP_CLUSTER_MAX pages from its tail.
-pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -> Outcome {
+pub fn shrink_node(s: &mut impl Host, cpu: CpuId, t: TaskId, node: usize, nr: usize) -> Outcome {
     let now = s.now();
     super::page_io::complete(s, now);
-    let anon = s.mem.lru[node].scan_anon();
+    let anon = s.mem().lru[node].scan_anon();
     if let Some(out) = too_many_isolated_wait(s, t, node, anon, nr) {
         return out;
     }
     // shrink_inactive_list() and shrink_active_list() begin with lru_add_drain(): this CPU's
     // pagevec goes onto the LRU before anything is isolated (charged there, as __pagevec_lru_add).
     let drain = super::lru::lru_add_drain(s, cpu, t);
-    let lists = s.mem.lru[node].lists(anon);
+    let lists = s.mem().lru[node].lists(anon);
     let (mut ps, young, nr_young, nr_scanned_active) = if lists.inactive.len() < lists.active.len()
     {
         shrink_active_list(s, cpu, node, anon)
     } else {
         (0, [0; SWAP_CLUSTER_MAX], 0, 0)
     };
-    let mut isolated = std::mem::take(&mut s.sched.tasks[t].reclaim.isolated);
+    let mut isolated = std::mem::take(&mut s.mem().tasks[t].reclaim.isolated);
     isolated.clear();
     for _ in 0..nr.min(SWAP_CLUSTER_MAX) {
-        let Some(p) = s.mem.lru[node].lists(anon).inactive.pop_back() else {
+        let Some(p) = s.mem().lru[node].lists(anon).inactive.pop_back() else {
             break;
         };
-        s.mem.page[p as usize].flags &= !PG_LRU;
+        s.mem().page[p as usize].flags &= !PG_LRU;
         isolated.push(p);
     }
     let n = isolated.len();
-    s.mem.lru[node].isolated[anon as usize] += n;
+    s.mem().lru[node].isolated[anon as usize] += n;
     ps += lock_lru(s, cpu, node, &isolated);
-    s.mem.frames.zones[node].pages_scanned += (n + nr_scanned_active) as u64;
-    let scan = if is_kswapd(s, t) {
+    s.mem().frames.zones[node].pages_scanned += (n + nr_scanned_active) as u64;
+    let scan = if is_kswapd(s.mem(), t) {
         Vm::PgScanKswapd
     } else {
         Vm::PgScanDirect
     };
-    s.obs.stats.vm(scan, n as u64);
-    let r = &mut s.sched.tasks[t].reclaim;
+    s.obs().stats.vm(scan, n as u64);
+    let r = &mut s.mem().tasks[t].reclaim;
     r.isolated = isolated;
     r.pos = 0;
     r.node = node;
     r.anon = anon;
     r.unqueued_dirty = 0;
-    s.sched.tasks[t].steps.push(Step::ShrinkPageList);
-    if s.mem.cfg.young_flush {
+    s.push_step(t, Step::ShrinkPageList);
+    if s.mem().cfg.young_flush {
         // Before 3.15, shrink_active_list's ptep_clear_flush_young() flushed each page whose
         // accessed bit it cleared, under its PTE lock; those flushes come before shrink_page_list.
         for &p in young[..nr_young].iter().rev() {
-            let (mm, vpn) = rmap::mapping_of(s, p);
-            let id = ptl::ptl_of_page(&s.mem, p);
+            let (mm, vpn) = rmap::mapping_of(s.mem(), p);
+            let id = ptl::ptl_of_page(s.mem(), p);
             // page_referenced_one(): the flush runs with the page's PTE lock held.
-            let steps = &mut s.sched.tasks[t].steps;
-            steps.extend([
-                Step::PtlUnlock { id },
-                rmap::flush_tlb_page(mm, vpn),
-                Step::PtlLock { id },
-            ]);
+            s.push_step(t, Step::PtlUnlock { id });
+            s.push_step(t, rmap::flush_tlb_page(mm, vpn));
+            s.push_step(t, Step::PtlLock { id });
         }
     }
-    s.obs.stats.charge(Some(t), Func::IsolateLruPages, ps);
+    s.obs().stats.charge(Some(t), Func::IsolateLruPages, ps);
     // spin_lock_irq(&zone->lru_lock): interrupts wait while we spin for it and hold it.
     Outcome::Busy {
         ps: drain + ps,
@@ -274,7 +287,7 @@ pub fn shrink_node(s: &mut Sim, cpu: CpuId, t: TaskId, node: usize, nr: usize) -
 /// then every page but executable file pages is deactivated. Its time, the pages whose accessed
 /// bit was set (the first `n` of the array), and how many pages it scanned.
 fn shrink_active_list(
-    s: &mut Sim,
+    s: &mut impl Host,
     cpu: CpuId,
     node: usize,
     anon: bool,
@@ -282,18 +295,19 @@ fn shrink_active_list(
     let mut ps: Time = 0;
     let mut young = [0u32; SWAP_CLUSTER_MAX];
     let mut nr_young = 0;
-    let n = SWAP_CLUSTER_MAX.min(s.mem.lru[node].lists(anon).active.len());
+    let Parts { m, mem, .. } = s.mm_parts();
+    let n = SWAP_CLUSTER_MAX.min(mem.lru[node].lists(anon).active.len());
     let mut moved = [0u32; SWAP_CLUSTER_MAX];
     for slot in moved.iter_mut().take(n) {
-        let lists = s.mem.lru[node].lists(anon);
+        let lists = mem.lru[node].lists(anon);
         let p = lists.active.pop_back().expect("counted");
         *slot = p;
-        let page = &mut s.mem.page[p as usize];
+        let page = &mut mem.page[p as usize];
         if super::filemap::exec_referenced(page.flags) {
             // "give them one more trip around the active list" (VM_EXEC, 2.6.31).
             page.flags &= !PG_REFERENCED;
             lists.active.push_front(p);
-            ps += s.m.cost[Cost::RmapWalk];
+            ps += m.cost[Cost::RmapWalk];
             continue;
         }
         lists.inactive.push_front(p);
@@ -304,7 +318,7 @@ fn shrink_active_list(
                 nr_young += 1;
             }
             page.flags &= !PTE_YOUNG;
-            ps += s.m.cost[Cost::RmapWalk];
+            ps += m.cost[Cost::RmapWalk];
         }
     }
     ps += lock_lru(s, cpu, node, &moved[..n]);
@@ -314,83 +328,87 @@ fn shrink_active_list(
 /// too_many_isolated(): a direct reclaimer (never kswapd) finds more of this type isolated than
 /// left on the node's inactive list. The kernel asks only in shrink_inactive_list(), which
 /// shrink_lruvec() calls only when get_scan_count() gave the list inactive >> priority pages.
-fn too_many_isolated(s: &Sim, t: TaskId, node: usize, anon: bool) -> bool {
-    if is_kswapd(s, t) {
+fn too_many_isolated(mem: &Memory, t: TaskId, node: usize, anon: bool) -> bool {
+    if is_kswapd(mem, t) {
         return false;
     }
-    let lru = &s.mem.lru[node];
+    let lru = &mem.lru[node];
     let listed = if anon { &lru.anon } else { &lru.file }.inactive.len();
     if lru.isolated[anon as usize] <= listed {
         // Not too many even before counting pages under writeback: skip walking the bios.
         return false;
     }
     let inactive = match anon {
-        true => listed + super::page_io::under_writeback(&s.mem, node),
+        true => listed + super::page_io::under_writeback(mem, node),
         false => listed,
     };
-    let priority = s.sched.tasks[t].reclaim.direct.map_or(0, |d| d.priority);
+    let priority = mem.tasks[t].reclaim.direct.map_or(0, |d| d.priority);
     inactive >> priority > 0 && lru.isolated[anon as usize] > inactive
 }
 
 /// The loop at the top of shrink_inactive_list(): sleep while too many pages are isolated, or
 /// give up. Returns the outcome when this call does not go on to isolate.
 fn too_many_isolated_wait(
-    s: &mut Sim,
+    s: &mut impl Host,
     t: TaskId,
     node: usize,
     anon: bool,
     nr: usize,
 ) -> Option<Outcome> {
-    let stalled = std::mem::take(&mut s.sched.tasks[t].reclaim.stalled);
+    let stalled = std::mem::take(&mut s.mem().tasks[t].reclaim.stalled);
     if stalled {
         // Off the wait queue, whether woken or timed out.
-        s.mem.lru[node].throttled.retain(|&w| w != t as u32);
+        s.mem().lru[node].throttled.retain(|&w| w != t as u32);
     }
-    if stalled && s.sched.tasks[t].oom_killed {
+    if stalled && s.mem().tasks[t].oom_killed {
         // "We are about to die and free our memory. Return now.": SWAP_CLUSTER_MAX reclaimed.
-        let r = &mut s.sched.tasks[t].reclaim;
+        let r = &mut s.mem().tasks[t].reclaim;
         r.reclaimed += SWAP_CLUSTER_MAX as u32;
         r.zone_reclaimed += SWAP_CLUSTER_MAX as u32;
         return Some(Outcome::Next);
     }
-    if !too_many_isolated(s, t, node, anon) {
-        if s.mem.cfg.isolated_throttle == IsolatedThrottle::ReclaimThrottle {
+    if !too_many_isolated(s.mem(), t, node, anon) {
+        if s.mem().cfg.isolated_throttle == IsolatedThrottle::ReclaimThrottle {
             // wake_throttle_isolated(): whoever sees the node below the limit wakes the sleepers.
-            for i in 0..s.mem.lru[node].throttled.len() {
-                s.wake(s.mem.lru[node].throttled[i] as usize);
+            for i in 0..s.mem().lru[node].throttled.len() {
+                let w = s.mem().lru[node].throttled[i];
+                s.wake(w as usize);
             }
-            s.mem.lru[node].throttled.clear();
+            s.mem().lru[node].throttled.clear();
         }
         return None;
     }
-    let jiffy = crate::engine::PS_PER_S / s.arch.cfg.hz;
-    let until = match s.mem.cfg.isolated_throttle {
+    let jiffy = crate::engine::PS_PER_S / s.arch_view().0.cfg.hz;
+    let until = match s.mem().cfg.isolated_throttle {
         IsolatedThrottle::CongestionWait => {
-            s.obs.stats.trace(Trace::WritebackCongestionWait);
-            s.now() + s.arch.cfg.hz / 10 * jiffy
+            s.obs().stats.trace(Trace::WritebackCongestionWait);
+            s.now() + s.arch_view().0.cfg.hz / 10 * jiffy
         }
         IsolatedThrottle::ReclaimThrottle if stalled => return Some(Outcome::Next),
         IsolatedThrottle::ReclaimThrottle => {
-            s.obs.stats.trace(Trace::VmscanThrottled);
-            s.mem.lru[node].throttled.push(t as u32);
-            s.now() + s.arch.cfg.hz / 50 * jiffy
+            s.obs().stats.trace(Trace::VmscanThrottled);
+            s.mem().lru[node].throttled.push(t as u32);
+            s.now() + s.arch_view().0.cfg.hz / 50 * jiffy
         }
     };
-    s.sched.tasks[t].reclaim.stalled = true;
-    s.sched.tasks[t].uninterruptible = true;
-    s.sched.tasks[t].steps.push(Step::ShrinkNode {
-        node: node as u32,
-        nr: nr as u32,
-    });
+    s.mem().tasks[t].reclaim.stalled = true;
+    s.set_uninterruptible(t);
+    s.push_step(
+        t,
+        Step::ShrinkNode {
+            node: node as u32,
+            nr: nr as u32,
+        },
+    );
     Some(Outcome::Sleep(until))
 }
 
 /// shrink_page_list(): decide each isolated page (page_check_references), unmap the ones to
 /// reclaim and take them out of the page cache. Stops when an unmap needs a flush now.
-pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+pub fn shrink_page_list(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
     let mut ps: Time = 0;
-    while s.sched.tasks[t].reclaim.pos < s.sched.tasks[t].reclaim.isolated.len() {
-        let r = &mut s.sched.tasks[t].reclaim;
+    while s.mem().tasks[t].reclaim.pos < s.mem().tasks[t].reclaim.isolated.len() {
+        let r = &mut s.mem().tasks[t].reclaim;
         let pfn = r.isolated[r.pos];
         r.pos += 1;
         let ptl = match lock_page_ptl(s, cpu, t, pfn, ps) {
@@ -412,11 +430,12 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
     // End of the list: try_to_unmap_flush() before the pages are freed (or, in the unsafe
     // what-if, after).
     let (first, then) = (Step::TryToUnmapFlush, Step::ShrinkFinish);
-    let steps = &mut s.sched.tasks[t].steps;
-    if s.mem.cfg.flush_before_free {
-        steps.extend([then, first]);
-    } else {
-        steps.extend([first, then]);
+    let steps = match s.mem().cfg.flush_before_free {
+        true => [then, first],
+        false => [first, then],
+    };
+    for step in steps {
+        s.push_step(t, step);
     }
     Outcome::Busy {
         ps,
@@ -429,20 +448,20 @@ pub fn shrink_page_list(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
 /// page is not mapped) and the time taking it moved on; Err: come back to this page, after the
 /// pass's time `ps` so far or a spin.
 fn lock_page_ptl(
-    s: &mut Sim,
+    s: &mut impl Host,
     cpu: CpuId,
     t: TaskId,
     pfn: u32,
     ps: Time,
 ) -> Result<(Option<u32>, Time), Outcome> {
-    if s.mem.page[pfn as usize].flags & PTE_MAPPED == 0 {
+    if s.mem().page[pfn as usize].flags & PTE_MAPPED == 0 {
         return Ok((None, 0));
     }
-    let id = ptl::ptl_of_page(&s.mem, pfn);
-    if ps > 0 && !ptl::free_or_mine(&s.mem, cpu, id) {
+    let id = ptl::ptl_of_page(s.mem(), pfn);
+    if ps > 0 && !ptl::free_or_mine(s.mem(), cpu, id) {
         // Spend this pass's time first, then come back to this page and wait.
-        s.sched.tasks[t].reclaim.pos -= 1;
-        s.sched.tasks[t].steps.push(Step::ShrinkPageList);
+        s.mem().tasks[t].reclaim.pos -= 1;
+        s.push_step(t, Step::ShrinkPageList);
         return Err(Outcome::Busy {
             ps,
             irqs_off: false,
@@ -451,7 +470,7 @@ fn lock_page_ptl(
     match ptl::lock_or_spin(s, cpu, t, id, Step::ShrinkPageList) {
         Ok(moved) => Ok((Some(id), moved)),
         Err(spin) => {
-            s.sched.tasks[t].reclaim.pos -= 1;
+            s.mem().tasks[t].reclaim.pos -= 1;
             Err(spin)
         }
     }
@@ -459,13 +478,19 @@ fn lock_page_ptl(
 
 /// One page of shrink_page_list, its PTE lock `ptl` held if it is mapped: its time, and whether
 /// the pass stops here for the steps it pushed.
-fn shrink_page(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32, ptl: Option<u32>) -> (Time, bool) {
+fn shrink_page(
+    s: &mut impl Host,
+    cpu: CpuId,
+    t: TaskId,
+    pfn: u32,
+    ptl: Option<u32>,
+) -> (Time, bool) {
     // trylock_page() and the rest write the struct page.
-    let mut ps = super::filemap::touch_page(&s.m, &mut s.mem, cpu, pfn);
-    let flags = s.mem.page[pfn as usize].flags;
+    let mut ps = touch_page(s, cpu, pfn);
+    let flags = s.mem().page[pfn as usize].flags;
     // page_check_dirty_writeback(): PG_dirty before the unmap (writeback is synchronous here).
     if flags & PG_DIRTY != 0 {
-        s.sched.tasks[t].reclaim.unqueued_dirty += 1;
+        s.mem().tasks[t].reclaim.unqueued_dirty += 1;
     }
     let (walked, verdict) = page_check_references(s, t, pfn, ptl, flags);
     ps += walked;
@@ -489,18 +514,18 @@ enum PageRef {
 /// page_check_references(): activate or keep a page in use, else reclaim it. Its time (the rmap
 /// walk) and the decision; a page it keeps has its PTE lock released.
 fn page_check_references(
-    s: &mut Sim,
+    s: &mut impl Host,
     t: TaskId,
     pfn: u32,
     ptl: Option<u32>,
     flags: u16,
 ) -> (Time, PageRef) {
-    let walk = s.m.cost[Cost::RmapWalk];
+    let walk = s.machine().cost[Cost::RmapWalk];
     if super::filemap::exec_referenced(flags) {
         // "Activate file-backed executable pages after first usage".
-        s.mem.page[pfn as usize].flags &= !PG_REFERENCED;
-        s.obs.stats.charge(Some(t), Func::PageReferenced, walk);
-        s.sched.tasks[t].reclaim.activate.push(pfn);
+        s.mem().page[pfn as usize].flags &= !PG_REFERENCED;
+        s.obs().stats.charge(Some(t), Func::PageReferenced, walk);
+        s.mem().tasks[t].reclaim.activate.push(pfn);
         return (walk, PageRef::Done { stop: false });
     }
     // page_referenced(): an rmap walk if mapped; clearing the accessed bit needs no flush
@@ -510,11 +535,11 @@ fn page_check_references(
     let mut ps = 0;
     if mapped {
         ps += walk;
-        s.obs.stats.charge(Some(t), Func::PageReferenced, walk);
+        s.obs().stats.charge(Some(t), Func::PageReferenced, walk);
     }
     let referenced_page = flags & PG_REFERENCED != 0;
     let swapbacked = flags & PG_SWAPBACKED != 0;
-    let p = &mut s.mem.page[pfn as usize];
+    let p = &mut s.mem().page[pfn as usize];
     p.flags &= !(PTE_YOUNG | PG_REFERENCED);
     if !referenced_ptes {
         // PAGEREF_RECLAIM_CLEAN: a file page referenced before is reclaimed only if clean.
@@ -523,21 +548,20 @@ fn page_check_references(
     }
     p.flags |= PG_REFERENCED;
     // PAGEREF_ACTIVATE for anonymous pages and pages referenced before, else KEEP.
-    let r = &mut s.sched.tasks[t].reclaim;
+    let r = &mut s.mem().tasks[t].reclaim;
     if referenced_page || swapbacked {
         r.activate.push(pfn);
     } else {
         r.keep.push(pfn);
     }
     let id = ptl.expect("a young page is mapped");
-    if s.mem.cfg.young_flush {
+    if s.mem().cfg.young_flush {
         // ptep_clear_flush_young() before 3.15: flush the page with its PTE lock held,
         // then on down the list.
-        let (mm, vpn) = rmap::mapping_of(s, pfn);
-        let steps = &mut s.sched.tasks[t].steps;
-        steps.push(Step::ShrinkPageList);
-        steps.push(Step::PtlUnlock { id });
-        steps.push(rmap::flush_tlb_page(mm, vpn));
+        let (mm, vpn) = rmap::mapping_of(s.mem(), pfn);
+        s.push_step(t, Step::ShrinkPageList);
+        s.push_step(t, Step::PtlUnlock { id });
+        s.push_step(t, rmap::flush_tlb_page(mm, vpn));
         return (ps, PageRef::Done { stop: true });
     }
     ptl::unlock(s, t, id);
@@ -548,7 +572,7 @@ fn page_check_references(
 /// unmap, then write out if dirty, then __remove_mapping(). Its time, and whether the pass stops
 /// here for the flush and pageout steps it pushed.
 fn reclaim_page(
-    s: &mut Sim,
+    s: &mut impl Host,
     cpu: CpuId,
     t: TaskId,
     pfn: u32,
@@ -560,10 +584,10 @@ fn reclaim_page(
     let swapbacked = flags & PG_SWAPBACKED != 0;
     if swapbacked && flags & PG_SWAPCACHE == 0 {
         // add_to_swap(): a swap slot and a place in the swap cache; dirty until written.
-        let add = s.m.cost[Cost::PagecacheInsert];
-        s.obs.stats.charge(Some(t), Func::AddToSwap, add);
+        let add = s.machine().cost[Cost::PagecacheInsert];
+        s.obs().stats.charge(Some(t), Func::AddToSwap, add);
         ps += add;
-        s.mem.page[pfn as usize].flags |= PG_DIRTY | PG_SWAPCACHE;
+        s.mem().page[pfn as usize].flags |= PG_DIRTY | PG_SWAPCACHE;
     }
     let mut flush_now = false;
     if let Some(id) = ptl {
@@ -574,19 +598,19 @@ fn reclaim_page(
             ptl::unlock(s, t, id);
         }
     }
-    let dirty = s.mem.page[pfn as usize].flags & PG_DIRTY != 0;
-    let node = s.sched.tasks[t].reclaim.node;
-    let kswapd_writes = is_kswapd(s, t) && s.mem.lru[node].zone_dirty;
+    let dirty = s.mem().page[pfn as usize].flags & PG_DIRTY != 0;
+    let node = s.mem().tasks[t].reclaim.node;
+    let kswapd_writes = is_kswapd(s.mem(), t) && s.mem().lru[node].zone_dirty;
     // Anonymous pages go to swap from any reclaimer. Only kswapd writes file pages, once the
     // zone is ZONE_DIRTY, and a RECLAIM_CLEAN page is kept rather than written.
     let write = dirty && (swapbacked || (kswapd_writes && !reclaim_clean));
     if dirty && !write {
         if !kswapd_writes {
-            s.obs.stats.vm(Vm::NrVmscanImmediateReclaim, 1);
+            s.obs().stats.vm(Vm::NrVmscanImmediateReclaim, 1);
         }
-        s.sched.tasks[t].reclaim.keep.push(pfn);
+        s.mem().tasks[t].reclaim.keep.push(pfn);
     } else if !dirty {
-        ps += remove_mapping(s, t, pfn, s.m.cost[Cost::PagecacheDelete]);
+        ps += remove_mapping(s, t, pfn, s.machine().cost[Cost::PagecacheDelete]);
     }
     if !(flush_now || write) {
         return (ps, false);
@@ -594,32 +618,31 @@ fn reclaim_page(
     // The unmap's own flush, then try_to_unmap_flush_dirty() (no writable TLB entry may outlive
     // the start of the I/O), then pageout(), then on down the list. ptep_clear_flush() runs with
     // the PTE lock held; the lock goes after it.
-    let steps = &mut s.sched.tasks[t].steps;
-    let flush = if flush_now { steps.pop() } else { None };
-    steps.push(Step::ShrinkPageList);
+    let flush = if flush_now { s.pop_step(t) } else { None };
+    s.push_step(t, Step::ShrinkPageList);
     if write {
-        steps.push(Step::Pageout { pfn });
-        if s.sched.tasks[t].reclaim.ubc.writable && s.mem.cfg.flush_dirty_before_pageout {
-            s.sched.tasks[t].steps.push(Step::TryToUnmapFlush);
+        s.push_step(t, Step::Pageout { pfn });
+        let mem = s.mem();
+        if mem.tasks[t].reclaim.ubc.writable && mem.cfg.flush_dirty_before_pageout {
+            s.push_step(t, Step::TryToUnmapFlush);
         }
     }
     if let Some(flush) = flush {
         let id = ptl.expect("an unmap flush is of a mapped page");
-        s.sched.tasks[t]
-            .steps
-            .extend([Step::PtlUnlock { id }, flush]);
+        s.push_step(t, Step::PtlUnlock { id });
+        s.push_step(t, flush);
     }
     (ps, true)
 }
 
 /// __remove_mapping(): out of the page cache, onto the pass's free list.
-fn remove_mapping(s: &mut Sim, t: TaskId, pfn: u32, delete: Time) -> Time {
-    let info = s.mem.page[pfn as usize];
-    let f = &mut s.mem.files[info.file as usize];
+fn remove_mapping(s: &mut impl Host, t: TaskId, pfn: u32, delete: Time) -> Time {
+    let info = s.mem().page[pfn as usize];
+    let f = &mut s.mem().files[info.file as usize];
     // An anonymous page leaves the swap cache; its PTE would now hold the swap entry.
     f.pages[info.index as usize] = if f.anon { SWAPPED } else { NONE };
-    s.obs.stats.charge(Some(t), Func::RemoveMapping, delete);
-    s.sched.tasks[t].reclaim.free.push(pfn);
+    s.obs().stats.charge(Some(t), Func::RemoveMapping, delete);
+    s.mem().tasks[t].reclaim.free.push(pfn);
     delete
 }
 
@@ -628,31 +651,32 @@ fn remove_mapping(s: &mut Sim, t: TaskId, pfn: u32, delete: Time) -> Time {
 /// the page out, and reclaim it in this pass ("a synchronous write - probably a ramdisk"). To a
 /// swap device with its own time (mm/page_io.rs) it is a bio: the page stays in the swap cache,
 /// under writeback and off the LRU, until the write completes.
-pub fn pageout(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32) -> Outcome {
-    let to_swap = s.mem.page[pfn as usize].flags & PG_SWAPBACKED != 0;
+pub fn pageout(s: &mut impl Host, cpu: CpuId, t: TaskId, pfn: u32) -> Outcome {
+    let to_swap = s.mem().page[pfn as usize].flags & PG_SWAPBACKED != 0;
     let bio = to_swap && super::page_io::is_async(s);
     if bio {
         let now = s.now();
         if let Err(until) = super::page_io::submit(s, now, pfn) {
             // get_request(): the request queue is full; sleep until a write completes.
-            s.sched.tasks[t].steps.push(Step::Pageout { pfn });
+            s.push_step(t, Step::Pageout { pfn });
             return Outcome::Sleep(until);
         }
     }
     rmap::check_translations(s, pfn, Site::Pageout);
-    s.obs.check.record(s.q.now(), cpu, pfn, PageEvent::Pageout);
-    s.mem.page[pfn as usize].flags &= !PG_DIRTY;
+    let now = s.now();
+    s.obs().check.record(now, cpu, pfn, PageEvent::Pageout);
+    s.mem().page[pfn as usize].flags &= !PG_DIRTY;
     if to_swap {
-        s.obs.stats.vm(Vm::PSwpOut, 1);
+        s.obs().stats.vm(Vm::PSwpOut, 1);
     }
-    s.obs.stats.vm(Vm::NrVmscanWrite, 1);
-    let mut ps = super::filemap::touch_page(&s.m, &mut s.mem, cpu, pfn);
+    s.obs().stats.vm(Vm::NrVmscanWrite, 1);
+    let mut ps = touch_page(s, cpu, pfn);
     if !bio {
-        ps += s.m.cost[Cost::PageCopy];
+        ps += s.machine().cost[Cost::PageCopy];
     }
-    s.obs.stats.charge(Some(t), Func::Pageout, ps);
+    s.obs().stats.charge(Some(t), Func::Pageout, ps);
     if !bio {
-        ps += remove_mapping(s, t, pfn, s.m.cost[Cost::PagecacheDelete]);
+        ps += remove_mapping(s, t, pfn, s.machine().cost[Cost::PagecacheDelete]);
     }
     Outcome::Busy {
         ps,
@@ -662,58 +686,63 @@ pub fn pageout(s: &mut Sim, cpu: CpuId, t: TaskId, pfn: u32) -> Outcome {
 
 /// The end of a pass: free_hot_cold_page_list() for the reclaimed pages (their TLB entries are
 /// gone by now), then putback_inactive_pages() for the rest.
-pub fn shrink_finish(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+pub fn shrink_finish(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
+    let now = s.now();
     let mut ps: Time = 0;
-    let free = std::mem::take(&mut s.sched.tasks[t].reclaim.free);
+    let free = std::mem::take(&mut s.mem().tasks[t].reclaim.free);
     for &pfn in &free {
-        if s.mem.files[s.mem.page[pfn as usize].file as usize]
+        let mem = s.mem();
+        if mem.files[mem.page[pfn as usize].file as usize]
             .mapper
             .is_some()
         {
             rmap::check_translations(s, pfn, Site::Free);
         }
-        s.obs.check.record(s.q.now(), cpu, pfn, PageEvent::Free);
-        let last = s.mem.page[pfn as usize].cpu;
-        s.mem.page[pfn as usize] = super::filemap::PageInfo {
+        s.obs().check.record(now, cpu, pfn, PageEvent::Free);
+        let last = s.mem().page[pfn as usize].cpu;
+        s.mem().page[pfn as usize] = super::filemap::PageInfo {
             cpu: last,
             ..Default::default()
         };
         ps += free_page(s, cpu, pfn);
     }
-    s.obs.stats.charge(Some(t), Func::FreePage, ps);
-    let steal = if is_kswapd(s, t) {
+    s.obs().stats.charge(Some(t), Func::FreePage, ps);
+    let steal = if is_kswapd(s.mem(), t) {
         Vm::PgStealKswapd
     } else {
         Vm::PgStealDirect
     };
-    s.obs.stats.vm(steal, free.len() as u64);
-    s.obs.stats.vm(Vm::PgFree, free.len() as u64);
-    let r = &mut s.sched.tasks[t].reclaim;
+    s.obs().stats.vm(steal, free.len() as u64);
+    s.obs().stats.vm(Vm::PgFree, free.len() as u64);
+    let r = &mut s.mem().tasks[t].reclaim;
     r.reclaimed += free.len() as u32;
     r.zone_reclaimed += free.len() as u32;
     let node = r.node;
     // shrink_inactive_list(): dirty pages the flushers have not queued fill the whole pass.
     if r.unqueued_dirty > 0 && r.unqueued_dirty == r.isolated.len() {
-        s.mem.lru[node].zone_dirty = true;
+        s.mem().lru[node].zone_dirty = true;
     }
-    let r = &mut s.sched.tasks[t].reclaim;
+    let mem = s.mem();
+    let r = &mut mem.tasks[t].reclaim;
     let anon = r.anon;
-    s.mem.lru[node].isolated[anon as usize] -= r.isolated.len();
+    mem.lru[node].isolated[anon as usize] -= r.isolated.len();
     let (keep, activate) = (std::mem::take(&mut r.keep), std::mem::take(&mut r.activate));
     for &p in &keep {
-        s.mem.page[p as usize].flags |= PG_LRU;
-        s.mem.lru[node].lists(anon).inactive.push_front(p);
+        mem.page[p as usize].flags |= PG_LRU;
+        mem.lru[node].lists(anon).inactive.push_front(p);
     }
     for &p in &activate {
-        s.mem.page[p as usize].flags |= PG_LRU | PG_ACTIVE;
-        s.mem.lru[node].lists(anon).active.push_front(p);
+        mem.page[p as usize].flags |= PG_LRU | PG_ACTIVE;
+        mem.lru[node].lists(anon).active.push_front(p);
     }
-    s.obs.stats.vm(Vm::PgActivate, activate.len() as u64);
+    s.obs().stats.vm(Vm::PgActivate, activate.len() as u64);
     let putback = lock_lru(s, cpu, node, &keep) + lock_lru(s, cpu, node, &activate);
-    s.obs.stats.charge(Some(t), Func::PutbackLruPages, putback);
+    s.obs()
+        .stats
+        .charge(Some(t), Func::PutbackLruPages, putback);
     ps += putback;
     // Hand the vectors back so the next pass reuses their capacity.
-    let r = &mut s.sched.tasks[t].reclaim;
+    let r = &mut s.mem().tasks[t].reclaim;
     (r.free, r.keep, r.activate) = (free, keep, activate);
     r.free.clear();
     r.keep.clear();

@@ -163,23 +163,10 @@ pub struct Task {
     pub cpu: CpuId,
     pub state: TaskState,
     pub steps: Vec<Step>,
-    /// The task's mmu_gather (the kernel keeps it on the stack of the syscall).
-    pub gather: crate::mm::MmuGather,
-    /// Page reclaim state, including the batched-flush tlb_ubc.
-    pub reclaim: crate::mm::vmscan::Reclaim,
-    /// The migrate_pages() call in progress.
-    pub migrate: crate::mm::migrate::Migration,
     /// The command name traces show.
     pub comm: String,
-    /// Pages the task's own code keeps using while it reads file pages (its text and stack):
-    /// (first page, count). A full TLB flush makes them miss again.
-    pub working_set: (u64, u32),
     /// Spinlocks held across steps (PTE locks): preemption is off while any is (preempt_count).
     pub locks_held: u32,
-    /// Pages oom_badness() counts for this task (its footprint; 0: never an OOM victim).
-    pub rss: u64,
-    /// TIF_MEMDIE: oom_kill_process() chose this task; it exits at its next user step.
-    pub oom_killed: bool,
     /// The smp_call_function_many_cond() this task spins for in csd_lock(), made once the csd is
     /// free (preemption stays off until then: the kernel's get_cpu()).
     pub csd_lock_call: Option<crate::smp::Call>,
@@ -217,19 +204,14 @@ pub fn spawn_at(s: &mut Sim, mm: usize, cpu: CpuId, at: Time) -> TaskId {
     };
     let t = s.sched.tasks.len();
     s.obs.stats.add_task();
+    s.mem.tasks.push(crate::mm::TaskMm::default());
     s.sched.tasks.push(Task {
         mm,
         cpu,
         state: TaskState::Sleeping,
         steps: Vec::with_capacity(16),
-        gather: crate::mm::MmuGather::default(),
-        reclaim: Default::default(),
-        migrate: Default::default(),
         comm: "task".into(),
-        working_set: (0, 0),
         locks_held: 0,
-        rss: 0,
-        oom_killed: false,
         csd_lock_call: None,
         uninterruptible: false,
         interruptible: false,

@@ -193,6 +193,8 @@ pub trait Host {
     fn now(&self) -> Time;
     /// Push `step` on task `t`'s stack: what it does next.
     fn push_step(&mut self, t: TaskId, step: Step);
+    /// Take back the step pushed last for task `t`, if any.
+    fn pop_step(&mut self, t: TaskId) -> Option<Step>;
     /// Task `t`'s call that waits in csd_lock() (smp_call_function_many_cond, made again later).
     fn csd_lock_call(&mut self, t: TaskId) -> &mut Option<Call>;
     /// A tracepoint's context on `cpu` when a trace is recorded.

@@ -212,7 +212,7 @@ impl Hackbench {
         // fork() returns: the child exists (and holds its pages) and runs.
         self.phase[c] = Phase::Forked;
         self.forked += 1;
-        s.sched.tasks[c].rss = self.owned[c] as u64;
+        s.mem.tasks[c].rss = self.owned[c] as u64;
         sched::wake(s, c);
         let ps = s.m.cost[Cost::ThreadCreate];
         s.obs.stats.charge(Some(t), Func::Syscall, ps);
@@ -464,7 +464,7 @@ impl Hackbench {
         for i in from..from + n {
             ps += free_page(s, cpu, self.own[i]);
         }
-        s.sched.tasks[t].rss = 0;
+        s.mem.tasks[t].rss = 0;
         if is_sender(t) {
             let total = (self.loops * FDS) as u32;
             let base = t / (2 * FDS) * FDS;
@@ -540,7 +540,7 @@ impl Scenario for Hackbench {
             return Outcome::Exit;
         }
         // SIGKILL from the OOM killer (TIF_MEMDIE): the task dies at its next user step.
-        if s.sched.tasks[t].oom_killed {
+        if s.mem.tasks[t].oom_killed {
             return self.do_exit(s, cpu, t);
         }
         match self.phase[t] {

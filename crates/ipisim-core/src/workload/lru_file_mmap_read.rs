@@ -63,7 +63,7 @@ impl Scenario for LruFileMmapRead {
             s.sched.tasks[t].comm = "usemem".into();
             // usemem's text and stack pages, touched at the start.
             let ws = s.mem.mmap(mm, 2, true, Backing::Anon, false);
-            s.sched.tasks[t].working_set = (ws, 2);
+            s.mem.tasks[t].working_set = (ws, 2);
             s.sched.tasks[t].steps.push(Step::Touch {
                 vpn: ws,
                 n: 2,
