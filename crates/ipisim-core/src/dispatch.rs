@@ -9,14 +9,8 @@ use crate::sim::Sim;
 use crate::smp;
 use crate::step::{Outcome, SpinOn, Step};
 
-impl Sim {
-    /// Run `step` of task `t` on `cpu` (sched's task loop asks, the root answers).
-    pub fn exec(&mut self, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
-        exec(self, cpu, t, step)
-    }
-}
-
-fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
+/// Run `step` of task `t` on `cpu` (sched's task loop asks, the root answers).
+pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
     match step {
         Step::User if s.sched.tasks[t].mm == crate::sched::KTHREAD => mm::vmscan::kthread(s, t),
         Step::User => crate::sim::next_op(s, cpu, t),

@@ -231,6 +231,28 @@ impl crate::mm::Hooks for Sim {
     }
 }
 
+/// What sched needs from around it, wired here so that sched names nothing above it.
+impl crate::sched::Host for Sim {
+    fn sched_parts(&mut self) -> crate::sched::Parts<'_> {
+        crate::sched::Parts {
+            m: &self.m,
+            q: &mut self.q,
+            sched: &mut self.sched,
+            rng: &mut self.rng,
+            obs: &mut self.obs,
+        }
+    }
+    fn sched_view(&self) -> (&Sched, &Machine) {
+        (&self.sched, &self.m)
+    }
+    fn exec(&mut self, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
+        crate::dispatch::exec(self, cpu, t, step)
+    }
+    fn task_exited(&mut self, t: TaskId) {
+        task_exited(self, t)
+    }
+}
+
 /// What mm needs from around it, wired here so that mm names nothing above it.
 impl crate::mm::Host for Sim {
     fn mm_parts(&mut self) -> crate::mm::Parts<'_> {

@@ -10,10 +10,9 @@ pub mod membarrier;
 pub use crate::step::{Outcome, SpinOn, Step};
 
 use crate::config::{named_enum, params, ConfigError, Kind, Resolved};
-use crate::engine::{CpuId, Rng, TaskId, Time, NEVER};
-use crate::machine::{Cost, Idle};
-use crate::observe::{Func, Irq};
-use crate::sim::Sim;
+use crate::engine::{CpuId, EventQueue, Rng, TaskId, Time, NEVER};
+use crate::machine::{Cost, Idle, Machine};
+use crate::observe::{Func, Irq, Observe};
 use crate::step::Event;
 
 named_enum! {
@@ -39,6 +38,37 @@ pub struct Sched {
     pub cpus: Vec<Cpu>,
     pub tasks: Vec<Task>,
     pub perturb: Perturb,
+}
+
+/// The state sched works on, borrowed together from the machine around it.
+pub struct Parts<'a> {
+    pub m: &'a Machine,
+    pub q: &'a mut EventQueue<Event>,
+    pub sched: &'a mut Sched,
+    pub rng: &'a mut Rng,
+    pub obs: &'a mut Observe,
+}
+
+/// What sched needs from the machine around it, beyond mm's, arch's and smp's: its state and the
+/// event queue, and the root's two answers, running a step and telling the scenario of an exit.
+/// The root implements it for `Sim`.
+pub trait Host: crate::mm::Host {
+    /// The machine, the event queue, sched's state, the seeded generator and the observer.
+    fn sched_parts(&mut self) -> Parts<'_>;
+    /// sched's state and the machine, to read.
+    fn sched_view(&self) -> (&Sched, &Machine);
+    /// Run `step` of task `t` on `cpu`: what it did (the root's dispatch.rs).
+    fn exec(&mut self, cpu: CpuId, t: TaskId, step: Step) -> Outcome;
+    /// Task `t` exited (do_exit): the scenario hears of it, and may end the run.
+    fn task_exited(&mut self, t: TaskId);
+    /// sched's state.
+    fn sched(&mut self) -> &mut Sched {
+        self.sched_parts().sched
+    }
+    /// The event queue.
+    fn q(&mut self) -> &mut EventQueue<Event> {
+        self.sched_parts().q
+    }
 }
 
 /// The seeded perturbations of a run: timing jitter and thread placement (sched.*).
@@ -71,12 +101,12 @@ impl Perturb {
 }
 
 /// A busy step of `ps`, stretched by the run's jitter.
-fn jittered(s: &mut Sim, ps: Time) -> Time {
-    if s.sched.perturb.jitter == 0 || ps == 0 {
+fn jittered(s: &mut impl Host, ps: Time) -> Time {
+    if s.sched().perturb.jitter == 0 || ps == 0 {
         return ps;
     }
-    let max = ((ps as u128 * s.sched.perturb.jitter as u128) >> 16) as u64;
-    ps + s.rng.below(max + 1)
+    let max = ((ps as u128 * s.sched().perturb.jitter as u128) >> 16) as u64;
+    ps + s.sched_parts().rng.below(max + 1)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -189,23 +219,23 @@ impl Task {
 pub use crate::mm::KTHREAD;
 
 /// Create a task of `mm` pinned to `cpu`; it becomes runnable at once.
-pub fn spawn(s: &mut Sim, mm: usize, cpu: CpuId) -> TaskId {
+pub fn spawn(s: &mut impl Host, mm: usize, cpu: CpuId) -> TaskId {
     let t = spawn_at(s, mm, cpu, NEVER);
     wake(s, t);
     t
 }
 
 /// Create a task of `mm` pinned to `cpu` that starts running at `at`.
-pub fn spawn_at(s: &mut Sim, mm: usize, cpu: CpuId, at: Time) -> TaskId {
+pub fn spawn_at(s: &mut impl Host, mm: usize, cpu: CpuId, at: Time) -> TaskId {
     let cpu = if mm == KTHREAD {
         cpu
     } else {
-        s.sched.perturb.placement[cpu]
+        s.sched().perturb.placement[cpu]
     };
-    let t = s.sched.tasks.len();
-    s.obs.stats.add_task();
-    s.mem.tasks.push(crate::mm::TaskMm::default());
-    s.sched.tasks.push(Task {
+    let t = s.sched().tasks.len();
+    s.obs().stats.add_task();
+    s.mem().tasks.push(crate::mm::TaskMm::default());
+    s.sched().tasks.push(Task {
         mm,
         cpu,
         state: TaskState::Sleeping,
@@ -218,38 +248,38 @@ pub fn spawn_at(s: &mut Sim, mm: usize, cpu: CpuId, at: Time) -> TaskId {
         timer_at: at,
     });
     if at != NEVER {
-        s.q.schedule(at, Event::Wake { task: t as u32 });
+        s.q().schedule(at, Event::Wake { task: t as u32 });
     }
     t
 }
 
 /// When the spin's condition comes true, if that is already known (None: it waits for events).
-fn spin_until(s: &Sim, cpu: CpuId, on: SpinOn) -> Option<Time> {
+fn spin_until(s: &impl Host, cpu: CpuId, on: SpinOn) -> Option<Time> {
     match on {
-        SpinOn::CsdLockWait => (s.smp.waiting[cpu] == 0).then(|| s.smp.done_at[cpu]),
+        SpinOn::CsdLockWait => (s.view().0.waiting[cpu] == 0).then(|| s.view().0.done_at[cpu]),
         SpinOn::CsdLock => {
-            (s.smp.csd_lock_on[cpu] == crate::smp::NO_CPU).then(|| s.smp.csd_free_at[cpu])
+            (s.view().0.csd_lock_on[cpu] == crate::smp::NO_CPU).then(|| s.view().0.csd_free_at[cpu])
         }
         SpinOn::UserForever => None,
         SpinOn::Ptl => {
-            let at = s.mem.ptl.granted_at[cpu];
+            let at = s.mm_view().0.ptl.granted_at[cpu];
             (at != NEVER).then_some(at)
         }
     }
 }
 
 /// Spin (or keep spinning) on `on`; if its end is known, schedule the resume. True if it is over.
-fn spin(s: &mut Sim, cpu: CpuId, on: SpinOn) -> bool {
+fn spin(s: &mut impl Host, cpu: CpuId, on: SpinOn) -> bool {
     let now = s.now();
     let until = spin_until(s, cpu, on);
     if until.is_some_and(|t| t <= now) {
         if on == SpinOn::Ptl {
             // The lock is this CPU's now: the grant is used up.
-            s.mem.ptl.granted_at[cpu] = NEVER;
+            s.mem().ptl.granted_at[cpu] = NEVER;
         }
         return true;
     }
-    let c = &mut s.sched.cpus[cpu];
+    let c = &mut s.sched().cpus[cpu];
     if c.mode != Mode::Spin(on) {
         c.mode = Mode::Spin(on);
         c.since = now;
@@ -260,7 +290,7 @@ fn spin(s: &mut Sim, cpu: CpuId, on: SpinOn) -> bool {
         let gen = c.gen;
         c.spin_at = t;
         c.spin_gen = gen;
-        s.q.schedule(
+        s.q().schedule(
             t,
             Event::Resume {
                 cpu: cpu as u32,
@@ -273,75 +303,79 @@ fn spin(s: &mut Sim, cpu: CpuId, on: SpinOn) -> bool {
 
 /// Charge `dt` of spinning on `on` to the task on `cpu` (PTE-lock spins are the reclaim rmap
 /// walks', __page_check_address).
-fn charge_spin(s: &mut Sim, cpu: CpuId, on: SpinOn, dt: Time) {
-    let task = s.sched.cpus[cpu].task;
+fn charge_spin(s: &mut impl Host, cpu: CpuId, on: SpinOn, dt: Time) {
+    let task = s.sched().cpus[cpu].task;
     match on {
-        SpinOn::Ptl => s.obs.stats.charge_lock(task, Func::PageCheckAddress, dt),
-        _ => s.obs.stats.charge(task, spin_func(s, on), dt),
+        SpinOn::Ptl => s.obs().stats.charge_lock(task, Func::PageCheckAddress, dt),
+        _ => {
+            let func = spin_func(s, on);
+            s.obs().stats.charge(task, func, dt)
+        }
     }
 }
 
-fn spin_func(s: &Sim, on: SpinOn) -> Func {
+fn spin_func(s: &impl Host, on: SpinOn) -> Func {
     match on {
         // csd_lock_wait() is inlined into smp_call_function_many(_cond): perf shows it there.
-        SpinOn::CsdLockWait | SpinOn::CsdLock => s.smp.cfg.scf_func(),
+        SpinOn::CsdLockWait | SpinOn::CsdLock => s.view().0.cfg.scf_func(),
         SpinOn::UserForever => Func::User,
         SpinOn::Ptl => Func::RawSpinLock,
     }
 }
 
 /// Leave the current spin or idle period, charging its time.
-fn close_period(s: &mut Sim, cpu: CpuId) {
+fn close_period(s: &mut impl Host, cpu: CpuId) {
     let now = s.now();
-    let dt = now - s.sched.cpus[cpu].since;
-    let since = s.sched.cpus[cpu].since;
-    s.sched.cpus[cpu].since = now;
-    match s.sched.cpus[cpu].mode {
+    let dt = now - s.sched().cpus[cpu].since;
+    let since = s.sched().cpus[cpu].since;
+    s.sched().cpus[cpu].since = now;
+    match s.sched().cpus[cpu].mode {
         Mode::Spin(on) => {
             let name = spin_func(s, on).name();
-            if let Some(tr) = s.obs.trace.as_mut() {
+            if let Some(tr) = s.obs().trace.as_mut() {
                 tr.slice(cpu, since, now, name);
             }
             charge_spin(s, cpu, on, dt)
         }
-        Mode::Idle => s.obs.stats.idle[cpu] += dt,
+        Mode::Idle => s.obs().stats.idle[cpu] += dt,
         Mode::Busy { .. } => {}
     }
 }
 
 /// Run the current task's steps until it is busy, spins, sleeps or exits.
-pub fn run(s: &mut Sim, cpu: CpuId) {
+pub fn run(s: &mut impl Host, cpu: CpuId) {
     for _ in 0..1_000_000 {
         // IRQs are on between steps: a pending IPI is taken first.
-        if s.sched.cpus[cpu].irq_pending {
+        if s.sched().cpus[cpu].irq_pending {
             irq_enter(s, cpu, Entry::Ipi);
             return;
         }
-        let t = s.sched.cpus[cpu]
+        let t = s.sched().cpus[cpu]
             .task
             .expect("run() on a CPU without a task");
-        if let Some(tr) = s.obs.trace.as_mut() {
-            tr.step_end(cpu, s.q.now());
+        let now = s.now();
+        if let Some(tr) = s.obs().trace.as_mut() {
+            tr.step_end(cpu, now);
         }
         // No preemption while a spinlock is held across steps, nor inside smp_call_function_many
         // (it runs under get_cpu()): from a csd_lock() spin to the call, and from queueing to the
         // end of csd_lock_wait(). A request sent without waiting does not hold it off.
-        let preemptible = s.sched.tasks[t].locks_held == 0
-            && s.smp.waiting[cpu] == 0
-            && s.sched.tasks[t].csd_lock_call.is_none()
-            && s.smp.sending[cpu].is_none();
-        if s.sched.cpus[cpu].need_resched && preemptible {
+        let preemptible = s.sched().tasks[t].locks_held == 0
+            && s.view().0.waiting[cpu] == 0
+            && s.sched().tasks[t].csd_lock_call.is_none()
+            && s.view().0.sending[cpu].is_none();
+        if s.sched().cpus[cpu].need_resched && preemptible {
             // Wakeup preemption at a step boundary: the current task waits its turn.
-            s.sched.cpus[cpu].need_resched = false;
-            if !s.sched.cpus[cpu].runq.is_empty() {
-                s.sched.cpus[cpu].runq.push(t);
-                s.sched.cpus[cpu].task = None;
+            s.sched().cpus[cpu].need_resched = false;
+            if !s.sched().cpus[cpu].runq.is_empty() {
+                s.sched().cpus[cpu].runq.push(t);
+                s.sched().cpus[cpu].task = None;
                 switch_in(s, cpu);
                 return;
             }
         }
-        let step = s.sched.tasks[t].steps.pop().unwrap_or(Step::User);
-        s.sched.cpus[cpu].in_guest = matches!(step, Step::Guest { .. });
+        let step = s.sched().tasks[t].steps.pop().unwrap_or(Step::User);
+        s.sched().cpus[cpu].in_guest = matches!(step, Step::Guest { .. });
         match s.exec(cpu, t, step) {
             Outcome::Next => continue,
             Outcome::Busy { ps, irqs_off } => {
@@ -361,9 +395,9 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
                 return;
             }
             Outcome::Exit => {
-                s.sched.tasks[t].state = TaskState::Exited;
+                s.sched().tasks[t].state = TaskState::Exited;
                 switch_out(s, cpu);
-                crate::sim::task_exited(s, t);
+                s.task_exited(t);
                 return;
             }
         }
@@ -373,15 +407,16 @@ pub fn run(s: &mut Sim, cpu: CpuId) {
 
 /// Keep `cpu` busy with `step` for `ps` (jittered). True: nothing happens anywhere before the
 /// step ends, so the CPU ran on to its end without an event and takes the next step now.
-fn start_busy(s: &mut Sim, cpu: CpuId, step: Step, ps: Time, irqs_off: bool) -> bool {
-    let until = s.q.now() + jittered(s, ps);
-    if let Some(tr) = s.obs.trace.as_mut() {
-        tr.step_begin(cpu, step.name(), s.q.now());
+fn start_busy(s: &mut impl Host, cpu: CpuId, step: Step, ps: Time, irqs_off: bool) -> bool {
+    let now = s.now();
+    let until = s.now() + jittered(s, ps);
+    if let Some(tr) = s.obs().trace.as_mut() {
+        tr.step_begin(cpu, step.name(), now);
     }
-    if !s.q.due_by(until) {
+    if !s.q().due_by(until) {
         // The Resume would be the very next event popped: run on without it.
-        s.q.advance_to(until);
-        let c = &mut s.sched.cpus[cpu];
+        s.q().advance_to(until);
+        let c = &mut s.sched().cpus[cpu];
         c.mode = Mode::Busy { until };
         c.irqs_off = irqs_off;
         return true;
@@ -391,13 +426,13 @@ fn start_busy(s: &mut Sim, cpu: CpuId, step: Step, ps: Time, irqs_off: bool) -> 
 }
 
 /// `cpu` is busy until `until`, when its Resume comes (a new generation: older ones are stale).
-fn resume_at(s: &mut Sim, cpu: CpuId, until: Time, irqs_off: bool) {
-    let c = &mut s.sched.cpus[cpu];
+fn resume_at(s: &mut impl Host, cpu: CpuId, until: Time, irqs_off: bool) {
+    let c = &mut s.sched().cpus[cpu];
     c.mode = Mode::Busy { until };
     c.irqs_off = irqs_off;
     c.gen = c.gen.wrapping_add(1);
     let gen = c.gen;
-    s.q.schedule(
+    s.q().schedule(
         until,
         Event::Resume {
             cpu: cpu as u32,
@@ -407,37 +442,36 @@ fn resume_at(s: &mut Sim, cpu: CpuId, until: Time, irqs_off: bool) {
 }
 
 /// The task on `cpu` sleeps until `until` (NEVER: until woken) and leaves the CPU.
-fn sleep(s: &mut Sim, cpu: CpuId, t: TaskId, until: Time) {
-    s.sched.tasks[t].state = TaskState::Sleeping;
-    s.sched.tasks[t].timer_at = until;
+fn sleep(s: &mut impl Host, cpu: CpuId, t: TaskId, until: Time) {
+    s.sched().tasks[t].state = TaskState::Sleeping;
+    s.sched().tasks[t].timer_at = until;
     if until != NEVER {
-        s.q.schedule(until, Event::Wake { task: t as u32 });
+        s.q().schedule(until, Event::Wake { task: t as u32 });
     }
-    s.obs
-        .stats
-        .charge(Some(t), Func::Schedule, s.m.cost[Cost::ContextSwitch]);
+    let cs = s.machine().cost[Cost::ContextSwitch];
+    s.obs().stats.charge(Some(t), Func::Schedule, cs);
     switch_out(s, cpu);
 }
 
 /// The current task left the CPU: run the next runnable task, or go idle.
-fn switch_out(s: &mut Sim, cpu: CpuId) {
-    s.sched.cpus[cpu].task = None;
-    if !s.sched.cpus[cpu].runq.is_empty() {
+fn switch_out(s: &mut impl Host, cpu: CpuId) {
+    s.sched().cpus[cpu].task = None;
+    if !s.sched().cpus[cpu].runq.is_empty() {
         switch_in(s, cpu);
     } else {
         go_idle(s, cpu);
     }
 }
 
-fn go_idle(s: &mut Sim, cpu: CpuId) {
+fn go_idle(s: &mut impl Host, cpu: CpuId) {
     crate::arch::enter_lazy_tlb(s, cpu);
     let now = s.now();
-    let poll = match s.m.idle {
+    let poll = match s.machine().idle {
         Idle::Hlt => 0,
         Idle::Poll => NEVER,
-        Idle::HaltPoll => s.m.idle_poll,
+        Idle::HaltPoll => s.machine().idle_poll,
     };
-    let c = &mut s.sched.cpus[cpu];
+    let c = &mut s.sched().cpus[cpu];
     c.mode = Mode::Idle;
     c.irqs_off = false;
     c.since = now;
@@ -445,20 +479,22 @@ fn go_idle(s: &mut Sim, cpu: CpuId) {
 }
 
 /// Is this idle CPU polling (so a single-target call IPI can be replaced by setting NEED_RESCHED)?
-pub fn idle_polling(s: &Sim, cpu: CpuId) -> bool {
-    let c = &s.sched.cpus[cpu];
-    c.mode == Mode::Idle && !c.in_irq(s.now()) && s.now() < c.poll_until
+pub fn idle_polling(s: &impl Host, cpu: CpuId) -> bool {
+    let now = s.now();
+    let c = &s.sched_view().0.cpus[cpu];
+    c.mode == Mode::Idle && !c.in_irq(now) && now < c.poll_until
 }
 
 /// Switch an idle CPU to its first runnable task: context switch plus switch_mm.
-fn switch_in(s: &mut Sim, cpu: CpuId) {
-    let t = s.sched.cpus[cpu].runq.remove(0);
-    if s.sched.cpus[cpu].mode == Mode::Idle {
+fn switch_in(s: &mut impl Host, cpu: CpuId) {
+    let now = s.now();
+    let t = s.sched().cpus[cpu].runq.remove(0);
+    if s.sched().cpus[cpu].mode == Mode::Idle {
         close_period(s, cpu);
     }
-    s.sched.cpus[cpu].task = Some(t);
-    s.sched.tasks[t].state = TaskState::Running;
-    let mm = s.sched.tasks[t].mm;
+    s.sched().cpus[cpu].task = Some(t);
+    s.sched().tasks[t].state = TaskState::Running;
+    let mm = s.sched().tasks[t].mm;
     let switch_mm = if mm == KTHREAD {
         // A kernel thread keeps the previous mm loaded, lazily.
         crate::arch::enter_lazy_tlb(s, cpu);
@@ -466,37 +502,38 @@ fn switch_in(s: &mut Sim, cpu: CpuId) {
     } else {
         crate::arch::switch_mm_irqs_off(s, cpu, Some(mm))
     };
-    let cs = s.m.cost[Cost::ContextSwitch];
-    s.obs.stats.charge(Some(t), Func::Schedule, cs);
-    s.obs.stats.charge(Some(t), Func::SwitchMm, switch_mm);
-    if let Some(tr) = s.obs.trace.as_mut() {
-        tr.step_begin(cpu, Func::Schedule.name(), s.q.now());
+    let cs = s.machine().cost[Cost::ContextSwitch];
+    s.obs().stats.charge(Some(t), Func::Schedule, cs);
+    s.obs().stats.charge(Some(t), Func::SwitchMm, switch_mm);
+    if let Some(tr) = s.obs().trace.as_mut() {
+        tr.step_begin(cpu, Func::Schedule.name(), now);
     }
-    let until = s.q.now() + cs + switch_mm;
+    let until = s.now() + cs + switch_mm;
     resume_at(s, cpu, until, true);
 }
 
 /// The timer of a timed sleep fired: wake the task if that sleep is still the one it is in.
-pub fn timer_wake(s: &mut Sim, t: TaskId) {
-    if s.sched.tasks[t].timer_at == s.now() {
+pub fn timer_wake(s: &mut impl Host, t: TaskId) {
+    if s.sched().tasks[t].timer_at == s.now() {
         wake(s, t);
     }
 }
 
-pub fn wake(s: &mut Sim, t: TaskId) {
-    if s.sched.tasks[t].state != TaskState::Sleeping {
+pub fn wake(s: &mut impl Host, t: TaskId) {
+    let now = s.now();
+    if s.sched().tasks[t].state != TaskState::Sleeping {
         return;
     }
-    s.sched.tasks[t].state = TaskState::Running;
-    s.sched.tasks[t].uninterruptible = false;
-    let cpu = s.sched.tasks[t].cpu;
-    s.sched.cpus[cpu].runq.push(t);
-    let in_irq = s.sched.cpus[cpu].in_irq(s.now());
-    if s.sched.cpus[cpu].task.is_none() && s.sched.cpus[cpu].mode == Mode::Idle && !in_irq {
+    s.sched().tasks[t].state = TaskState::Running;
+    s.sched().tasks[t].uninterruptible = false;
+    let cpu = s.sched().tasks[t].cpu;
+    s.sched().cpus[cpu].runq.push(t);
+    let in_irq = s.sched().cpus[cpu].in_irq(now);
+    if s.sched().cpus[cpu].task.is_none() && s.sched().cpus[cpu].mode == Mode::Idle && !in_irq {
         switch_in(s, cpu);
-    } else if s.sched.cpus[cpu].task.is_some() {
-        s.sched.cpus[cpu].need_resched = true;
-        if s.sched.cpus[cpu].mode == Mode::Spin(SpinOn::UserForever) {
+    } else if s.sched().cpus[cpu].task.is_some() {
+        s.sched().cpus[cpu].need_resched = true;
+        if s.sched().cpus[cpu].mode == Mode::Spin(SpinOn::UserForever) {
             if !in_irq {
                 // A task spinning in user space is preempted at once (the reschedule IPI).
                 preempt_user_spin(s, cpu);
@@ -509,42 +546,43 @@ pub fn wake(s: &mut Sim, t: TaskId) {
 }
 
 /// wait_event_interruptible(): sleep until wake_interruptible() or a fatal signal.
-pub fn sleep_interruptible(s: &mut Sim, t: TaskId) -> Outcome {
-    s.sched.tasks[t].interruptible = true;
+pub fn sleep_interruptible(s: &mut impl Host, t: TaskId) -> Outcome {
+    s.sched().tasks[t].interruptible = true;
     Outcome::Sleep(NEVER)
 }
 
 /// wake_up_interruptible(): end task `t`'s interruptible wait, if it is in one.
-pub fn wake_interruptible(s: &mut Sim, t: TaskId) {
-    if s.sched.tasks[t].interruptible {
-        s.sched.tasks[t].interruptible = false;
+pub fn wake_interruptible(s: &mut impl Host, t: TaskId) {
+    if s.sched().tasks[t].interruptible {
+        s.sched().tasks[t].interruptible = false;
         wake(s, t);
     }
 }
 
 /// signal_wake_up() of a fatal signal (the OOM killer's SIGKILL): ends an interruptible sleep.
-pub fn signal_wake_up(s: &mut Sim, t: TaskId) {
+pub fn signal_wake_up(s: &mut impl Host, t: TaskId) {
     // An interruptible mark left from a wait that a plain wake() ended must not end this one.
-    if !s.sched.tasks[t].uninterruptible {
+    if !s.sched().tasks[t].uninterruptible {
         wake_interruptible(s, t);
     }
 }
 
 /// Switch a task spinning in user space out for the first runnable one (NEED_RESCHED is set).
-fn preempt_user_spin(s: &mut Sim, cpu: CpuId) {
-    s.sched.cpus[cpu].need_resched = false;
+fn preempt_user_spin(s: &mut impl Host, cpu: CpuId) {
+    s.sched().cpus[cpu].need_resched = false;
     close_period(s, cpu);
-    let cur = s.sched.cpus[cpu]
+    let cur = s.sched().cpus[cpu]
         .task
         .take()
         .expect("a user spin runs a task");
-    s.sched.cpus[cpu].runq.push(cur);
+    s.sched().cpus[cpu].runq.push(cur);
     switch_in(s, cpu);
 }
 
-pub fn resume(s: &mut Sim, cpu: CpuId, gen: u32) {
-    let c = &s.sched.cpus[cpu];
-    if c.gen != gen || c.in_irq(s.q.now()) {
+pub fn resume(s: &mut impl Host, cpu: CpuId, gen: u32) {
+    let now = s.now();
+    let c = &s.sched().cpus[cpu];
+    if c.gen != gen || c.in_irq(now) {
         return;
     }
     match c.mode {
@@ -553,7 +591,7 @@ pub fn resume(s: &mut Sim, cpu: CpuId, gen: u32) {
         Mode::Spin(on) => {
             if spin(s, cpu, on) {
                 close_period(s, cpu);
-                s.sched.cpus[cpu].mode = Mode::Busy { until: s.q.now() };
+                s.sched().cpus[cpu].mode = Mode::Busy { until: s.now() };
                 run(s, cpu);
             }
         }
@@ -562,13 +600,14 @@ pub fn resume(s: &mut Sim, cpu: CpuId, gen: u32) {
 }
 
 /// The condition a CPU spins on may have come true: re-arm its spin (in a handler, once it ends).
-pub fn kick_spinner(s: &mut Sim, cpu: CpuId) {
-    if let Mode::Spin(on) = s.sched.cpus[cpu].mode {
-        if s.sched.cpus[cpu].in_irq(s.q.now()) {
+pub fn kick_spinner(s: &mut impl Host, cpu: CpuId) {
+    let now = s.now();
+    if let Mode::Spin(on) = s.sched().cpus[cpu].mode {
+        if s.sched().cpus[cpu].in_irq(now) {
             look_again_after_handler(s, cpu);
         } else if spin(s, cpu, on) {
             close_period(s, cpu);
-            s.sched.cpus[cpu].mode = Mode::Busy { until: s.q.now() };
+            s.sched().cpus[cpu].mode = Mode::Busy { until: s.now() };
             run(s, cpu);
         }
     }
@@ -576,25 +615,25 @@ pub fn kick_spinner(s: &mut Sim, cpu: CpuId) {
 
 /// A spinning CPU in a handler looks at its spin again when the handler ends: at its end if it
 /// exits on its own, or at the IrqExit re-entry's (irq_enter's Spin case) if one is queued.
-fn look_again_after_handler(s: &mut Sim, cpu: CpuId) {
+fn look_again_after_handler(s: &mut impl Host, cpu: CpuId) {
     // (A handler that has not started its pass looks at the spin when it has: handler_start.)
-    if !s.sched.cpus[cpu].exit_queued && !s.sched.cpus[cpu].in_pass() {
-        let end = s.sched.cpus[cpu].irq_end;
+    if !s.sched().cpus[cpu].exit_queued && !s.sched().cpus[cpu].in_pass() {
+        let end = s.sched().cpus[cpu].irq_end;
         spin_resume_at(s, cpu, end);
     }
 }
 
 /// Make sure a spinning CPU looks at its condition again at `at` (unless a Resume of this spin
 /// is due then already).
-fn spin_resume_at(s: &mut Sim, cpu: CpuId, at: Time) {
-    let c = &mut s.sched.cpus[cpu];
+fn spin_resume_at(s: &mut impl Host, cpu: CpuId, at: Time) {
+    let c = &mut s.sched().cpus[cpu];
     if c.spin_gen == c.gen && c.spin_at == at {
         return;
     }
     c.spin_at = at;
     c.spin_gen = c.gen;
     let gen = c.gen;
-    s.q.schedule(
+    s.q().schedule(
         at,
         Event::Resume {
             cpu: cpu as u32,
@@ -603,9 +642,9 @@ fn spin_resume_at(s: &mut Sim, cpu: CpuId, at: Time) {
     );
 }
 
-pub fn ipi_arrive(s: &mut Sim, cpu: CpuId) {
-    let now = s.q.now();
-    let c = &mut s.sched.cpus[cpu];
+pub fn ipi_arrive(s: &mut impl Host, cpu: CpuId) {
+    let now = s.now();
+    let c = &mut s.sched().cpus[cpu];
     let in_irq = c.in_irq(now);
     let masked = in_irq || (c.irqs_off && matches!(c.mode, Mode::Busy { .. }));
     if masked {
@@ -615,15 +654,16 @@ pub fn ipi_arrive(s: &mut Sim, cpu: CpuId) {
             // interrupted work's Resume, due later, is ignored meanwhile).
             c.exit_queued = true;
             let end = c.irq_end;
-            s.q.schedule(end, Event::IrqExit { cpu: cpu as u32 });
+            s.q().schedule(end, Event::IrqExit { cpu: cpu as u32 });
         }
     } else {
         irq_enter(s, cpu, Entry::Ipi);
     }
 }
 
-pub fn poll_kick(s: &mut Sim, cpu: CpuId) {
-    if s.sched.cpus[cpu].mode == Mode::Idle && !s.sched.cpus[cpu].in_irq(s.q.now()) {
+pub fn poll_kick(s: &mut impl Host, cpu: CpuId) {
+    let now = s.now();
+    if s.sched().cpus[cpu].mode == Mode::Idle && !s.sched().cpus[cpu].in_irq(now) {
         irq_enter(s, cpu, Entry::IdlePoll);
     } else {
         // The CPU left the idle loop meanwhile: the queued work needs a real interrupt.
@@ -644,58 +684,58 @@ enum Entry {
 }
 
 /// Take an interrupt, or let the polling idle loop run the call queue.
-fn irq_enter(s: &mut Sim, cpu: CpuId, how: Entry) {
+fn irq_enter(s: &mut impl Host, cpu: CpuId, how: Entry) {
     let now = s.now();
     let mut entry = 0;
     let mut exit = 0;
     let mut guest_exit = 0;
     let mut wake = 0;
-    match s.sched.cpus[cpu].mode {
+    match s.sched().cpus[cpu].mode {
         Mode::Busy { until } => {
-            let c = &mut s.sched.cpus[cpu];
+            let c = &mut s.sched().cpus[cpu];
             c.busy_left = until.saturating_sub(now);
             c.gen = c.gen.wrapping_add(1);
             if c.in_guest && how == Entry::Ipi {
                 // KVM: the host interrupt makes the vCPU leave the guest, and enter it again after
                 // (an IPI taken right after the last handler finds it still out of the guest).
-                guest_exit = s.m.cost[Cost::GuestExit];
+                guest_exit = s.machine().cost[Cost::GuestExit];
             }
         }
         Mode::Spin(_) => close_period(s, cpu),
         Mode::Idle => {
-            if how == Entry::Ipi && now >= s.sched.cpus[cpu].poll_until {
+            if how == Entry::Ipi && now >= s.sched().cpus[cpu].poll_until {
                 // Leaving the halted state is idle time, not handler time (perf sees none of it).
-                wake = s.m.cost[Cost::IdleWakeup];
+                wake = s.machine().cost[Cost::IdleWakeup];
             }
             close_period(s, cpu);
         }
     }
     if how != Entry::IdlePoll {
         // sysvec_call_function(_single): inc_irq_stat(irq_call_count)
-        s.obs.stats.irq(Irq::Cal, cpu);
-        s.obs.stats.interrupt_at(now);
-        let half = s.m.cost[Cost::IrqEntryExit] / 2;
+        s.obs().stats.irq(Irq::Cal, cpu);
+        s.obs().stats.interrupt_at(now);
+        let half = s.machine().cost[Cost::IrqEntryExit] / 2;
         entry += half;
-        exit += s.m.cost[Cost::IrqEntryExit] - half;
+        exit += s.machine().cost[Cost::IrqEntryExit] - half;
     }
-    let c = &mut s.sched.cpus[cpu];
+    let c = &mut s.sched().cpus[cpu];
     // In the handler from now: its end is known once its pass has run (irq_end = NEVER till then).
     c.irq_end = NEVER;
     c.irq_pending = false;
     let task = handler_task(s, cpu);
-    s.obs
+    s.obs()
         .stats
         .charge(task, Func::CallFunctionInterrupt, entry + exit);
-    s.obs.stats.charge(task, Func::GuestExit, guest_exit);
-    s.obs.stats.idle[cpu] += wake;
+    s.obs().stats.charge(task, Func::GuestExit, guest_exit);
+    s.obs().stats.idle[cpu] += wake;
     // The guest exit comes before the handler, the re-entry after it.
     let leave_guest = guest_exit / 2;
-    let c = &mut s.sched.cpus[cpu];
+    let c = &mut s.sched().cpus[cpu];
     c.irq_from = now;
     c.irq_tail = guest_exit - leave_guest + exit;
     // The handler reads the call queue when it starts, not when the IPI arrives: senders that
     // queue meanwhile are in its batch (llist_del_all / list_replace_init at that time).
-    s.q.schedule(
+    s.q().schedule(
         now + wake + leave_guest + entry,
         Event::HandlerStart { cpu: cpu as u32 },
     );
@@ -703,9 +743,9 @@ fn irq_enter(s: &mut Sim, cpu: CpuId, how: Entry) {
 
 /// The handler of an IPI taken earlier starts its pass over the call queue
 /// (generic_smp_call_function_single_interrupt / __flush_smp_call_function_queue).
-pub fn handler_start(s: &mut Sim, cpu: CpuId) {
+pub fn handler_start(s: &mut impl Host, cpu: CpuId) {
     let now = s.now();
-    if let Some(tr) = s.obs.trace.as_mut() {
+    if let Some(tr) = s.obs().trace.as_mut() {
         tr.handler_start(cpu, now);
     }
     let task = handler_task(s, cpu);
@@ -714,15 +754,15 @@ pub fn handler_start(s: &mut Sim, cpu: CpuId) {
 }
 
 /// A handler's pass that stopped for something due first goes on.
-pub fn handler_continue(s: &mut Sim, cpu: CpuId) {
+pub fn handler_continue(s: &mut impl Host, cpu: CpuId) {
     let task = handler_task(s, cpu);
     let pass = crate::smp::continue_pass(s, cpu, task, true);
     handler_went_on(s, cpu, pass);
 }
 
 /// The task a handler on `cpu` interrupts (none on an idle CPU).
-fn handler_task(s: &Sim, cpu: CpuId) -> Option<TaskId> {
-    let c = &s.sched.cpus[cpu];
+fn handler_task(s: &impl Host, cpu: CpuId) -> Option<TaskId> {
+    let c = &s.sched_view().0.cpus[cpu];
     if c.mode == Mode::Idle {
         None
     } else {
@@ -732,23 +772,24 @@ fn handler_task(s: &Sim, cpu: CpuId) -> Option<TaskId> {
 
 /// After a stretch of a handler's pass: go on with it later, or, if it ended at `pass`, leave
 /// the handler.
-fn handler_went_on(s: &mut Sim, cpu: CpuId, pass: Option<Time>) {
+fn handler_went_on(s: &mut impl Host, cpu: CpuId, pass: Option<Time>) {
     let Some(pass_end) = pass else {
-        let at = s.smp.pass[cpu].at;
-        s.q.schedule(at, Event::HandlerContinue { cpu: cpu as u32 });
+        let at = s.view().0.pass[cpu].at;
+        s.q()
+            .schedule(at, Event::HandlerContinue { cpu: cpu as u32 });
         return;
     };
     let task = handler_task(s, cpu);
-    let (from, tail) = (s.sched.cpus[cpu].irq_from, s.sched.cpus[cpu].irq_tail);
+    let (from, tail) = (s.sched().cpus[cpu].irq_from, s.sched().cpus[cpu].irq_tail);
     let end = pass_end + tail;
-    if let Some(tr) = s.obs.trace.as_mut() {
+    if let Some(tr) = s.obs().trace.as_mut() {
         tr.slice(cpu, from, end, Func::CallFunctionInterrupt.name());
     }
     if task.is_none() {
         // Interrupt time on an idle CPU belongs to no task; keep the idle clock honest.
-        s.sched.cpus[cpu].since = end;
+        s.sched().cpus[cpu].since = end;
     }
-    let c = &mut s.sched.cpus[cpu];
+    let c = &mut s.sched().cpus[cpu];
     c.irq_end = end;
     c.exit_queued = false;
     match c.mode {
@@ -757,7 +798,7 @@ fn handler_went_on(s: &mut Sim, cpu: CpuId, pass: Option<Time>) {
             let until = end + c.busy_left;
             c.mode = Mode::Busy { until };
             let gen = c.gen;
-            s.q.schedule(
+            s.q().schedule(
                 until,
                 Event::Resume {
                     cpu: cpu as u32,
@@ -780,25 +821,25 @@ fn handler_went_on(s: &mut Sim, cpu: CpuId, pass: Option<Time>) {
     }
     // An idle CPU leaves its handler with an event, and so does one where an IPI arrived before
     // the pass started (taken again after iret).
-    let c = &mut s.sched.cpus[cpu];
+    let c = &mut s.sched().cpus[cpu];
     if c.mode == Mode::Idle || c.irq_pending {
         c.exit_queued = true;
-        s.q.schedule(end, Event::IrqExit { cpu: cpu as u32 });
+        s.q().schedule(end, Event::IrqExit { cpu: cpu as u32 });
     }
 }
 
 /// The end of a handler that exits with an event: an idle CPU's, or one that must take an IPI
 /// that arrived while it ran (a busy or spinning CPU's handler otherwise ends without one).
-pub fn irq_exit(s: &mut Sim, cpu: CpuId) {
-    s.sched.cpus[cpu].exit_queued = false;
-    s.sched.cpus[cpu].irq_end = 0;
-    if s.sched.cpus[cpu].irq_pending {
+pub fn irq_exit(s: &mut impl Host, cpu: CpuId) {
+    s.sched().cpus[cpu].exit_queued = false;
+    s.sched().cpus[cpu].irq_end = 0;
+    if s.sched().cpus[cpu].irq_pending {
         // The IRR bit was set while the handler ran: the interrupt is taken again after iret.
         irq_enter(s, cpu, Entry::Pending);
         return;
     }
-    debug_assert_eq!(s.sched.cpus[cpu].mode, Mode::Idle);
-    if !s.sched.cpus[cpu].runq.is_empty() {
+    debug_assert_eq!(s.sched().cpus[cpu].mode, Mode::Idle);
+    if !s.sched().cpus[cpu].runq.is_empty() {
         switch_in(s, cpu);
     } else {
         // Back to the top of the idle loop: poll again before halting.
@@ -807,26 +848,26 @@ pub fn irq_exit(s: &mut Sim, cpu: CpuId) {
 }
 
 /// Charge the periods still open when the run ends.
-pub fn finish_accounting(s: &mut Sim, end: Time) {
-    for cpu in 0..s.sched.cpus.len() {
-        if let Some(tr) = s.obs.trace.as_mut() {
+pub fn finish_accounting(s: &mut impl Host, end: Time) {
+    for cpu in 0..s.sched().cpus.len() {
+        if let Some(tr) = s.obs().trace.as_mut() {
             tr.step_end(cpu, end);
         }
-        if matches!(s.sched.cpus[cpu].mode, Mode::Spin(_) | Mode::Idle)
-            && !s.sched.cpus[cpu].in_irq(end)
+        if matches!(s.sched().cpus[cpu].mode, Mode::Spin(_) | Mode::Idle)
+            && !s.sched().cpus[cpu].in_irq(end)
         {
-            let since = s.sched.cpus[cpu].since.min(end);
+            let since = s.sched().cpus[cpu].since.min(end);
             let dt = end - since;
-            s.sched.cpus[cpu].since = end;
-            match s.sched.cpus[cpu].mode {
+            s.sched().cpus[cpu].since = end;
+            match s.sched().cpus[cpu].mode {
                 Mode::Spin(on) => {
                     let name = spin_func(s, on).name();
-                    if let Some(tr) = s.obs.trace.as_mut() {
+                    if let Some(tr) = s.obs().trace.as_mut() {
                         tr.slice(cpu, since, end, name);
                     }
                     charge_spin(s, cpu, on, dt)
                 }
-                _ => s.obs.stats.idle[cpu] += dt,
+                _ => s.obs().stats.idle[cpu] += dt,
             }
         }
     }
