@@ -155,35 +155,8 @@ pub fn zap_step(s: &mut impl Host, t: TaskId, from: u64, end: u64, reclaim_pt: b
             continue;
         };
         let tab = tab as usize;
-        let mut force_flush = false;
-        // A dirty page-cache PTE: its rmap removal waits for the TLB flush, which must happen
-        // before the PTE lock is dropped (zap_present_folio_ptes: delay_rmap, 5df397dec7c4).
-        let mut delay_rmap = false;
-        let (mut lo, mut hi) = (u64::MAX, 0);
-        let mut v = vpn;
-        while v < pmd_end {
-            let idx = (v % PTRS_PER_PTE) as usize;
-            let pte = mem.tables[tab].pte[idx];
-            v += 1;
-            if !pte.present() {
-                continue;
-            }
-            mem.tables[tab].pte[idx] = super::Pte::NONE;
-            mem.tables[tab].present -= 1;
-            zapped += 1;
-            (lo, hi) = (lo.min(v - 1), v);
-            delay_rmap |= !pte.is_anon() && pte.dirty();
-            // Anonymous pages are freed after the flush; page-cache pages and the zero page stay.
-            if pte.is_anon() && mem.tasks[t].gather.remove_page(pte.pfn()) {
-                force_flush = true;
-                break;
-            }
-        }
-        if hi > 0 {
-            let g = &mut mem.tasks[t].gather;
-            g.adjust_range(lo, hi);
-            g.cleared_ptes = true;
-        }
+        let (v, n, force_flush, delay_rmap) = zap_pte_range(mem, t, tab, vpn, pmd_end);
+        zapped += n;
         // CONFIG_PT_RECLAIM: a zap that covered this whole PTE table and left it empty frees it
         // (reclaim_pt_is_enabled() wants end - start >= PMD_SIZE).
         let whole = vpn == pmd_start && pmd_end - pmd_start == PTRS_PER_PTE;
@@ -221,6 +194,46 @@ pub fn zap_step(s: &mut impl Host, t: TaskId, from: u64, end: u64, reclaim_pt: b
         ps: ps + pt,
         irqs_off: false,
     }
+}
+
+/// zap_pte_range() over [from, to) of PTE table `tab`: clear present PTEs into task `t`'s gather.
+/// Where it stopped, the PTEs cleared, whether the gather filled (force_flush), and whether a
+/// dirty page-cache PTE was cleared: its rmap removal waits for the TLB flush, which must happen
+/// before the PTE lock is dropped (zap_present_folio_ptes: delay_rmap, 5df397dec7c4).
+fn zap_pte_range(
+    mem: &mut Memory,
+    t: TaskId,
+    tab: usize,
+    from: u64,
+    to: u64,
+) -> (u64, u64, bool, bool) {
+    let (mut zapped, mut force_flush, mut delay_rmap) = (0, false, false);
+    let (mut lo, mut hi) = (u64::MAX, 0);
+    let mut v = from;
+    while v < to {
+        let idx = (v % PTRS_PER_PTE) as usize;
+        let pte = mem.tables[tab].pte[idx];
+        v += 1;
+        if !pte.present() {
+            continue;
+        }
+        mem.tables[tab].pte[idx] = super::Pte::NONE;
+        mem.tables[tab].present -= 1;
+        zapped += 1;
+        (lo, hi) = (lo.min(v - 1), v);
+        delay_rmap |= !pte.is_anon() && pte.dirty();
+        // Anonymous pages are freed after the flush; page-cache pages and the zero page stay.
+        if pte.is_anon() && mem.tasks[t].gather.remove_page(pte.pfn()) {
+            force_flush = true;
+            break;
+        }
+    }
+    if hi > 0 {
+        let g = &mut mem.tasks[t].gather;
+        g.adjust_range(lo, hi);
+        g.cleared_ptes = true;
+    }
+    (v, zapped, force_flush, delay_rmap)
 }
 
 /// pte_free_tlb(): unhook the PTE table at `pmd_start` and tell the gather a table was freed.
