@@ -227,6 +227,19 @@ impl crate::mm::Hooks for Sim {
         self.sched.tasks[t].uninterruptible = true;
     }
     fn panic(&mut self) {
+        crate::workload::Host::finish(self)
+    }
+}
+
+/// What a scenario needs from around it, wired here so that workload names nothing above it.
+impl crate::workload::Host for Sim {
+    fn observed(&self) -> &Observe {
+        &self.obs
+    }
+    fn end(&self) -> Option<Time> {
+        self.end
+    }
+    fn finish(&mut self) {
         self.end = Some(self.now());
     }
 }

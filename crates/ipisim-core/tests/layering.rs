@@ -1,30 +1,13 @@
 //! The layers hold: no module imports a higher layer (`ipisim_core::LAYERS`, lowest first), and
 //! no layer folders import each other in a circle. Imports are the `crate::` paths of each file's
-//! code (comments left out), so `use` lines and inline paths both count.
-//!
-//! What is not done yet is listed here, by file and the layer it reaches up to, and must only
-//! shrink: a new upward import fails, and so does an entry the code no longer needs.
+//! code (comments left out), so `use` lines and inline paths both count. Where a lower layer
+//! needs something above it, it declares a trait (its `Host`, or `Hooks`) and the root implements
+//! it.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
 use ipisim_core::{LAYERS, ROOT};
-
-/// Upward imports not removed yet: (file, the higher layer or root module it imports).
-const NOT_YET: &[(&str, &str)] = &[
-    ("workload/drain.rs", "sim"),
-    ("workload/hackbench.rs", "sim"),
-    ("workload/ipistorm.rs", "sim"),
-    ("workload/lru_file_mmap_read.rs", "sim"),
-    ("workload/membarrier.rs", "sim"),
-    ("workload/migrate.rs", "sim"),
-    ("workload/mod.rs", "sim"),
-    ("workload/qemu_guest_ram_unplug.rs", "sim"),
-    ("workload/reclaim.rs", "sim"),
-    ("workload/shootdown.rs", "sim"),
-    ("workload/swapout.rs", "sim"),
-    ("workload/will_it_scale.rs", "sim"),
-];
 
 fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
     let mut entries: Vec<_> = std::fs::read_dir(dir)
@@ -300,12 +283,6 @@ fn every_module_file_is_in_a_declared_layer_or_the_root() {
 fn no_layer_imports_a_higher_one() {
     let c = load();
     let found = upward(&c);
-    let allowed: BTreeSet<(String, String)> = NOT_YET
-        .iter()
-        .map(|(f, l)| (f.to_string(), l.to_string()))
-        .collect();
-    let new: Vec<_> = found.difference(&allowed).collect();
-    let gone: Vec<_> = allowed.difference(&found).collect();
     let by_layer = found
         .iter()
         .fold(BTreeMap::<&str, usize>::new(), |mut m, (_, l)| {
@@ -321,10 +298,9 @@ fn no_layer_imports_a_higher_one() {
         .map(|(f, l)| format!("    (\"{f}\", \"{l}\"),\n"))
         .collect();
     assert!(
-        new.is_empty(),
-        "imports of a higher layer: {new:?}\nall of them now:\n{listing}"
+        found.is_empty(),
+        "imports of a higher layer (declare a trait below and implement it at the root):\n{listing}"
     );
-    assert!(gone.is_empty(), "fixed, so remove from NOT_YET: {gone:?}");
 }
 
 #[test]
@@ -346,19 +322,10 @@ fn layer_folders_import_each_other_in_no_circle() {
         "files in circles: {in_circles}; largest {:?}",
         file_circles.iter().map(|c| c.len()).max()
     );
-    let allowed: BTreeSet<&str> = NOT_YET.iter().map(|(_, l)| *l).collect();
-    // Until NOT_YET is empty, a circle may only go through a layer it still reaches up to.
-    let bad: Vec<_> = layer_circles
-        .iter()
-        .filter(|c| !c.iter().any(|l| allowed.contains(l.as_str())))
-        .collect();
-    assert!(bad.is_empty(), "layer folders in a circle: {bad:?}");
-    if NOT_YET.is_empty() {
-        assert!(
-            layer_circles.is_empty(),
-            "layer folders in a circle: {layer_circles:?}"
-        );
-    }
+    assert!(
+        layer_circles.is_empty(),
+        "layer folders in a circle: {layer_circles:?}"
+    );
 }
 
 #[test]

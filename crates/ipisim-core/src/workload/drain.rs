@@ -3,13 +3,12 @@
 //! their per-CPU lists; the other CPUs are idle or spin in user space. Which CPUs get an IPI, and
 //! who waits for whom, depend on `kernel.pcp_drain`.
 
-use super::{Scenario, ScenarioDecl};
+use super::{Host, Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{secs, CpuId, TaskId, Time};
 use crate::machine::Machine;
 use crate::mm::drain::cpus_with_pcps;
 use crate::sched::{self, Outcome, SpinOn, Step};
-use crate::sim::Sim;
 
 const OTHERS: &[&str] = &["idle", "busy"];
 
@@ -66,27 +65,27 @@ impl Drain {
 }
 
 impl Scenario for Drain {
-    fn start(&mut self, s: &mut Sim) {
+    fn start(&mut self, s: &mut impl Host) {
         let (drainers, holders, pages, busy) = (self.drainers, self.holders, self.pages, self.busy);
         for cpu in drainers..drainers + holders {
-            let zone = s.m.node_of(cpu);
+            let zone = s.machine().node_of(cpu);
             for _ in 0..pages {
-                let p = s.mem.frames.zones[zone]
+                let p = s.mem().frames.zones[zone]
                     .take()
                     .expect("memory for the lists");
-                s.mem.frames.pcp[cpu][zone].push(p);
+                s.mem().frames.pcp[cpu][zone].push(p);
             }
         }
         // After the others have settled (spinning or idle), the drainers start together.
-        let at = s.m.cost[crate::machine::Cost::ThreadCreate];
+        let at = s.machine().cost[crate::machine::Cost::ThreadCreate];
         for cpu in 0..drainers {
             let mm = super::mm_alloc(s);
             let t = sched::spawn_at(s, mm, cpu, at);
             debug_assert_eq!(t, cpu);
-            s.sched.tasks[t].comm = "drainer".into();
+            s.sched().tasks[t].comm = "drainer".into();
         }
         if busy {
-            for cpu in drainers..s.m.ncpus() {
+            for cpu in drainers..s.machine().ncpus() {
                 let mm = super::mm_alloc(s);
                 sched::spawn(s, mm, cpu);
             }
@@ -94,29 +93,29 @@ impl Scenario for Drain {
         self.started = at;
     }
 
-    fn next_op(&mut self, s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
+    fn next_op(&mut self, s: &mut impl Host, _cpu: CpuId, t: TaskId) -> Outcome {
         if t >= self.drainers {
             return Outcome::Spin(SpinOn::UserForever);
         }
         if !self.issued[t] {
             self.issued[t] = true;
-            s.sched.tasks[t].steps.push(Step::DrainAllPages);
+            s.push_step(t, Step::DrainAllPages);
             return Outcome::Next;
         }
         self.finished += 1;
         if self.finished == self.drainers {
-            s.end = Some(s.now());
+            s.finish();
         }
         Outcome::Exit
     }
 
-    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+    fn ops(&self, s: &impl Host) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
-        let left = cpus_with_pcps(&s.mem.frames).weight();
-        m.insert("drain_ipis".into(), s.obs.stats.ipis_sent.into());
+        let left = cpus_with_pcps(&s.mm_view().0.frames).weight();
+        m.insert("drain_ipis".into(), s.observed().stats.ipis_sent.into());
         m.insert(
             "drain_s".into(),
-            secs(s.end.unwrap_or(s.now()) - self.started).into(),
+            secs(s.end().unwrap_or(s.now()) - self.started).into(),
         );
         m.insert("cpus_with_pages_after".into(), left.into());
         m

@@ -22,7 +22,7 @@
 
 use std::collections::VecDeque;
 
-use super::{Scenario, ScenarioDecl};
+use super::{Host, Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{secs, CpuId, TaskId, Time, NEVER};
 use crate::machine::{Cost, Machine};
@@ -34,7 +34,6 @@ use crate::mm::slub::SlabCache;
 use crate::mm::NONE;
 use crate::observe::{latency_json, Func, Irq, Vm};
 use crate::sched::{self, Outcome, KTHREAD};
-use crate::sim::Sim;
 
 const IPC: &[&str] = &["sockets", "pipes"];
 
@@ -188,7 +187,7 @@ impl Hackbench {
 
     /// The parent: fork each child (copy_process allocates its footprint, charged to the child
     /// once it exists), then wait for all of them. The parent itself is never an OOM candidate.
-    fn parent(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    fn parent(&mut self, s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
         if self.forked == self.ntasks {
             self.release_if_ready(s);
             return sched::sleep_interruptible(s, t);
@@ -212,10 +211,10 @@ impl Hackbench {
         // fork() returns: the child exists (and holds its pages) and runs.
         self.phase[c] = Phase::Forked;
         self.forked += 1;
-        s.mem.tasks[c].rss = self.owned[c] as u64;
+        s.mem().tasks[c].rss = self.owned[c] as u64;
         sched::wake(s, c);
-        let ps = s.m.cost[Cost::ThreadCreate];
-        s.obs.stats.charge(Some(t), Func::Syscall, ps);
+        let ps = s.machine().cost[Cost::ThreadCreate];
+        s.obs().stats.charge(Some(t), Func::Syscall, ps);
         Outcome::Busy {
             ps,
             irqs_off: false,
@@ -223,17 +222,17 @@ impl Hackbench {
     }
 
     /// Everyone alive is ready: the parent writes the wakeup pipe and the clock starts.
-    fn release_if_ready(&mut self, s: &mut Sim) -> bool {
-        let now = s.q.now();
+    fn release_if_ready(&mut self, s: &mut impl Host) -> bool {
+        let now = s.now();
         if self.go.is_some() || self.forked < self.ntasks || self.ready < self.alive {
             return self.go.is_some();
         }
         self.go = Some(now);
         self.drains_at_go = (
-            s.obs.stats.vm[Vm::PcpGlobalDrain as usize],
-            s.obs.stats.vm[Vm::PcpGlobalIpiSaved as usize],
+            s.obs().stats.vm[Vm::PcpGlobalDrain as usize],
+            s.obs().stats.vm[Vm::PcpGlobalIpiSaved as usize],
         );
-        self.kills_at_go = s.obs.stats.oom_kills;
+        self.kills_at_go = s.obs().stats.oom_kills;
         for t in 0..self.ntasks {
             if self.phase[t] == Phase::Ready {
                 self.phase[t] = Phase::Run;
@@ -246,29 +245,29 @@ impl Hackbench {
     /// The text page this operation runs through: read back into the page cache if reclaim
     /// evicted it (a clear and an insert, as readahead of a cached file does here), else
     /// mark_page_accessed. Returns the outcome when the task must first do that (or reclaim).
-    fn read_text(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Option<Outcome> {
+    fn read_text(&mut self, s: &mut impl Host, cpu: CpuId, t: TaskId) -> Option<Outcome> {
         if self.text_pages == 0 {
             return None;
         }
         let (file, index) = (self.text_file, self.ops[t] as usize % self.text_pages);
-        let pfn = s.mem.files[file as usize].pages[index];
+        let pfn = s.mem().files[file as usize].pages[index];
         if pfn != NONE {
-            s.mem.page[pfn as usize].flags |= PG_REFERENCED;
+            s.mem().page[pfn as usize].flags |= PG_REFERENCED;
             return None;
         }
         let Some((pfn, alloc)) = get_page(s, cpu, t) else {
             return Some(Outcome::Next);
         };
-        s.mem.files[file as usize].pages[index] = pfn;
-        s.mem.page[pfn as usize] = PageInfo {
+        s.mem().files[file as usize].pages[index] = pfn;
+        s.mem().page[pfn as usize] = PageInfo {
             file,
             index: index as u32,
             flags: PG_EXEC | PG_REFERENCED,
             cpu: cpu as u16,
         };
-        let read = s.m.cost[Cost::FaultFile] + s.m.cost[Cost::PageClear];
-        let read = read + s.m.cost[Cost::PagecacheInsert];
-        s.obs.stats.charge(Some(t), Func::FilemapFault, read);
+        let read = s.machine().cost[Cost::FaultFile] + s.machine().cost[Cost::PageClear];
+        let read = read + s.machine().cost[Cost::PagecacheInsert];
+        s.obs().stats.charge(Some(t), Func::FilemapFault, read);
         let ps = alloc + read + crate::mm::lru::lru_cache_add(s, cpu, t, pfn);
         Some(Outcome::Busy {
             ps,
@@ -287,8 +286,8 @@ impl Hackbench {
     }
 
     /// One write(): the next message to receiver k % 20 of the group.
-    fn sender(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-        let syscall = s.m.cost[Cost::Syscall];
+    fn sender(&mut self, s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
+        let syscall = s.machine().cost[Cost::Syscall];
         let total = (self.loops * FDS) as u32;
         if self.sent[t] >= total {
             return self.do_exit(s, cpu, t);
@@ -329,7 +328,7 @@ impl Hackbench {
                 read: 0,
             });
         }
-        s.obs.stats.charge(Some(t), Func::Syscall, syscall);
+        s.obs().stats.charge(Some(t), Func::Syscall, syscall);
         self.sent[t] += 1;
         self.ops[t] += 1;
         sched::wake_interruptible(s, receiver_task(rid));
@@ -340,9 +339,9 @@ impl Hackbench {
     }
 
     /// One read(): the oldest message of the queue; a page whose messages are all read is freed.
-    fn receiver(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    fn receiver(&mut self, s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
         let rid = rid_of(t);
-        let syscall = s.m.cost[Cost::Syscall];
+        let syscall = s.machine().cost[Cost::Syscall];
         if self.expected[rid] == 0 {
             return self.do_exit(s, cpu, t);
         }
@@ -358,10 +357,10 @@ impl Hackbench {
         if b.read == b.written {
             self.queue[rid].pop_front();
         }
-        s.obs.stats.charge(Some(t), Func::Syscall, syscall);
+        s.obs().stats.charge(Some(t), Func::Syscall, syscall);
         if b.read == b.written {
             let free = self.free_buf(s, cpu, b);
-            s.obs.stats.charge(Some(t), Func::FreePage, free);
+            s.obs().stats.charge(Some(t), Func::FreePage, free);
             ps += free;
         }
         self.wake_writers(s, rid);
@@ -383,7 +382,7 @@ impl Hackbench {
     /// after a new slab (new_slab -> alloc_pages of the cache's order) where that one is full.
     /// Returns the two slabs and the time taken, or None if an allocation entered the slowpath
     /// (a slab already got stays the CPU's, for the retry).
-    fn alloc_skb(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Option<(u32, u32, Time)> {
+    fn alloc_skb(&mut self, s: &mut impl Host, cpu: CpuId, t: TaskId) -> Option<(u32, u32, Time)> {
         let mut ps = 0;
         for c in [SkbCache::Head, SkbCache::Data] {
             if !self.cache(c).needs_slab(cpu) {
@@ -410,7 +409,7 @@ impl Hackbench {
     }
 
     /// discard_slab(): an empty slab's pages back to the page allocator.
-    fn discard_slab(&mut self, s: &mut Sim, cpu: CpuId, c: SkbCache, slab: u32) -> Time {
+    fn discard_slab(&mut self, s: &mut impl Host, cpu: CpuId, c: SkbCache, slab: u32) -> Time {
         let mut pages = std::mem::take(&mut self.slab_pages);
         pages.clear();
         self.cache(c).pages(slab, &mut pages);
@@ -422,7 +421,7 @@ impl Hackbench {
     /// A pipe page whose messages were all read is freed; an skb's two objects go back to their
     /// slabs, and a slab is freed once its last object is (SLUB's discard_slab; empty slabs kept
     /// on the partial list are not modelled).
-    fn free_buf(&mut self, s: &mut Sim, cpu: CpuId, b: Buf) -> Time {
+    fn free_buf(&mut self, s: &mut impl Host, cpu: CpuId, b: Buf) -> Time {
         if self.pipes {
             return free_page(s, cpu, b.pfn);
         }
@@ -435,7 +434,7 @@ impl Hackbench {
         ps
     }
 
-    fn wake_writers(&mut self, s: &mut Sim, rid: usize) {
+    fn wake_writers(&mut self, s: &mut impl Host, rid: usize) {
         if self.queue_full(rid) {
             return;
         }
@@ -450,7 +449,7 @@ impl Hackbench {
     /// do_exit(): free the footprint (exit_mm, the stack...), close the task's sockets, and
     /// leave. A dead receiver's queued pages are freed; a dead sender's unsent messages are no
     /// longer expected by its receivers (EOF).
-    fn do_exit(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    fn do_exit(&mut self, s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
         let before_go = self.go.is_none();
         if before_go && self.phase[t] == Phase::Ready {
             self.ready -= 1;
@@ -464,7 +463,7 @@ impl Hackbench {
         for i in from..from + n {
             ps += free_page(s, cpu, self.own[i]);
         }
-        s.mem.tasks[t].rss = 0;
+        s.mem().tasks[t].rss = 0;
         if is_sender(t) {
             let total = (self.loops * FDS) as u32;
             let base = t / (2 * FDS) * FDS;
@@ -492,7 +491,7 @@ impl Hackbench {
                 sched::wake_interruptible(s, w as usize);
             }
         }
-        s.obs.stats.charge(Some(t), Func::FreePage, ps);
+        s.obs().stats.charge(Some(t), Func::FreePage, ps);
         if before_go {
             self.release_if_ready(s);
         }
@@ -504,35 +503,35 @@ impl Hackbench {
 }
 
 impl Scenario for Hackbench {
-    fn start(&mut self, s: &mut Sim) {
+    fn start(&mut self, s: &mut impl Host) {
         // Frames carry `struct page` state: text pages go through the page cache and LRU.
-        s.mem.page = vec![PageInfo::default(); s.mem.frames.total() as usize];
-        let (frames, ncpus) = (s.mem.frames.total() as usize, s.m.ncpus());
+        s.mem().page = vec![PageInfo::default(); s.mem().frames.total() as usize];
+        let (frames, ncpus) = (s.mem().frames.total() as usize, s.machine().ncpus());
         self.skb_head = Some(SlabCache::new(SKB_HEAD_BYTES, ncpus, frames));
         self.skb_data = Some(SlabCache::new(SKB_DATA_BYTES, ncpus, frames));
-        self.text_file = s.mem.new_file(self.text_pages as u64, false);
+        self.text_file = s.mem().new_file(self.text_pages as u64, false);
         for i in 0..self.ntasks {
             // Each hackbench process is a fork: its own mm. It runs once the parent forked it.
             let mm = super::mm_alloc(s);
             let t = sched::spawn_at(s, mm, i % ncpus, NEVER);
             debug_assert_eq!(t, i);
-            s.sched.tasks[t].comm = if is_sender(t) { "sender" } else { "receiver" }.into();
+            s.sched().tasks[t].comm = if is_sender(t) { "sender" } else { "receiver" }.into();
         }
         // The hackbench parent forks every child in turn, then waits for them to be ready.
         let mm = super::mm_alloc(s);
         let parent = sched::spawn(s, mm, 0);
         debug_assert_eq!(parent, self.ntasks);
-        s.sched.tasks[parent].comm = "hackbench".into();
+        s.sched().tasks[parent].comm = "hackbench".into();
         // kswapd<n>, sleeping until the allocator wakes it.
-        for node in 0..s.m.nodes {
-            let t = sched::spawn_at(s, KTHREAD, node * s.m.cpus_per_node, NEVER);
-            s.sched.tasks[t].comm = format!("kswapd{node}");
-            s.mem.kswapd[node] = Some(t);
+        for node in 0..s.machine().nodes {
+            let t = sched::spawn_at(s, KTHREAD, node * s.machine().cpus_per_node, NEVER);
+            s.sched().tasks[t].comm = format!("kswapd{node}");
+            s.mem().kswapd[node] = Some(t);
         }
     }
 
-    fn next_op(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
-        self.peak_used = self.peak_used.max(s.mem.frames.used);
+    fn next_op(&mut self, s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
+        self.peak_used = self.peak_used.max(s.mem().frames.used);
         if t == self.ntasks {
             return self.parent(s, cpu, t);
         }
@@ -540,7 +539,7 @@ impl Scenario for Hackbench {
             return Outcome::Exit;
         }
         // SIGKILL from the OOM killer (TIF_MEMDIE): the task dies at its next user step.
-        if s.mem.tasks[t].oom_killed {
+        if s.mem().tasks[t].oom_killed {
             return self.do_exit(s, cpu, t);
         }
         match self.phase[t] {
@@ -575,14 +574,14 @@ impl Scenario for Hackbench {
     }
 
     /// The run ends when the last process has exited.
-    fn task_exited(&mut self, s: &mut Sim, _t: TaskId) {
+    fn task_exited(&mut self, s: &mut impl Host, _t: TaskId) {
         if self.alive == 0 {
-            s.end = Some(s.now());
+            s.finish();
         }
     }
 
-    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
-        let end = s.end.unwrap_or(s.now());
+    fn ops(&self, s: &impl Host) -> serde_json::Map<String, serde_json::Value> {
+        let end = s.end().unwrap_or(s.now());
         let go = self.go.unwrap_or(end);
         let mut m = serde_json::Map::new();
         m.insert("hackbench_s".into(), secs(end.saturating_sub(go)).into());
@@ -592,11 +591,11 @@ impl Scenario for Hackbench {
             "messages_expected".into(),
             (self.groups * FDS * FDS * self.loops).into(),
         );
-        m.insert("oom_kills".into(), s.obs.stats.oom_kills.into());
+        m.insert("oom_kills".into(), s.observed().stats.oom_kills.into());
         m.insert("oom_kills_fork".into(), self.kills_at_go.into());
         m.insert("peak_used_pages".into(), self.peak_used.into());
-        let drains = s.obs.stats.vm[Vm::PcpGlobalDrain as usize];
-        let saved = s.obs.stats.vm[Vm::PcpGlobalIpiSaved as usize];
+        let drains = s.observed().stats.vm[Vm::PcpGlobalDrain as usize];
+        let saved = s.observed().stats.vm[Vm::PcpGlobalIpiSaved as usize];
         m.insert("pcp_global_drain".into(), drains.into());
         m.insert("pcp_global_ipi_saved".into(), saved.into());
         let ratio = if drains == 0 {
@@ -610,10 +609,10 @@ impl Scenario for Hackbench {
             "pcp_global_ipi_saved_fork".into(),
             self.drains_at_go.1.into(),
         );
-        let cal: u64 = s.obs.stats.irqs[Irq::Cal as usize].iter().sum();
+        let cal: u64 = s.observed().stats.irqs[Irq::Cal as usize].iter().sum();
         m.insert("cal_interrupts".into(), cal.into());
-        let lat = latency_json(&s.obs.stats.direct_reclaim_latency);
-        let drained = latency_json(&s.obs.stats.direct_reclaim_drained_latency);
+        let lat = latency_json(&s.observed().stats.direct_reclaim_latency);
+        let drained = latency_json(&s.observed().stats.direct_reclaim_drained_latency);
         for key in ["count", "mean_us", "p50_us", "p90_us", "p99_us", "max_us"] {
             m.insert(format!("direct_reclaim_{key}"), lat[key].clone());
             m.insert(format!("drained_reclaim_{key}"), drained[key].clone());
@@ -641,13 +640,13 @@ fn receiver_task(rid: usize) -> TaskId {
 
 /// A page for task `t` (its footprint, a message, a text page), or the slowpath was entered and
 /// the caller must return `Outcome::Next` to run it and then retry this operation.
-fn get_page(s: &mut Sim, cpu: CpuId, t: TaskId) -> Option<(u32, Time)> {
+fn get_page(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Option<(u32, Time)> {
     let got = alloc_page(s, cpu, t);
     after_alloc(s, t, got)
 }
 
 /// What an allocation attempt of task `t` got, or None once its slowpath was entered.
-fn after_alloc<T>(s: &mut Sim, t: TaskId, got: Result<T, NeedReclaim>) -> Option<T> {
+fn after_alloc<T>(s: &mut impl Host, t: TaskId, got: Result<T, NeedReclaim>) -> Option<T> {
     match got {
         Ok(got) => {
             alloc_succeeded(s, t);

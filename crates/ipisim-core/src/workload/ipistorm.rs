@@ -5,13 +5,12 @@
 //! interrupt rate, as `vmstat 1` shows it: the figure Cédric Le Goater published for POWER9 in
 //! 7dcc37b3eff9.
 
-use super::{Scenario, ScenarioDecl};
+use super::{Host, Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{CpuId, CpuMask, TaskId, Time};
 use crate::machine::Machine;
 use crate::observe::Irq;
 use crate::sched::Outcome;
-use crate::sim::Sim;
 use crate::smp::{self, CallFunc};
 
 params! {
@@ -91,17 +90,17 @@ impl Ipistorm {
 }
 
 impl Scenario for Ipistorm {
-    fn start(&mut self, s: &mut Sim) {
+    fn start(&mut self, s: &mut impl Host) {
         let mm = super::mm_alloc(s);
         for cpu in 0..self.cpus {
             let t = crate::sched::spawn(s, mm, cpu);
-            s.sched.tasks[t].comm = format!("ipistorm/{cpu}");
+            s.sched().tasks[t].comm = format!("ipistorm/{cpu}");
         }
         self.window.begin(s, 0);
         self.window.end = self.window.start + self.duration;
     }
 
-    fn next_op(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    fn next_op(&mut self, s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
         let now = s.now();
         if now >= self.window.end {
             return Outcome::Exit;
@@ -123,14 +122,14 @@ impl Scenario for Ipistorm {
     }
 
     /// The run ends when the last thread has left its loop.
-    fn task_exited(&mut self, s: &mut Sim, _t: TaskId) {
+    fn task_exited(&mut self, s: &mut impl Host, _t: TaskId) {
         self.running -= 1;
         if self.running == 0 {
-            s.end = Some(s.now());
+            s.finish();
         }
     }
 
-    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+    fn ops(&self, s: &impl Host) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
         let irqs = self.window.irqs(s, Irq::Cal);
         m.insert("calls".into(), self.calls.into());

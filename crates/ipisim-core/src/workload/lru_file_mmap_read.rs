@@ -3,13 +3,12 @@
 //! MAP_SHARED, PROT_READ and read once from start to end, 8 bytes at a time (usemem --readonly).
 //! The page cache fills memory and reclaim must unmap pages the readers still map.
 
-use super::{Scenario, ScenarioDecl};
+use super::{Host, Scenario, ScenarioDecl};
 use crate::config::{ConfigError, Kind, Param, Resolved};
 use crate::engine::{secs, CpuId, TaskId, Time};
 use crate::machine::{Cost, Machine};
 use crate::mm::Backing;
 use crate::sched::{self, Outcome, Step};
-use crate::sim::Sim;
 
 pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "vm-scalability/lru-file-mmap-read",
@@ -52,23 +51,26 @@ impl LruFileMmapRead {
 }
 
 impl Scenario for LruFileMmapRead {
-    fn start(&mut self, s: &mut Sim) {
+    fn start(&mut self, s: &mut impl Host) {
         let pages = self.pages_per_file;
-        for cpu in 0..s.m.ncpus() {
+        for cpu in 0..s.machine().ncpus() {
             let mm = super::mm_alloc(s);
-            let start = s.mem.map_new_file(mm, pages);
+            let start = s.mem().map_new_file(mm, pages);
             // The case script starts the readers one after another.
-            let at = cpu as Time * s.m.cost[Cost::ThreadCreate];
+            let at = cpu as Time * s.machine().cost[Cost::ThreadCreate];
             let t = sched::spawn_at(s, mm, cpu, at);
-            s.sched.tasks[t].comm = "usemem".into();
+            s.sched().tasks[t].comm = "usemem".into();
             // usemem's text and stack pages, touched at the start.
-            let ws = s.mem.mmap(mm, 2, true, Backing::Anon, false);
-            s.mem.tasks[t].working_set = (ws, 2);
-            s.sched.tasks[t].steps.push(Step::Touch {
-                vpn: ws,
-                n: 2,
-                write: true,
-            });
+            let ws = s.mem().mmap(mm, 2, true, Backing::Anon, false);
+            s.mem().tasks[t].working_set = (ws, 2);
+            s.push_step(
+                t,
+                Step::Touch {
+                    vpn: ws,
+                    n: 2,
+                    write: true,
+                },
+            );
             self.readers.push(Reader {
                 next: start,
                 end: start + pages,
@@ -79,8 +81,8 @@ impl Scenario for LruFileMmapRead {
         super::spawn_kswapds(s);
     }
 
-    fn next_op(&mut self, s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
-        let chunk = s.mem.cfg.fault_around_pages;
+    fn next_op(&mut self, s: &mut impl Host, _cpu: CpuId, t: TaskId) -> Outcome {
+        let chunk = s.mem().cfg.fault_around_pages;
         let now = s.now();
         let r = &mut self.readers[t];
         if r.next >= r.end {
@@ -90,22 +92,25 @@ impl Scenario for LruFileMmapRead {
         let n = chunk.min(r.end - r.next);
         let vpn = r.next;
         r.next += n;
-        s.sched.tasks[t].steps.push(Step::FileRead {
-            vpn,
-            n: n as u32,
-            write: false,
-        });
+        s.push_step(
+            t,
+            Step::FileRead {
+                vpn,
+                n: n as u32,
+                write: false,
+            },
+        );
         Outcome::Next
     }
 
     /// The run ends when the last reader exits.
-    fn task_exited(&mut self, s: &mut Sim, _t: TaskId) {
+    fn task_exited(&mut self, s: &mut impl Host, _t: TaskId) {
         if self.readers.iter().all(|r| r.finished.is_some()) {
-            s.end = Some(s.now());
+            s.finish();
         }
     }
 
-    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+    fn ops(&self, s: &impl Host) -> serde_json::Map<String, serde_json::Value> {
         let times: Vec<f64> = self
             .readers
             .iter()
@@ -118,13 +123,13 @@ impl Scenario for LruFileMmapRead {
             .iter()
             .fold((f64::MAX, 0.0f64), |(lo, hi), &t| (lo.min(t), hi.max(t)));
         let (from, to) = super::steady_phase(s, self.readers.iter().map(|r| r.finished));
-        let ipis = s.obs.stats.interrupts_between(from, to);
+        let ipis = s.observed().stats.interrupts_between(from, to);
         // vmstat's `in` also counts the local timer: HZ per busy CPU (all CPUs read).
-        let timer = s.arch.cfg.hz as f64 * s.m.ncpus() as f64;
+        let timer = s.arch_view().0.cfg.hz as f64 * s.machine().ncpus() as f64;
         let mut m = serde_json::Map::new();
         m.insert(
             "lru-file-mmap-read-elapsed".into(),
-            secs(s.end.unwrap_or(s.now())).into(),
+            secs(s.end().unwrap_or(s.now())).into(),
         );
         m.insert(
             "lru-file-mmap-read-time_range".into(),

@@ -4,13 +4,12 @@
 //! other CPU running a thread of the process and waits for them (kernel/sched/membarrier.c).
 //! The same program runs for real in python/ipisim/native/membarrier.c.
 
-use super::{Scenario, ScenarioDecl};
+use super::{Host, Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{CpuId, TaskId, Time};
 use crate::machine::Machine;
 use crate::observe::Irq;
 use crate::sched::{Outcome, Step};
-use crate::sim::Sim;
 
 const REMOTE: &[&str] = &["busy", "sleeping", "none"];
 
@@ -75,13 +74,13 @@ impl Membarrier {
 }
 
 impl Scenario for Membarrier {
-    fn start(&mut self, s: &mut Sim) {
+    fn start(&mut self, s: &mut impl Host) {
         let mm = super::mm_alloc(s);
         let threads = self.remote_threads;
         self.main = super::spawn_main_and_remotes(s, mm, threads, "membarrier");
     }
 
-    fn next_op(&mut self, s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
+    fn next_op(&mut self, s: &mut impl Host, _cpu: CpuId, t: TaskId) -> Outcome {
         let now = s.now();
         if t != self.main {
             return super::remote_op(self.remote == "busy");
@@ -102,18 +101,18 @@ impl Scenario for Membarrier {
             return Outcome::Exit;
         }
         self.done += 1;
-        s.sched.tasks[t].steps.push(Step::Membarrier);
+        s.push_step(t, Step::Membarrier);
         Outcome::Next
     }
 
     /// The run ends when the main thread has made its calls.
-    fn task_exited(&mut self, s: &mut Sim, t: TaskId) {
+    fn task_exited(&mut self, s: &mut impl Host, t: TaskId) {
         if t == self.main {
-            s.end = Some(s.now());
+            s.finish();
         }
     }
 
-    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+    fn ops(&self, s: &impl Host) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
         m.insert("calls".into(), self.done.into());
         m.insert("op_time_s".into(), self.window.seconds().into());

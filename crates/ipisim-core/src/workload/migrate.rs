@@ -3,14 +3,13 @@
 //! random pages of all of it, while a `migratepages` process moves the region's pages from one
 //! node to the other and back, `passes` times. The metric is pages migrated per second.
 
-use super::{Scenario, ScenarioDecl};
+use super::{Host, Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{CpuId, TaskId, Time};
 use crate::machine::{Cost, Machine};
 use crate::mm::filemap::access_page;
 use crate::observe::{Func, Irq, Vm};
 use crate::sched::{self, Outcome, Step};
-use crate::sim::Sim;
 
 params! {
     /// The migrate parameters as declared, read once per run.
@@ -119,7 +118,7 @@ impl Migrate {
 
     /// A thread finished populating: it sleeps until the last one does, which wakes every thread
     /// and migratepages.
-    fn populated(&mut self, s: &mut Sim) -> Outcome {
+    fn populated(&mut self, s: &mut impl Host) -> Outcome {
         self.populated += 1;
         if self.populated < self.threads {
             return Outcome::Sleep(crate::engine::NEVER);
@@ -134,19 +133,19 @@ impl Migrate {
     }
 
     /// migratepages PID 0 1, then 1 0, ...: one migrate_pages() syscall per pass; then the run ends.
-    fn migratepages(&mut self, s: &mut Sim, t: TaskId) -> Outcome {
+    fn migratepages(&mut self, s: &mut impl Host, t: TaskId) -> Outcome {
         if self.pass == self.passes {
             let now = s.now();
             self.window.end = now;
-            s.end = Some(now);
+            s.finish();
             return Outcome::Exit;
         }
         let (from, to) = if self.pass % 2 == 0 { (0, 1) } else { (1, 0) };
         self.pass += 1;
         let mm = self.mm as u32;
-        let sys = s.m.cost[Cost::Syscall];
-        s.obs.stats.charge(Some(t), Func::Syscall, sys);
-        s.sched.tasks[t]
+        let sys = s.machine().cost[Cost::Syscall];
+        s.obs().stats.charge(Some(t), Func::Syscall, sys);
+        s.sched().tasks[t]
             .steps
             .push(Step::MigratePages { mm, from, to });
         Outcome::Busy {
@@ -157,18 +156,18 @@ impl Migrate {
 }
 
 impl Scenario for Migrate {
-    fn start(&mut self, s: &mut Sim) {
+    fn start(&mut self, s: &mut impl Host) {
         let (threads, pages) = (self.threads, self.pages);
         let mm = super::mm_alloc(s);
-        let start = s.mem.map_new_anon(mm, pages);
-        let file = match s.mem.vma_at(mm, start).map(|v| v.backing) {
+        let start = s.mem().map_new_anon(mm, pages);
+        let file = match s.mem().vma_at(mm, start).map(|v| v.backing) {
             Some(crate::mm::Backing::File { file, .. }) => file,
             _ => unreachable!("map_new_anon maps an anonymous file"),
         };
         for i in 0..threads {
             let t = sched::spawn(s, mm, i);
             debug_assert_eq!(t, i);
-            s.sched.tasks[t].comm = "pmbench".into();
+            s.sched().tasks[t].comm = "pmbench".into();
             let share = (
                 start + pages * i as u64 / threads as u64,
                 start + pages * (i as u64 + 1) / threads as u64,
@@ -182,13 +181,13 @@ impl Scenario for Migrate {
         }
         // migratepages: its own process, on the last CPU, asleep until the region is populated.
         let other = super::mm_alloc(s);
-        let last = s.m.ncpus() - 1;
+        let last = s.machine().ncpus() - 1;
         let t = sched::spawn_at(s, other, last, crate::engine::NEVER);
-        s.sched.tasks[t].comm = "migratepages".into();
+        s.sched().tasks[t].comm = "migratepages".into();
         (self.start, self.mm, self.file, self.migrator) = (start, mm, file, t);
     }
 
-    fn next_op(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+    fn next_op(&mut self, s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
         if t == self.migrator {
             return self.migratepages(s, t);
         }
@@ -210,31 +209,34 @@ impl Scenario for Migrate {
             self.write_percent,
         );
         // Random accesses over the region miss the caches.
-        let touch = s.m.cost[Cost::UserTouch] + s.m.cost[Cost::DramAccess];
+        let touch = s.machine().cost[Cost::UserTouch] + s.machine().cost[Cost::DramAccess];
         let mut user: Time = 0;
         for _ in 0..ACCESSES_PER_STEP {
             let (v, write) = match self.workers[t].retry.take() {
                 Some(a) => a,
-                None => (start + s.rng.below(pages), s.rng.below(100) < wp),
+                None => (
+                    start + s.sched_parts().rng.below(pages),
+                    s.sched_parts().rng.below(100) < wp,
+                ),
             };
             match access_page(s, cpu, (mm, v), (file, (v - start) as u32), write) {
                 Ok(walk) => user += walk + touch,
                 Err(fault) => {
                     self.workers[t].retry = Some((v, write));
-                    s.sched.tasks[t].steps.push(fault);
+                    s.push_step(t, fault);
                     break;
                 }
             }
         }
-        s.obs.stats.charge(Some(t), Func::User, user);
+        s.obs().stats.charge(Some(t), Func::User, user);
         Outcome::Busy {
             ps: user,
             irqs_off: false,
         }
     }
 
-    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
-        let migrated = s.obs.stats.vm[Vm::PgMigrateSuccess as usize];
+    fn ops(&self, s: &impl Host) -> serde_json::Map<String, serde_json::Value> {
+        let migrated = s.observed().stats.vm[Vm::PgMigrateSuccess as usize];
         let span = self.window.seconds().max(1e-12);
         let mut m = serde_json::Map::new();
         m.insert(

@@ -16,8 +16,8 @@ mod will_it_scale;
 use crate::config::{ConfigError, Param, Resolved};
 use crate::engine::{CpuId, TaskId, Time};
 use crate::machine::Machine;
+use crate::observe::Observe;
 use crate::sched::{Outcome, Step};
-use crate::sim::Sim;
 
 /// A scenario as `ipisim list` and `describe` show it.
 #[derive(Debug)]
@@ -36,16 +36,27 @@ pub struct ScenarioDecl {
     pub check: &'static [(&'static str, &'static str)],
 }
 
+/// What a scenario needs from the machine around it, beyond sched's, mm's, arch's and smp's: the
+/// observer to read its results from, and the run's end. The root implements it for `Sim`.
+pub trait Host: crate::sched::Host {
+    /// The observer, to read: counters, the checker, the trace.
+    fn observed(&self) -> &Observe;
+    /// When the run ended, once it has.
+    fn end(&self) -> Option<Time>;
+    /// The scenario is done: the run ends now.
+    fn finish(&mut self);
+}
+
 /// What the simulator asks of a scenario, which owns its state; `s` is the kernel it drives.
 pub trait Scenario {
     /// Create the processes and threads at time 0.
-    fn start(&mut self, s: &mut Sim);
+    fn start(&mut self, s: &mut impl Host);
     /// The next operation of task `t`'s user program, running on `cpu`.
-    fn next_op(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome;
+    fn next_op(&mut self, s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome;
     /// Task `t` has exited (its last step returned `Outcome::Exit`).
-    fn task_exited(&mut self, _s: &mut Sim, _t: TaskId) {}
+    fn task_exited(&mut self, _s: &mut impl Host, _t: TaskId) {}
     /// Its counts and metrics for the result's `ops`.
-    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value>;
+    fn ops(&self, s: &impl Host) -> serde_json::Map<String, serde_json::Value>;
     /// When the run stops if the scenario does not finish by itself.
     fn time_limit(&self) -> Time {
         crate::engine::NEVER
@@ -71,16 +82,16 @@ macro_rules! registry {
         }
 
         impl Scenario for Workload {
-            fn start(&mut self, s: &mut Sim) {
+            fn start(&mut self, s: &mut impl Host) {
                 match self { $(Workload::$variant(w) => w.start(s),)* }
             }
-            fn next_op(&mut self, s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
+            fn next_op(&mut self, s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
                 match self { $(Workload::$variant(w) => w.next_op(s, cpu, t),)* }
             }
-            fn task_exited(&mut self, s: &mut Sim, t: TaskId) {
+            fn task_exited(&mut self, s: &mut impl Host, t: TaskId) {
                 match self { $(Workload::$variant(w) => w.task_exited(s, t),)* }
             }
-            fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+            fn ops(&self, s: &impl Host) -> serde_json::Map<String, serde_json::Value> {
                 match self { $(Workload::$variant(w) => w.ops(s),)* }
             }
             fn time_limit(&self) -> Time {
@@ -138,15 +149,18 @@ fn need_cpus(
 
 /// A user loop writing pages [*next, end): the next up to 16 pages (the loop's granularity, not
 /// a kernel batch) as one step.
-fn write_next_pages(s: &mut Sim, t: TaskId, next: &mut u64, end: u64) -> Outcome {
+fn write_next_pages(s: &mut impl Host, t: TaskId, next: &mut u64, end: u64) -> Outcome {
     let n = 16.min(end - *next);
     let vpn = *next;
     *next += n;
-    s.sched.tasks[t].steps.push(Step::FileRead {
-        vpn,
-        n: n as u32,
-        write: true,
-    });
+    s.push_step(
+        t,
+        Step::FileRead {
+            vpn,
+            n: n as u32,
+            write: true,
+        },
+    );
     Outcome::Next
 }
 
@@ -160,9 +174,9 @@ pub struct OpWindow {
 }
 
 impl OpWindow {
-    pub fn begin(&mut self, s: &Sim, now: Time) {
+    pub fn begin(&mut self, s: &impl Host, now: Time) {
         self.start = now;
-        self.irqs_at_start = s.obs.stats.irqs.clone();
+        self.irqs_at_start = s.observed().stats.irqs.clone();
     }
 
     pub fn seconds(&self) -> f64 {
@@ -175,27 +189,27 @@ impl OpWindow {
     }
 
     /// Interrupts of `row` taken on all CPUs during the loop.
-    pub fn irqs(&self, s: &Sim, row: crate::observe::Irq) -> u64 {
-        let now: u64 = s.obs.stats.irqs[row as usize].iter().sum();
+    pub fn irqs(&self, s: &impl Host, row: crate::observe::Irq) -> u64 {
+        let now: u64 = s.observed().stats.irqs[row as usize].iter().sum();
         now - self.irqs_at_start[row as usize].iter().sum::<u64>()
     }
 }
 
 /// A new process's mm: mm_alloc() + init_new_context() now.
-fn mm_alloc(s: &mut Sim) -> usize {
+fn mm_alloc(s: &mut impl Host) -> usize {
     let j = crate::arch::jiffies(s);
-    s.arch.init_new_context(j);
-    s.mem.new_mm()
+    s.arch_parts().arch.init_new_context(j);
+    s.mem().new_mm()
 }
 
 /// A microbenchmark's threads: the main one on CPU 0 and `remotes` more of the same mm on CPUs
 /// 1..=remotes, all named `comm`. Returns the main thread.
-fn spawn_main_and_remotes(s: &mut Sim, mm: usize, remotes: usize, comm: &str) -> TaskId {
+fn spawn_main_and_remotes(s: &mut impl Host, mm: usize, remotes: usize, comm: &str) -> TaskId {
     let main = crate::sched::spawn(s, mm, 0);
-    s.sched.tasks[main].comm = comm.into();
+    s.sched().tasks[main].comm = comm.into();
     for i in 0..remotes {
         let t = crate::sched::spawn(s, mm, 1 + i);
-        s.sched.tasks[t].comm = comm.into();
+        s.sched().tasks[t].comm = comm.into();
     }
     main
 }
@@ -211,23 +225,23 @@ fn remote_op(busy: bool) -> Outcome {
 
 /// kswapd<n> for each node of a reclaiming workload, sleeping until the allocator wakes it; it
 /// shares the node's first CPU.
-fn spawn_kswapds(s: &mut Sim) {
-    for node in 0..s.m.nodes {
+fn spawn_kswapds(s: &mut impl Host) {
+    for node in 0..s.machine().nodes {
         let t = crate::sched::spawn_at(
             s,
             crate::sched::KTHREAD,
-            node * s.m.cpus_per_node,
+            node * s.machine().cpus_per_node,
             crate::engine::NEVER,
         );
-        s.sched.tasks[t].comm = format!("kswapd{node}");
-        s.mem.kswapd[node] = Some(t);
+        s.sched().tasks[t].comm = format!("kswapd{node}");
+        s.mem().kswapd[node] = Some(t);
     }
 }
 
 /// The steady phase of a reclaiming workload: from kswapd's first wakeup to the first task
 /// finishing (of `finished`, each task's end if it has ended).
-fn steady_phase(s: &Sim, finished: impl Iterator<Item = Option<Time>>) -> (Time, Time) {
-    let from = s.mem.reclaim_started.unwrap_or(0);
+fn steady_phase(s: &impl Host, finished: impl Iterator<Item = Option<Time>>) -> (Time, Time) {
+    let from = s.mm_view().0.reclaim_started.unwrap_or(0);
     let to = finished.flatten().min().unwrap_or(s.now()).max(from + 1);
     (from, to)
 }

@@ -4,14 +4,13 @@
 //! walks the page table with IRQs off (__find_linux_pte), the others are idle (ceded). QEMU's
 //! call_rcu thread then munmaps the region. The metric is the munmap time in ms.
 
-use super::{Scenario, ScenarioDecl};
+use super::{Host, Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{CpuId, TaskId, Time, NEVER};
 use crate::machine::{Cost, Machine};
 use crate::mm::huge_memory;
 use crate::observe::{Func, Irq};
 use crate::sched::{Outcome, Step};
-use crate::sim::Sim;
 
 params! {
     /// The qemu-guest-ram-unplug parameters as declared, read once per run.
@@ -103,21 +102,21 @@ impl QemuGuestRamUnplug {
 }
 
 impl Scenario for QemuGuestRamUnplug {
-    fn start(&mut self, s: &mut Sim) {
+    fn start(&mut self, s: &mut impl Host) {
         let mm = super::mm_alloc(s);
-        self.first_vcpu = s.sched.tasks.len();
+        self.first_vcpu = s.sched().tasks.len();
         for cpu in 0..self.vcpus {
             let t = crate::sched::spawn(s, mm, cpu);
-            s.sched.tasks[t].comm = "qemu-system-ppc".into();
+            s.sched().tasks[t].comm = "qemu-system-ppc".into();
         }
-        let last = s.m.ncpus() - 1;
+        let last = s.machine().ncpus() - 1;
         let t = crate::sched::spawn(s, mm, last);
         // QEMU names no threads without -name debug-threads=on: perf shows call_rcu as the process.
-        s.sched.tasks[t].comm = "qemu-system-ppc".into();
+        s.sched().tasks[t].comm = "qemu-system-ppc".into();
         self.unmapper = t;
     }
 
-    fn next_op(&mut self, s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
+    fn next_op(&mut self, s: &mut impl Host, _cpu: CpuId, t: TaskId) -> Outcome {
         let now = s.now();
         if t != self.unmapper {
             if t - self.first_vcpu >= self.busy_vcpus {
@@ -126,8 +125,8 @@ impl Scenario for QemuGuestRamUnplug {
             }
             // Guest code, then a guest fault: exit, and the host handler's walk with IRQs off.
             let (run, walk) = (self.fault_interval, self.walk);
-            let exit = s.m.cost[Cost::GuestExit];
-            let steps = &mut s.sched.tasks[t].steps;
+            let exit = s.machine().cost[Cost::GuestExit];
+            let steps = &mut s.sched().tasks[t].steps;
             steps.push(Step::Work {
                 func: Func::FindLinuxPte,
                 ps: walk,
@@ -155,8 +154,10 @@ impl Scenario for QemuGuestRamUnplug {
         self.window.begin(s, now);
         // munmap(): syscall entry and the VMA work, then unmap_region() under one mmu_gather.
         huge_memory::unmap_huge_region(s, t, 0, self.pmds);
-        let ps = s.m.cost[Cost::Syscall] + s.m.cost[Cost::VmaOp] + s.m.cost[Cost::MunmapVma];
-        s.obs.stats.charge(Some(t), Func::Syscall, ps);
+        let ps = s.machine().cost[Cost::Syscall]
+            + s.machine().cost[Cost::VmaOp]
+            + s.machine().cost[Cost::MunmapVma];
+        s.obs().stats.charge(Some(t), Func::Syscall, ps);
         Outcome::Busy {
             ps,
             irqs_off: false,
@@ -164,13 +165,13 @@ impl Scenario for QemuGuestRamUnplug {
     }
 
     /// The run ends when the call_rcu thread has unmapped the guest's RAM.
-    fn task_exited(&mut self, s: &mut Sim, t: TaskId) {
+    fn task_exited(&mut self, s: &mut impl Host, t: TaskId) {
         if t == self.unmapper {
-            s.end = Some(s.now());
+            s.finish();
         }
     }
 
-    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+    fn ops(&self, s: &impl Host) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
         m.insert("munmap_ms".into(), (self.window.seconds() * 1e3).into());
         m.insert("huge_pmds".into(), self.pmds.into());
@@ -179,7 +180,7 @@ impl Scenario for QemuGuestRamUnplug {
             "call_function_interrupts".into(),
             self.window.irqs(s, Irq::Cal).into(),
         );
-        m.insert("tlbie".into(), s.obs.stats.tlbies.into());
+        m.insert("tlbie".into(), s.observed().stats.tlbies.into());
         m
     }
 }

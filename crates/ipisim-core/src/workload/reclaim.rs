@@ -6,12 +6,11 @@
 //! referenced, PAGEREF_RECLAIM_CLEAN), then written out and reclaimed. With `memory = anon` the
 //! processes write private anonymous memory instead: deactivated once, then swapped out.
 
-use super::{Scenario, ScenarioDecl};
+use super::{Host, Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{CpuId, TaskId, NEVER};
 use crate::machine::Machine;
 use crate::sched::{self, Outcome, Step};
-use crate::sim::Sim;
 
 const REMOTE: &[&str] = &["busy", "sleeping"];
 const ACCESS: &[&str] = &["read", "write"];
@@ -100,59 +99,65 @@ impl Reclaim {
 }
 
 impl Scenario for Reclaim {
-    fn start(&mut self, s: &mut Sim) {
+    fn start(&mut self, s: &mut impl Host) {
         let (n, pages) = (self.processes, self.pages);
         for i in 0..n {
             let mm = super::mm_alloc(s);
             let start = if self.anon {
-                s.mem.map_new_anon(mm, pages)
+                s.mem().map_new_anon(mm, pages)
             } else {
-                s.mem.map_new_file(mm, pages)
+                s.mem().map_new_file(mm, pages)
             };
             let t = sched::spawn(s, mm, 1 + i);
             debug_assert_eq!(t, i);
-            s.sched.tasks[t].comm = "reader".into();
+            s.sched().tasks[t].comm = "reader".into();
             self.readers.push((start, 0));
         }
         let mm = super::mm_alloc(s);
         let t = sched::spawn_at(s, mm, 0, NEVER);
-        s.sched.tasks[t].comm = "reclaimer".into();
+        s.sched().tasks[t].comm = "reclaimer".into();
         if self.kswapd {
             // current_is_kswapd(): the reclaimer stands in for node 0's kswapd.
-            s.sched.tasks[t].comm = "kswapd0".into();
-            s.mem.kswapd[0] = Some(t);
+            s.sched().tasks[t].comm = "kswapd0".into();
+            s.mem().kswapd[0] = Some(t);
         }
         self.reclaimer = t;
     }
 
-    fn next_op(&mut self, s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
+    fn next_op(&mut self, s: &mut impl Host, _cpu: CpuId, t: TaskId) -> Outcome {
         let (pages, busy, reclaimer) = (self.pages, self.busy, self.reclaimer);
         if t == reclaimer {
             // Shrink whichever node still has pages, until none has.
-            let node = (0..s.m.nodes).find(|&n| !s.mem.lru[n].is_empty());
+            let node = (0..s.machine().nodes).find(|&n| !s.mem().lru[n].is_empty());
             return match node {
                 Some(node) => {
-                    s.sched.tasks[t].steps.push(Step::ShrinkNode {
-                        node: node as u32,
-                        nr: 32,
-                    });
+                    s.push_step(
+                        t,
+                        Step::ShrinkNode {
+                            node: node as u32,
+                            nr: 32,
+                        },
+                    );
                     Outcome::Next
                 }
                 None => {
-                    s.end = Some(s.now());
+                    s.finish();
                     Outcome::Exit
                 }
             };
         }
         let (start, read) = self.readers[t];
         if read < pages {
-            let n = s.mem.cfg.fault_around_pages.min(pages - read);
+            let n = s.mem().cfg.fault_around_pages.min(pages - read);
             self.readers[t].1 += n;
-            s.sched.tasks[t].steps.push(Step::FileRead {
-                vpn: start + read,
-                n: n as u32,
-                write: self.write,
-            });
+            s.push_step(
+                t,
+                Step::FileRead {
+                    vpn: start + read,
+                    n: n as u32,
+                    write: self.write,
+                },
+            );
             return Outcome::Next;
         }
         if read > pages {
@@ -160,7 +165,8 @@ impl Scenario for Reclaim {
         }
         // Read everything: put the pagevec's pages on the LRU (lru_add_drain) and tell the reclaimer.
         self.readers[t].1 += 1;
-        let ps = crate::mm::lru::lru_add_drain(s, s.sched.tasks[t].cpu, t);
+        let on = s.sched().tasks[t].cpu;
+        let ps = crate::mm::lru::lru_add_drain(s, on, t);
         self.done_reading += 1;
         if self.done_reading == self.processes {
             sched::wake(s, reclaimer);
@@ -171,15 +177,15 @@ impl Scenario for Reclaim {
         }
     }
 
-    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+    fn ops(&self, s: &impl Host) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
         let pages = self.processes as u64 * self.pages;
-        let tlb: u64 = s.obs.stats.irqs[crate::observe::Irq::Tlb as usize]
+        let tlb: u64 = s.observed().stats.irqs[crate::observe::Irq::Tlb as usize]
             .iter()
             .sum();
         m.insert("pages".into(), pages.into());
         m.insert("tlb_shootdowns".into(), tlb.into());
-        m.insert("ipis_sent".into(), s.obs.stats.ipis_sent.into());
+        m.insert("ipis_sent".into(), s.observed().stats.ipis_sent.into());
         m
     }
 

@@ -3,14 +3,13 @@
 //! process sit on CPUs 1.. spinning in user space (`busy`), blocked (`sleeping`) or absent.
 //! The same program runs for real in python/ipisim/native/shootdown.c.
 
-use super::{Scenario, ScenarioDecl};
+use super::{Host, Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{CpuId, TaskId, Time};
 use crate::machine::Machine;
 use crate::mm::{Backing, Syscall};
 use crate::observe::Irq;
 use crate::sched::{Outcome, Step};
-use crate::sim::Sim;
 
 const OPS: &[&str] = &["madvise", "munmap", "mprotect"];
 const REMOTE: &[&str] = &["busy", "sleeping", "none"];
@@ -99,15 +98,15 @@ impl Shootdown {
 }
 
 impl Scenario for Shootdown {
-    fn start(&mut self, s: &mut Sim) {
+    fn start(&mut self, s: &mut impl Host) {
         let mm = super::mm_alloc(s);
         let (pages, misalign, threads) = (self.pages, self.misalign, self.remote_threads);
-        let region = s.mem.mmap(mm, pages, true, Backing::Anon, misalign);
+        let region = s.mem().mmap(mm, pages, true, Backing::Anon, misalign);
         self.main = super::spawn_main_and_remotes(s, mm, threads, "shootdown");
         self.region = region;
     }
 
-    fn next_op(&mut self, s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
+    fn next_op(&mut self, s: &mut impl Host, _cpu: CpuId, t: TaskId) -> Outcome {
         let now = s.now();
         if t != self.main {
             return super::remote_op(self.remote == "busy");
@@ -120,7 +119,7 @@ impl Scenario for Shootdown {
                     n: self.pages as u32,
                     write: true,
                 };
-                s.sched.tasks[t].steps.push(step);
+                s.push_step(t, step);
                 Outcome::Next
             }
             Phase::Settle => {
@@ -148,20 +147,20 @@ impl Scenario for Shootdown {
                 };
                 self.phase = Phase::Ops { next: next + n };
                 self.calls += 1;
-                s.sched.tasks[t].steps.push(Step::Syscall(sc));
+                s.push_step(t, Step::Syscall(sc));
                 Outcome::Next
             }
         }
     }
 
     /// The run ends when the main thread has done its calls.
-    fn task_exited(&mut self, s: &mut Sim, t: TaskId) {
+    fn task_exited(&mut self, s: &mut impl Host, t: TaskId) {
         if t == self.main {
-            s.end = Some(s.now());
+            s.finish();
         }
     }
 
-    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+    fn ops(&self, s: &impl Host) -> serde_json::Map<String, serde_json::Value> {
         let mut m = serde_json::Map::new();
         m.insert("syscalls".into(), self.calls.into());
         m.insert("op_time_s".into(), self.window.seconds().into());

@@ -2,13 +2,12 @@
 //! private anonymous region once from start to end, 2 x MemTotal in all, so reclaim swaps out
 //! continuously. Every flush targets the process's whole mm_cpumask: the threads' CPUs.
 
-use super::{Scenario, ScenarioDecl};
+use super::{Host, Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{secs, CpuId, TaskId, Time};
 use crate::machine::Machine;
 use crate::observe::Vm;
 use crate::sched::{self, Outcome};
-use crate::sim::Sim;
 
 params! {
     /// The swapout parameters as declared, read once per run.
@@ -59,15 +58,15 @@ impl Swapout {
 }
 
 impl Scenario for Swapout {
-    fn start(&mut self, s: &mut Sim) {
+    fn start(&mut self, s: &mut impl Host) {
         let (threads, pages) = (self.threads, self.pages_per_thread);
         let mm = super::mm_alloc(s);
-        let ncpus = s.m.ncpus();
+        let ncpus = s.machine().ncpus();
         for i in 0..threads {
-            let start = s.mem.map_new_anon(mm, pages);
+            let start = s.mem().map_new_anon(mm, pages);
             let t = sched::spawn(s, mm, i * ncpus / threads);
             debug_assert_eq!(t, i);
-            s.sched.tasks[t].comm = "swapout".into();
+            s.sched().tasks[t].comm = "swapout".into();
             self.writers.push(Writer {
                 next: start,
                 end: start + pages,
@@ -77,7 +76,7 @@ impl Scenario for Swapout {
         super::spawn_kswapds(s);
     }
 
-    fn next_op(&mut self, s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
+    fn next_op(&mut self, s: &mut impl Host, _cpu: CpuId, t: TaskId) -> Outcome {
         let now = s.now();
         let w = &mut self.writers[t];
         if w.next >= w.end {
@@ -88,17 +87,17 @@ impl Scenario for Swapout {
     }
 
     /// The run ends when the last writer exits.
-    fn task_exited(&mut self, s: &mut Sim, _t: TaskId) {
+    fn task_exited(&mut self, s: &mut impl Host, _t: TaskId) {
         if self.writers.iter().all(|w| w.finished.is_some()) {
-            s.end = Some(s.now());
+            s.finish();
         }
     }
 
-    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+    fn ops(&self, s: &impl Host) -> serde_json::Map<String, serde_json::Value> {
         let (from, to) = super::steady_phase(s, self.writers.iter().map(|w| w.finished));
         // Swap-out happens from reclaim's start to the end of the run.
-        let out = s.obs.stats.vm[Vm::PSwpOut as usize] as f64 * 4096.0 / (1 << 20) as f64;
-        let swapping = secs(s.end.unwrap_or(s.now()).saturating_sub(from)).max(1e-12);
+        let out = s.observed().stats.vm[Vm::PSwpOut as usize] as f64 * 4096.0 / (1 << 20) as f64;
+        let swapping = secs(s.end().unwrap_or(s.now()).saturating_sub(from)).max(1e-12);
         let mut m = serde_json::Map::new();
         m.insert("swapout_mb_per_s".into(), (out / swapping).into());
         m.insert("steady_s".into(), secs(to - from).into());

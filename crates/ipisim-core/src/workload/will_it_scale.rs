@@ -3,7 +3,7 @@
 //! it back (one iteration); after the last page it munmaps the region and maps a new one. In
 //! thread mode the tasks share one mm, so every madvise shoots down the other threads' CPUs.
 
-use super::{Scenario, ScenarioDecl};
+use super::{Host, Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
 use crate::engine::{secs, CpuId, TaskId, Time};
 use crate::machine::Cost;
@@ -11,7 +11,6 @@ use crate::machine::Machine;
 use crate::mm::{Backing, Syscall};
 use crate::observe::Func;
 use crate::sched::{self, Outcome, Step};
-use crate::sim::Sim;
 
 const MODES: &[&str] = &["thread", "process"];
 
@@ -164,7 +163,7 @@ pub fn tlb_flush3(r: &Resolved, m: &Machine) -> Result<WillItScale, ConfigError>
 }
 
 impl Scenario for WillItScale {
-    fn start(&mut self, s: &mut Sim) {
+    fn start(&mut self, s: &mut impl Host) {
         let (tasks, threads, pages, mapping) =
             (self.tasks.len(), self.threads, self.pages, self.mapping);
         let shared_mm = threads.then(|| super::mm_alloc(s));
@@ -175,13 +174,13 @@ impl Scenario for WillItScale {
             let backing = match mapping {
                 Mapping::Anon => Backing::Anon,
                 Mapping::FilePrivate | Mapping::FileShared => Backing::File {
-                    file: s.mem.new_file(pages, true),
+                    file: s.mem().new_file(pages, true),
                     pgoff: 0,
                     shared: mapping == Mapping::FileShared,
                 },
             };
             // The harness creates its tasks one after another.
-            let at = i as u64 * s.m.cost[Cost::ThreadCreate];
+            let at = i as u64 * s.machine().cost[Cost::ThreadCreate];
             let t = sched::spawn_at(s, mm, i, at);
             debug_assert_eq!(t, i);
             // The harness's binaries: tests/<test>.c built as <test>_threads or <test>_processes.
@@ -191,12 +190,12 @@ impl Scenario for WillItScale {
                 Mapping::FileShared => "tlb_flush3",
             };
             let mode = if threads { "threads" } else { "processes" };
-            s.sched.tasks[t].comm = format!("{test}_{mode}");
+            s.sched().tasks[t].comm = format!("{test}_{mode}");
             self.tasks[i].backing = backing;
         }
     }
 
-    fn next_op(&mut self, s: &mut Sim, _cpu: CpuId, t: TaskId) -> Outcome {
+    fn next_op(&mut self, s: &mut impl Host, _cpu: CpuId, t: TaskId) -> Outcome {
         let pages = self.pages;
         let task = self.tasks[t];
         let vpn = task.region + task.page;
@@ -206,13 +205,13 @@ impl Scenario for WillItScale {
                 if !crate::mm::mmap_write_lock(s, t) {
                     return Outcome::Sleep(crate::engine::NEVER);
                 }
-                let mm = s.sched.tasks[t].mm;
-                let region = s.mem.mmap(mm, pages, true, task.backing, false);
+                let mm = s.sched().tasks[t].mm;
+                let region = s.mem().mmap(mm, pages, true, task.backing, false);
                 crate::mm::mmap_write_unlock(s, t);
                 self.tasks[t].region = region;
                 self.tasks[t].page = 0;
                 // mmap() itself flushes nothing: a syscall and VMA work.
-                let ps = s.m.cost[Cost::Syscall] + s.m.cost[Cost::VmaOp];
+                let ps = s.machine().cost[Cost::Syscall] + s.machine().cost[Cost::VmaOp];
                 let step = Step::Work {
                     func: Func::VmaOps,
                     ps,
@@ -261,20 +260,20 @@ impl Scenario for WillItScale {
             Phase::Done => return Outcome::Exit,
         };
         self.tasks[t].phase = phase;
-        s.sched.tasks[t].steps.push(step);
+        s.push_step(t, step);
         Outcome::Next
     }
 
     /// With `loops`, the run ends when the last task has exited.
-    fn task_exited(&mut self, s: &mut Sim, _t: TaskId) {
+    fn task_exited(&mut self, s: &mut impl Host, _t: TaskId) {
         if self.tasks.iter().all(|t| t.phase == Phase::Done) {
-            s.end = Some(s.now());
+            s.finish();
         }
     }
 
-    fn ops(&self, s: &Sim) -> serde_json::Map<String, serde_json::Value> {
+    fn ops(&self, s: &impl Host) -> serde_json::Map<String, serde_json::Value> {
         let total: u64 = self.tasks.iter().map(|t| t.iterations).sum();
-        let t = secs(s.end.unwrap_or(s.now())).max(1e-12);
+        let t = secs(s.end().unwrap_or(s.now())).max(1e-12);
         let mut m = serde_json::Map::new();
         m.insert("iterations".into(), total.into());
         m.insert("elapsed_s".into(), t.into());
