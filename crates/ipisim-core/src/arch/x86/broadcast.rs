@@ -1,0 +1,424 @@
+//! AMD broadcast TLB invalidation (INVLPGB + TLBSYNC) with global ASIDs, as merged for Linux 6.15
+//! (Rik van Riel's series, tip x86/core; 4afeb0ed1753 enables it for multi-threaded processes).
+//! arch/x86/mm/tlb.c: consider_global_asid(), mm_active_cpus_exceeds(), use_global_asid(),
+//! allocate_global_asid(), reset_global_asid_space(), mm_free_global_asid(),
+//! finish_asid_transition(), broadcast_tlb_flush(), tlbsync(), arch_tlbbatch_add_pending();
+//! arch/x86/include/asm/tlb.h: __invlpgb_flush_user_nr_nosync(), __tlbsync().
+//!
+//! An INVLPGB is asynchronous: the model drops the translations it names from every CPU's TLB
+//! when it completes, `tlbsync` after its issue (`Event::InvlpgbDone`), and TLBSYNC waits until
+//! every INVLPGB its own CPU issued has completed, no other CPU's.
+
+use super::{BroadcastTlbFlush, TlbState, TLB_FLUSH_ALL};
+use crate::arch::tlb::{Tlb, GLOBAL_SLOT, NR_ASID_SLOTS};
+use crate::arch::{ArchState, Host};
+use crate::engine::{CpuId, TaskId, Time};
+use crate::machine::{Cost, Machine};
+use crate::observe::Func;
+use crate::step::{Event, Outcome, Step};
+
+/// TLB_NR_DYN_ASIDS: global ASIDs are numbered from here.
+const TLB_NR_DYN_ASIDS: u16 = NR_ASID_SLOTS as u16;
+
+/// MAX_ASID_AVAILABLE = (1 << CR3_AVAIL_PCID_BITS) - 2 (arch/x86/include/asm/tlbflush.h), with
+/// CR3_AVAIL_PCID_BITS = 12 - 1 when CONFIG_MITIGATION_PAGE_TABLE_ISOLATION is built in, as in
+/// distribution kernels (KPTI takes one PCID bit even on CPUs that do not need it).
+pub const MAX_ASID_AVAILABLE: u16 = (1 << 11) - 2;
+
+const WORDS: usize = (MAX_ASID_AVAILABLE as usize).div_ceil(64);
+
+/// The global ASID space: global_asid_used, global_asid_freed, last_global_asid and
+/// global_asid_available of arch/x86/mm/tlb.c.
+#[derive(Debug, Clone)]
+pub struct GlobalAsids {
+    used: [u64; WORDS],
+    freed: [u64; WORDS],
+    last: u16,
+    available: u32,
+}
+
+impl GlobalAsids {
+    pub fn new() -> GlobalAsids {
+        GlobalAsids {
+            used: [0; WORDS],
+            freed: [0; WORDS],
+            // last_global_asid starts at MAX_ASID_AVAILABLE: the first allocation resets the space.
+            last: MAX_ASID_AVAILABLE,
+            available: (MAX_ASID_AVAILABLE - TLB_NR_DYN_ASIDS - 1) as u32,
+        }
+    }
+
+    fn test(bits: &[u64; WORDS], i: u16) -> bool {
+        bits[i as usize / 64] & (1 << (i % 64)) != 0
+    }
+}
+
+impl Default for GlobalAsids {
+    fn default() -> Self {
+        GlobalAsids::new()
+    }
+}
+
+/// Counts the kernel keeps none of (no vmstat or tracepoint covers INVLPGB).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct BroadcastStats {
+    /// INVLPGB instructions issued (broadcast flushes, batch pages, the ASID-space resets).
+    pub invlpgb: u64,
+    /// TLBSYNCs that waited for this CPU's outstanding INVLPGBs (tlbsync() with need_tlbsync).
+    pub tlbsync: u64,
+    /// INVLPGBs those TLBSYNCs waited for.
+    pub tlbsync_invlpgbs: u64,
+    /// flush_tlb_mm_range() calls done by broadcast_tlb_flush().
+    pub broadcast_flushes: u64,
+    /// finish_asid_transition() found a CPU on a dynamic ASID and sent flush_tlb_multi() IPIs.
+    pub transition_flushes: u64,
+    /// arch_tlbbatch_add_pending() pages flushed with INVLPGB.
+    pub batch_pages: u64,
+    /// Global ASIDs allocated (use_global_asid) and freed (mm_free_global_asid at exit).
+    pub allocated: u64,
+    pub freed: u64,
+    /// reset_global_asid_space(): invlpgb_flush_all_nonglobals() at an allocation.
+    pub resets: u64,
+}
+
+/// One INVLPGB in flight: what it invalidates, and when it has everywhere.
+#[derive(Debug, Clone, Copy)]
+pub struct Invlpgb {
+    /// The global ASID.
+    asid: u16,
+    /// Page numbers [start, end); end == TLB_FLUSH_ALL: the whole ASID.
+    start: u64,
+    end: u64,
+    stride_shift: u8,
+    done_at: Time,
+}
+
+/// Broadcast flushing is on: the CPU has INVLPGB and the kernel uses it.
+pub fn active(a: &ArchState, m: &Machine) -> bool {
+    m.invlpgb && a.cfg.broadcast_tlb_flush != BroadcastTlbFlush::None
+}
+
+/// `cpu` runs under `g`, a global ASID.
+fn uses_global(st: &TlbState, g: u16) -> bool {
+    st.loaded_asid == GLOBAL_SLOT && st.global_tag == g
+}
+
+/// mm_needs_global_asid(mm, loaded_mm_asid): `mm` has a global ASID that `cpu` does not run yet.
+pub fn needs_global_asid(a: &ArchState, cpu: CpuId, mm: usize) -> bool {
+    let g = a.mm[mm].global_asid;
+    g != 0 && !uses_global(&a.x86.cpu[cpu], g)
+}
+
+/// choose_new_asid() for an mm with a global ASID: always up to date, no flush. The model's one
+/// global slot is emptied when it held another global ASID's translations.
+pub fn choose_global_asid(a: &mut ArchState, cpu: CpuId, g: u16) -> u8 {
+    let st = &mut a.x86.cpu[cpu];
+    if st.global_tag != g {
+        a.tlb[cpu].flush_asid(GLOBAL_SLOT);
+        st.global_tag = g;
+    }
+    GLOBAL_SLOT
+}
+
+/// Drop the translations `b` names from every CPU's TLB (what the hardware has done by the time
+/// the INVLPGB completes).
+fn invalidate(tlb: &mut [Tlb], cpus: &[TlbState], b: &Invlpgb) {
+    for (t, st) in tlb.iter_mut().zip(cpus) {
+        if st.global_tag != b.asid {
+            continue;
+        }
+        if b.end == TLB_FLUSH_ALL {
+            t.flush_asid(GLOBAL_SLOT);
+        } else {
+            let step = 1u64 << (b.stride_shift - 12);
+            let mut vpn = b.start;
+            while vpn < b.end {
+                t.flush_one(GLOBAL_SLOT, vpn);
+                vpn += step;
+            }
+        }
+    }
+}
+
+/// Apply the INVLPGBs `cpu` issued that have completed by `now`.
+fn complete(a: &mut ArchState, cpu: CpuId, now: Time) {
+    let (tlb, cpus) = (&mut a.tlb, &a.x86.cpu);
+    a.x86.inflight[cpu].retain(|b| {
+        if b.done_at <= now {
+            invalidate(tlb, cpus, b);
+            false
+        } else {
+            true
+        }
+    });
+}
+
+/// `Event::InvlpgbDone`: an INVLPGB `cpu` issued has completed on every CPU.
+pub fn invlpgb_done(s: &mut impl Host, cpu: CpuId) {
+    let now = s.now();
+    complete(s.arch_parts().arch, cpu, now);
+}
+
+/// invlpgb_flush_user_nr_nosync() (or _single_pcid_ when `end` is TLB_FLUSH_ALL) issued by `cpu`
+/// at `at`: in flight until `at + tlbsync`; sets cpu_tlbstate.need_tlbsync.
+fn issue(s: &mut impl Host, cpu: CpuId, b: (u16, u64, u64, u8), at: Time) {
+    let p = s.arch_parts();
+    let done_at = at + p.m.cost[Cost::Tlbsync];
+    let (asid, start, end, stride_shift) = b;
+    p.arch.x86.inflight[cpu].push(Invlpgb {
+        asid,
+        start,
+        end,
+        stride_shift,
+        done_at,
+    });
+    p.arch.x86.cpu[cpu].need_tlbsync = true;
+    p.arch.x86.bstats.invlpgb += 1;
+    s.parts()
+        .q
+        .schedule(done_at, Event::InvlpgbDone { cpu: cpu as u32 });
+}
+
+/// broadcast_tlb_flush(): INVLPGB the flush_tlb_info of `cpu` (invlpgb_count_max pages a go),
+/// then finish_asid_transition(), then __tlbsync(). No IPI unless a CPU is mid-transition.
+pub fn broadcast_tlb_flush(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
+    let now = s.now();
+    let (a, m) = s.arch_view();
+    let f = a.x86.info[cpu];
+    let mm = f.mm.expect("broadcast_tlb_flush without an mm");
+    let asid = a.mm[mm].global_asid;
+    let (each, count_max) = (m.cost[Cost::Invlpgb], m.invlpgb_count_max);
+    let mut ps = 0;
+    if f.end == TLB_FLUSH_ALL {
+        issue(s, cpu, (asid, 0, TLB_FLUSH_ALL, 12), now);
+        ps += each;
+    } else {
+        let step_shift = f.stride_shift - 12;
+        let mut addr = f.start;
+        loop {
+            // nr = (end - addr) >> stride_shift, clamped to [1, invlpgb_count_max] (strides up
+            // to PMD_SHIFT; one stride a go above it).
+            let nr = if f.stride_shift <= 21 {
+                ((f.end - addr) >> step_shift).clamp(1, count_max)
+            } else {
+                1
+            };
+            let next = addr + (nr << step_shift);
+            issue(s, cpu, (asid, addr, next, f.stride_shift), now + ps);
+            ps += each;
+            addr = next;
+            if addr >= f.end {
+                break;
+            }
+        }
+    }
+    let p = s.arch_parts();
+    p.arch.x86.bstats.broadcast_flushes += 1;
+    p.obs.stats.charge(Some(task), Func::BroadcastTlbFlush, ps);
+    let transition = p.arch.mm[mm].asid_transition;
+    // Wait for the INVLPGBs kicked off above (after the transition's IPIs, if any).
+    s.push_step(task, Step::Tlbsync);
+    if transition {
+        s.push_step(task, Step::FinishAsidTransition);
+    }
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}
+
+/// finish_asid_transition(): while some CPU running the mm is not on its global ASID yet, send
+/// flush_tlb_multi() IPIs to the mm's CPUs (stragglers switch to the global ASID in
+/// flush_tlb_func); once all are on it, the transition is over.
+pub fn finish_asid_transition(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
+    let a = s.arch_parts().arch;
+    let mm = a.x86.info[cpu]
+        .mm
+        .expect("finish_asid_transition without an mm");
+    if !a.mm[mm].asid_transition {
+        return Outcome::Next;
+    }
+    let g = a.mm[mm].global_asid;
+    let straggler = a.mm[mm]
+        .cpumask
+        .iter()
+        .any(|c| a.x86.cpu[c].loaded_mm == Some(mm) && !uses_global(&a.x86.cpu[c], g));
+    if straggler {
+        a.x86.bstats.transition_flushes += 1;
+        return super::flush_tlb_multi(s, cpu, task, true);
+    }
+    // mm_clear_asid_transition(): all the CPUs running this process use the global ASID.
+    a.mm[mm].asid_transition = false;
+    Outcome::Next
+}
+
+/// The last INVLPGB `cpu` has in flight completes at this time (0: none).
+fn last_done(a: &ArchState, cpu: CpuId) -> Time {
+    a.x86.inflight[cpu]
+        .iter()
+        .map(|b| b.done_at)
+        .max()
+        .unwrap_or(0)
+}
+
+/// tlbsync() as a step: if this CPU issued INVLPGBs since its last TLBSYNC, wait until every one
+/// of them has completed (its own only), then go on. The unsafe what-if never waits.
+pub fn tlbsync_step(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
+    let now = s.now();
+    let p = s.arch_parts();
+    let a = p.arch;
+    if !a.x86.cpu[cpu].need_tlbsync {
+        return Outcome::Next;
+    }
+    if a.cfg.broadcast_tlb_flush == BroadcastTlbFlush::InvlpgbNoTlbsync {
+        a.x86.cpu[cpu].need_tlbsync = false;
+        return Outcome::Next;
+    }
+    let last = last_done(a, cpu);
+    if last > now {
+        let ps = last - now;
+        p.obs.stats.charge(Some(task), Func::Tlbsync, ps);
+        s.push_step(task, Step::Tlbsync);
+        return Outcome::Busy {
+            ps,
+            irqs_off: false,
+        };
+    }
+    a.x86.bstats.tlbsync += 1;
+    a.x86.bstats.tlbsync_invlpgbs += a.x86.inflight[cpu].len() as u64;
+    complete(a, cpu, now);
+    a.x86.cpu[cpu].need_tlbsync = false;
+    Outcome::Next
+}
+
+/// tlbsync() inside switch_mm_irqs_off(): the time it waits (0 if nothing is in flight).
+pub fn tlbsync_inline(a: &mut ArchState, cpu: CpuId, now: Time) -> Time {
+    if !a.x86.cpu[cpu].need_tlbsync {
+        return 0;
+    }
+    a.x86.cpu[cpu].need_tlbsync = false;
+    if a.cfg.broadcast_tlb_flush == BroadcastTlbFlush::InvlpgbNoTlbsync {
+        return 0;
+    }
+    a.x86.bstats.tlbsync += 1;
+    a.x86.bstats.tlbsync_invlpgbs += a.x86.inflight[cpu].len() as u64;
+    // They have all completed by the time the switch goes on; their events apply them then.
+    last_done(a, cpu).saturating_sub(now)
+}
+
+/// mm_active_cpus_exceeds(mm, threshold): more than `threshold` CPUs run `mm` now, not lazily.
+fn mm_active_cpus_exceeds(a: &ArchState, mm: usize, threshold: u64) -> bool {
+    let mask = &a.mm[mm].cpumask;
+    // The quick check on the cpumask's weight, then the slower one.
+    if mask.weight() as u64 <= threshold {
+        return false;
+    }
+    let mut count = 0;
+    for c in mask.iter() {
+        let st = &a.x86.cpu[c];
+        if st.loaded_mm != Some(mm) || st.is_lazy {
+            continue;
+        }
+        count += 1;
+        if count > threshold {
+            return true;
+        }
+    }
+    false
+}
+
+/// consider_global_asid(), after flush_tlb_mm_range() sent its IPIs: once in a while (when the
+/// low 5 bits of the task's pid match those of jiffies; the model's pid is the task's index), an
+/// mm active on more than `kernel.global_asid_threshold` CPUs gets a global ASID.
+pub fn consider_global_asid(s: &mut impl Host, _cpu: CpuId, task: TaskId, mm: usize) -> Outcome {
+    let now = s.now();
+    let (a, m) = s.arch_view();
+    if !active(a, m) {
+        return Outcome::Next;
+    }
+    if (task as u64 & 0x1f) != (super::jiffies(now, a.cfg.hz) & 0x1f) {
+        return Outcome::Next;
+    }
+    if !mm_active_cpus_exceeds(a, mm, a.cfg.global_asid_threshold) {
+        return Outcome::Next;
+    }
+    use_global_asid(s, task, mm)
+}
+
+/// use_global_asid() -> allocate_global_asid() (-> reset_global_asid_space() when the search hit
+/// the end of the space) -> mm_assign_global_asid(): the mm enters its ASID transition.
+fn use_global_asid(s: &mut impl Host, task: TaskId, mm: usize) -> Outcome {
+    let p = s.arch_parts();
+    let (m, a) = (p.m, p.arch);
+    if a.mm[mm].global_asid != 0 || a.x86.asids.available == 0 {
+        return Outcome::Next;
+    }
+    let mut ps = 0;
+    if a.x86.asids.last >= MAX_ASID_AVAILABLE - 1 {
+        // reset_global_asid_space(): invlpgb_flush_all_nonglobals() (INVLPGB + TLBSYNC, every
+        // ASID on every CPU) makes the freed global ASIDs safe to use again.
+        for t in a.tlb.iter_mut() {
+            for slot in 0..=GLOBAL_SLOT {
+                t.flush_asid(slot);
+            }
+        }
+        let g = &mut a.x86.asids;
+        for (u, f) in g.used.iter_mut().zip(g.freed.iter_mut()) {
+            *u &= !*f;
+            *f = 0;
+        }
+        g.last = TLB_NR_DYN_ASIDS;
+        a.x86.bstats.resets += 1;
+        a.x86.bstats.invlpgb += 1;
+        ps = m.cost[Cost::Invlpgb] + m.cost[Cost::Tlbsync];
+        p.obs.stats.charge(Some(task), Func::BroadcastTlbFlush, ps);
+    }
+    let g = &mut a.x86.asids;
+    // find_next_zero_bit(global_asid_used, MAX_ASID_AVAILABLE, last_global_asid).
+    let Some(asid) = (g.last..MAX_ASID_AVAILABLE).find(|&i| !GlobalAsids::test(&g.used, i)) else {
+        return Outcome::Next;
+    };
+    g.used[asid as usize / 64] |= 1 << (asid % 64);
+    g.last = asid;
+    g.available -= 1;
+    a.x86.bstats.allocated += 1;
+    // mm_assign_global_asid(): asid_transition first, then the ASID.
+    a.mm[mm].asid_transition = true;
+    a.mm[mm].global_asid = asid;
+    if ps > 0 {
+        return Outcome::Busy { ps, irqs_off: true };
+    }
+    Outcome::Next
+}
+
+/// mm_free_global_asid() from destroy_context(): the ASID is marked freed, reusable only after
+/// the next reset_global_asid_space(). A process keeps its global ASID until then, however few
+/// CPUs it runs on later.
+pub fn mm_free_global_asid(a: &mut ArchState, mm: usize) {
+    let asid = a.mm[mm].global_asid;
+    if asid == 0 {
+        return;
+    }
+    let g = &mut a.x86.asids;
+    g.freed[asid as usize / 64] |= 1 << (asid % 64);
+    g.available += 1;
+    a.mm[mm].global_asid = 0;
+    a.x86.bstats.freed += 1;
+}
+
+/// arch_tlbbatch_add_pending() for a page of `mm` at `vpn` that reclaim or migration unmapped:
+/// with a global ASID, INVLPGB it now (no sync; arch_tlbbatch_flush()'s tlbsync() waits). True
+/// when that is all: false when the mm has no global ASID, or is mid-transition (then IPIs too),
+/// and the caller bumps tlb_gen and adds mm_cpumask to the batch.
+pub fn tlbbatch_add_pending(s: &mut impl Host, cpu: CpuId, mm: usize, vpn: u64) -> bool {
+    let now = s.now();
+    let a = s.arch_view().0;
+    let asid = a.mm[mm].global_asid;
+    if asid == 0 {
+        return false;
+    }
+    let transition = a.mm[mm].asid_transition;
+    issue(s, cpu, (asid, vpn, vpn + 1, 12), now);
+    s.arch_parts().arch.x86.bstats.batch_pages += 1;
+    !transition
+}
