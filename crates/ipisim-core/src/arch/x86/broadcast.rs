@@ -173,6 +173,7 @@ fn issue(s: &mut impl Host, cpu: CpuId, b: (u16, u64, u64, u8), at: Time) {
         done_at,
     });
     p.arch.x86.cpu[cpu].need_tlbsync = true;
+    p.arch.x86.cpu[cpu].issued_since_sync += 1;
     p.arch.x86.bstats.invlpgb += 1;
     s.parts()
         .q
@@ -262,47 +263,39 @@ fn last_done(a: &ArchState, cpu: CpuId) -> Time {
 }
 
 /// tlbsync() as a step: if this CPU issued INVLPGBs since its last TLBSYNC, wait until every one
-/// of them has completed (its own only), then go on. The unsafe what-if never waits.
+/// of them has completed (its own only: other CPUs' INVLPGBs in flight do not delay it), then go
+/// on. The unsafe what-if never waits.
 pub fn tlbsync_step(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
     let now = s.now();
     let p = s.arch_parts();
-    let a = p.arch;
-    if !a.x86.cpu[cpu].need_tlbsync {
+    let wait = tlbsync_inline(p.arch, cpu, now);
+    if wait == 0 {
         return Outcome::Next;
     }
-    if a.cfg.broadcast_tlb_flush == BroadcastTlbFlush::InvlpgbNoTlbsync {
-        a.x86.cpu[cpu].need_tlbsync = false;
-        return Outcome::Next;
+    p.obs.stats.charge(Some(task), Func::Tlbsync, wait);
+    // The busy time is never shorter than asked, and the INVLPGBs' completion events were queued
+    // before the end of this wait: they are applied before the CPU goes on.
+    Outcome::Busy {
+        ps: wait,
+        irqs_off: false,
     }
-    let last = last_done(a, cpu);
-    if last > now {
-        let ps = last - now;
-        p.obs.stats.charge(Some(task), Func::Tlbsync, ps);
-        s.push_step(task, Step::Tlbsync);
-        return Outcome::Busy {
-            ps,
-            irqs_off: false,
-        };
-    }
-    a.x86.bstats.tlbsync += 1;
-    a.x86.bstats.tlbsync_invlpgbs += a.x86.inflight[cpu].len() as u64;
-    complete(a, cpu, now);
-    a.x86.cpu[cpu].need_tlbsync = false;
-    Outcome::Next
 }
 
-/// tlbsync() inside switch_mm_irqs_off(): the time it waits (0 if nothing is in flight).
+/// tlbsync(), in a step or inside switch_mm_irqs_off(): the time it waits for this CPU's
+/// INVLPGBs (0 if none is in flight). Counts the TLBSYNC and the INVLPGBs it covers.
 pub fn tlbsync_inline(a: &mut ArchState, cpu: CpuId, now: Time) -> Time {
-    if !a.x86.cpu[cpu].need_tlbsync {
+    let st = &mut a.x86.cpu[cpu];
+    if !st.need_tlbsync {
         return 0;
     }
-    a.x86.cpu[cpu].need_tlbsync = false;
+    st.need_tlbsync = false;
+    let issued = std::mem::take(&mut st.issued_since_sync);
     if a.cfg.broadcast_tlb_flush == BroadcastTlbFlush::InvlpgbNoTlbsync {
         return 0;
     }
     a.x86.bstats.tlbsync += 1;
-    a.x86.bstats.tlbsync_invlpgbs += a.x86.inflight[cpu].len() as u64;
-    // They have all completed by the time the switch goes on; their events apply them then.
+    a.x86.bstats.tlbsync_invlpgbs += issued;
+    complete(a, cpu, now);
     last_done(a, cpu).saturating_sub(now)
 }
 
@@ -421,4 +414,85 @@ pub fn tlbbatch_add_pending(s: &mut impl Host, cpu: CpuId, mm: usize, vpn: u64) 
     issue(s, cpu, (asid, vpn, vpn + 1, 12), now);
     s.arch_parts().arch.x86.bstats.batch_pages += 1;
     !transition
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::{cost, machine, run_until, Then, MM};
+
+    /// Each CPU's TLBSYNC waits for its own INVLPGBs only, and each INVLPGB drops its page from
+    /// every TLB holding that global ASID exactly when it completes.
+    #[test]
+    fn tlbsync_waits_for_its_own_cpus_invlpgbs_only() {
+        let sets = [
+            ("machine.invlpgb", "true"),
+            ("machine.cost.invlpgb", "260"),
+            ("machine.cost.tlbsync", "2000"),
+        ];
+        let mut s = machine(4, "linux-6.15", Then::Sleep, &sets);
+        let l = cost(&s, Cost::Tlbsync);
+        assert!(l > 0);
+        // CPU 2 caches page 10 under global ASID 6, CPU 3 the same page under ASID 7.
+        for (cpu, g) in [(2, 6), (3, 7)] {
+            s.arch.x86.cpu[cpu].global_tag = g;
+            s.arch.tlb[cpu].fill(GLOBAL_SLOT, 10, 1, true, true);
+        }
+        // CPU 0 issues two INVLPGBs at 0; CPU 1 one at l / 2, which completes after them.
+        issue(&mut s, 0, (6, 10, 11, 12), 0);
+        issue(&mut s, 0, (6, 20, 21, 12), 0);
+        issue(&mut s, 1, (6, 30, 31, 12), l / 2);
+        assert_eq!(
+            tlbsync_inline(&mut s.arch, 0, 0),
+            l,
+            "not CPU 1's later one"
+        );
+        assert_eq!(s.arch.x86.bstats.tlbsync_invlpgbs, 2);
+        assert_eq!(
+            tlbsync_inline(&mut s.arch, 0, 0),
+            0,
+            "nothing left to wait for"
+        );
+        run_until(&mut s, l - 1);
+        assert!(s.arch.tlb[2].probe(GLOBAL_SLOT, 10).is_some(), "in flight");
+        run_until(&mut s, l);
+        assert!(s.arch.tlb[2].probe(GLOBAL_SLOT, 10).is_none(), "completed");
+        assert!(
+            s.arch.tlb[3].probe(GLOBAL_SLOT, 10).is_some(),
+            "another ASID"
+        );
+        assert_eq!(tlbsync_inline(&mut s.arch, 1, l), l / 2);
+        assert_eq!(s.arch.x86.bstats.tlbsync, 2);
+        assert_eq!(s.arch.x86.bstats.tlbsync_invlpgbs, 3);
+        let _ = MM;
+    }
+
+    /// The global ASID space: the first allocation resets it (one flush of everything) and takes
+    /// TLB_NR_DYN_ASIDS; a freed ASID is reused only after the next reset.
+    #[test]
+    fn global_asids_are_allocated_from_6_and_freed_at_exit() {
+        let sets = [
+            ("machine.invlpgb", "true"),
+            ("machine.cost.invlpgb", "260"),
+            ("machine.cost.tlbsync", "2000"),
+        ];
+        let mut s = machine(4, "linux-6.15", Then::Sleep, &sets);
+        assert!(matches!(
+            use_global_asid(&mut s, 0, MM),
+            Outcome::Busy { .. }
+        ));
+        assert_eq!(s.arch.mm[MM].global_asid, TLB_NR_DYN_ASIDS);
+        assert!(s.arch.mm[MM].asid_transition);
+        assert_eq!(s.arch.x86.bstats.resets, 1);
+        // Already has one: nothing.
+        assert_eq!(use_global_asid(&mut s, 0, MM), Outcome::Next);
+        let avail = s.arch.x86.asids.available;
+        mm_free_global_asid(&mut s.arch, MM);
+        assert_eq!(s.arch.mm[MM].global_asid, 0);
+        assert_eq!(s.arch.x86.asids.available, avail + 1);
+        // Not reused before a reset: the next allocation takes the next number.
+        assert_eq!(use_global_asid(&mut s, 0, MM), Outcome::Next);
+        assert_eq!(s.arch.mm[MM].global_asid, TLB_NR_DYN_ASIDS + 1);
+        assert_eq!(s.arch.x86.bstats.resets, 1);
+    }
 }

@@ -70,6 +70,8 @@ pub struct TlbState {
     pub global_tag: u16,
     /// cpu_tlbstate.need_tlbsync: this CPU issued INVLPGBs no TLBSYNC has waited for yet.
     pub need_tlbsync: bool,
+    /// INVLPGBs this CPU issued since its last TLBSYNC (what the next one waits for).
+    pub issued_since_sync: u64,
 }
 
 impl Default for TlbState {
@@ -85,6 +87,7 @@ impl Default for TlbState {
             ctxs,
             global_tag: 0,
             need_tlbsync: false,
+            issued_since_sync: 0,
         }
     }
 }
