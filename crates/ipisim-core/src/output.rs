@@ -96,7 +96,7 @@ fn broadcast_json(s: &Sim) -> Value {
         "tlbsync_invlpgbs": b.tlbsync_invlpgbs,
         "broadcast_flushes": b.broadcast_flushes,
         "transition_flushes": b.transition_flushes,
-        "batch_pages": b.batch_pages,
+        "batch_flushes": b.batch_flushes,
         "global_asids_allocated": b.allocated,
         "global_asids_freed": b.freed,
         "asid_space_resets": b.resets,

@@ -225,18 +225,6 @@ pub fn invlpgb_done(s: &mut impl Host, cpu: CpuId) {
     x86::invlpgb_done(s, cpu)
 }
 
-/// arch_tlbbatch_add_pending() for a page reclaim or migration unmapped (6.15): true if INVLPGB
-/// flushed it (the mm has a global ASID and is not mid-transition), so the batch needs no IPI
-/// for it; false: bump tlb_gen and add mm_cpumask to the batch, as before.
-pub fn tlbbatch_add_pending(s: &mut impl Host, cpu: CpuId, mm: usize, vpn: u64) -> bool {
-    x86::tlbbatch_add_pending(s, cpu, mm, vpn)
-}
-
-/// The mm's global ASID (0: none), what arch_tlbbatch_add_pending() looks at first.
-pub fn mm_global_asid(s: &impl Host, mm: usize) -> u16 {
-    s.arch_view().0.mm[mm].global_asid
-}
-
 /// destroy_context() when the last task of the process exits: mm_free_global_asid().
 pub fn destroy_context(s: &mut impl Host, mm: usize) {
     x86::mm_free_global_asid(s.arch_parts().arch, mm)

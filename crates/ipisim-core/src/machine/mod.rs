@@ -105,6 +105,12 @@ impl Machine {
                 format!("cpus_per_node ({cpus_per_node}) is not a multiple of smt ({smt})"),
             ));
         }
+        if p.invlpgb && p.arch != Arch::X86 {
+            return Err(r.error(
+                "machine.invlpgb",
+                "INVLPGB is an x86 (AMD) instruction; machine.arch is not x86",
+            ));
+        }
         let mem_per_node = p.mem_per_node;
         if mem_per_node < 64 << 20 {
             return Err(r.error("machine.mem_per_node", "at least 64MiB per node"));

@@ -116,17 +116,12 @@ pub fn set_tlb_ubc_flush_pending(
     pfn: u32,
     dirty: bool,
 ) {
-    // 6.15: a global-ASID mm's page is flushed now, by INVLPGB (arch_tlbbatch_add_pending).
-    let broadcast = arch::mm_global_asid(s, mm) != 0
-        && arch::tlbbatch_add_pending(s, cpu, mm, mapping_of(s, pfn).1);
-    if s.arch.cfg.pcid && !broadcast {
+    if s.arch.cfg.pcid {
         s.arch.mm[mm].tlb_gen += 1;
     }
     let mask = s.arch.mm[mm].cpumask;
     let ubc = &mut s.sched.tasks[t].reclaim.ubc;
-    if !broadcast {
-        ubc.cpumask.or(&mask);
-    }
+    ubc.cpumask.or(&mask);
     if !ubc.flush_required {
         s.obs.check.batches += 1;
         ubc.batch = s.obs.check.batches;

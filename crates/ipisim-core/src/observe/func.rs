@@ -59,5 +59,6 @@ named_enum! {
         FindLinuxPte = "__find_linux_pte",
         BroadcastTlbFlush = "broadcast_tlb_flush",
         Tlbsync = "tlbsync",
+        InvlpgbFlushAllNonglobals = "invlpgb_flush_all_nonglobals",
     }
 }

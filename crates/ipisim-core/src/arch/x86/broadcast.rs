@@ -2,8 +2,11 @@
 //! (Rik van Riel's series, tip x86/core; 4afeb0ed1753 enables it for multi-threaded processes).
 //! arch/x86/mm/tlb.c: consider_global_asid(), mm_active_cpus_exceeds(), use_global_asid(),
 //! allocate_global_asid(), reset_global_asid_space(), mm_free_global_asid(),
-//! finish_asid_transition(), broadcast_tlb_flush(), tlbsync(), arch_tlbbatch_add_pending();
-//! arch/x86/include/asm/tlb.h: __invlpgb_flush_user_nr_nosync(), __tlbsync().
+//! finish_asid_transition(), broadcast_tlb_flush(), arch_tlbbatch_flush() as 0b7eb55cb706
+//! ("x86/mm: Only do broadcast flush from reclaim if pages were unmapped", which replaced the
+//! series' targeted tlbbatch flushing before the merge); arch/x86/include/asm/tlb.h:
+//! invlpgb_flush_user_nr_nosync(), invlpgb_flush_single_pcid_nosync(),
+//! invlpgb_flush_all_nonglobals(), __tlbsync().
 //!
 //! An INVLPGB is asynchronous: the model drops the translations it names from every CPU's TLB
 //! when it completes, `tlbsync` after its issue (`Event::InvlpgbDone`), and TLBSYNC waits until
@@ -72,8 +75,8 @@ pub struct BroadcastStats {
     pub broadcast_flushes: u64,
     /// finish_asid_transition() found a CPU on a dynamic ASID and sent flush_tlb_multi() IPIs.
     pub transition_flushes: u64,
-    /// arch_tlbbatch_add_pending() pages flushed with INVLPGB.
-    pub batch_pages: u64,
+    /// arch_tlbbatch_flush() done by invlpgb_flush_all_nonglobals() (reclaim, migration).
+    pub batch_flushes: u64,
     /// Global ASIDs allocated (use_global_asid) and freed (mm_free_global_asid at exit).
     pub allocated: u64,
     pub freed: u64,
@@ -81,10 +84,13 @@ pub struct BroadcastStats {
     pub resets: u64,
 }
 
+/// The `asid` of an INVLPGB of every non-global translation of every ASID.
+const ALL_NONGLOBALS: u16 = u16::MAX;
+
 /// One INVLPGB in flight: what it invalidates, and when it has everywhere.
 #[derive(Debug, Clone, Copy)]
 pub struct Invlpgb {
-    /// The global ASID.
+    /// The global ASID, or ALL_NONGLOBALS.
     asid: u16,
     /// Page numbers [start, end); end == TLB_FLUSH_ALL: the whole ASID.
     start: u64,
@@ -93,9 +99,10 @@ pub struct Invlpgb {
     done_at: Time,
 }
 
-/// Broadcast flushing is on: the CPU has INVLPGB and the kernel uses it.
+/// Broadcast flushing is on: the CPU has INVLPGB and the kernel uses it. Global ASIDs are PCIDs:
+/// without PCID (kernel.pcid = false) there are none, and no process ever gets one.
 pub fn active(a: &ArchState, m: &Machine) -> bool {
-    m.invlpgb && a.cfg.broadcast_tlb_flush != BroadcastTlbFlush::None
+    m.invlpgb && a.cfg.pcid && a.cfg.broadcast_tlb_flush != BroadcastTlbFlush::None
 }
 
 /// `cpu` runs under `g`, a global ASID.
@@ -123,6 +130,14 @@ pub fn choose_global_asid(a: &mut ArchState, cpu: CpuId, g: u16) -> u8 {
 /// Drop the translations `b` names from every CPU's TLB (what the hardware has done by the time
 /// the INVLPGB completes).
 fn invalidate(tlb: &mut [Tlb], cpus: &[TlbState], b: &Invlpgb) {
+    if b.asid == ALL_NONGLOBALS {
+        for t in tlb.iter_mut() {
+            for slot in 0..=GLOBAL_SLOT {
+                t.flush_asid(slot);
+            }
+        }
+        return;
+    }
     for (t, st) in tlb.iter_mut().zip(cpus) {
         if st.global_tag != b.asid {
             continue;
@@ -160,7 +175,7 @@ pub fn invlpgb_done(s: &mut impl Host, cpu: CpuId) {
 }
 
 /// invlpgb_flush_user_nr_nosync() (or _single_pcid_ when `end` is TLB_FLUSH_ALL) issued by `cpu`
-/// at `at`: in flight until `at + tlbsync`; sets cpu_tlbstate.need_tlbsync.
+/// at `at`: in flight until `at + tlbsync`, for this CPU's next TLBSYNC to wait for.
 fn issue(s: &mut impl Host, cpu: CpuId, b: (u16, u64, u64, u8), at: Time) {
     let p = s.arch_parts();
     let done_at = at + p.m.cost[Cost::Tlbsync];
@@ -228,6 +243,23 @@ pub fn broadcast_tlb_flush(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outco
     }
 }
 
+/// arch_tlbbatch_flush() with INVLPGB (6.15, 0b7eb55cb706): the batch unmapped pages, so
+/// invlpgb_flush_all_nonglobals(): one INVLPGB of every ASID on every CPU, then __tlbsync(). No
+/// IPI, whatever the mms' ASIDs.
+pub fn flush_all_nonglobals(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
+    let now = s.now();
+    issue(s, cpu, (ALL_NONGLOBALS, 0, TLB_FLUSH_ALL, 12), now);
+    let p = s.arch_parts();
+    let ps = p.m.cost[Cost::Invlpgb];
+    p.arch.x86.bstats.batch_flushes += 1;
+    p.obs.stats.charge(Some(task), Func::InvlpgbFlushAllNonglobals, ps);
+    s.push_step(task, Step::Tlbsync);
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}
+
 /// finish_asid_transition(): while some CPU running the mm is not on its global ASID yet, send
 /// flush_tlb_multi() IPIs to the mm's CPUs (stragglers switch to the global ASID in
 /// flush_tlb_func); once all are on it, the transition is over.
@@ -262,9 +294,9 @@ fn last_done(a: &ArchState, cpu: CpuId) -> Time {
         .unwrap_or(0)
 }
 
-/// tlbsync() as a step: if this CPU issued INVLPGBs since its last TLBSYNC, wait until every one
-/// of them has completed (its own only: other CPUs' INVLPGBs in flight do not delay it), then go
-/// on. The unsafe what-if never waits.
+/// __tlbsync() as a step, after broadcast_tlb_flush()'s or invlpgb_flush_all_nonglobals()'s
+/// INVLPGBs: wait until every INVLPGB this CPU issued has completed (its own only: other CPUs'
+/// INVLPGBs in flight do not delay it), then go on. The unsafe what-if never waits.
 pub fn tlbsync_step(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
     let now = s.now();
     let p = s.arch_parts();
@@ -281,9 +313,9 @@ pub fn tlbsync_step(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
     }
 }
 
-/// tlbsync(), in a step or inside switch_mm_irqs_off(): the time it waits for this CPU's
-/// INVLPGBs (0 if none is in flight). Counts the TLBSYNC and the INVLPGBs it covers.
-pub fn tlbsync_inline(a: &mut ArchState, cpu: CpuId, now: Time) -> Time {
+/// The time the TLBSYNC waits for this CPU's INVLPGBs (0 if none is in flight). Counts the
+/// TLBSYNC and the INVLPGBs it covers.
+fn tlbsync_inline(a: &mut ArchState, cpu: CpuId, now: Time) -> Time {
     let st = &mut a.x86.cpu[cpu];
     if !st.need_tlbsync {
         return 0;
@@ -397,23 +429,6 @@ pub fn mm_free_global_asid(a: &mut ArchState, mm: usize) {
     g.available += 1;
     a.mm[mm].global_asid = 0;
     a.x86.bstats.freed += 1;
-}
-
-/// arch_tlbbatch_add_pending() for a page of `mm` at `vpn` that reclaim or migration unmapped:
-/// with a global ASID, INVLPGB it now (no sync; arch_tlbbatch_flush()'s tlbsync() waits). True
-/// when that is all: false when the mm has no global ASID, or is mid-transition (then IPIs too),
-/// and the caller bumps tlb_gen and adds mm_cpumask to the batch.
-pub fn tlbbatch_add_pending(s: &mut impl Host, cpu: CpuId, mm: usize, vpn: u64) -> bool {
-    let now = s.now();
-    let a = s.arch_view().0;
-    let asid = a.mm[mm].global_asid;
-    if asid == 0 {
-        return false;
-    }
-    let transition = a.mm[mm].asid_transition;
-    issue(s, cpu, (asid, vpn, vpn + 1, 12), now);
-    s.arch_parts().arch.x86.bstats.batch_pages += 1;
-    !transition
 }
 
 #[cfg(test)]

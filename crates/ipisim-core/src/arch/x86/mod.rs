@@ -5,8 +5,8 @@ mod broadcast;
 mod tlb;
 
 pub use broadcast::{
-    consider_global_asid, finish_asid_transition, invlpgb_done, mm_free_global_asid,
-    tlbbatch_add_pending, tlbsync_step, BroadcastStats, GlobalAsids, Invlpgb,
+    consider_global_asid, finish_asid_transition, invlpgb_done, mm_free_global_asid, tlbsync_step,
+    BroadcastStats, GlobalAsids, Invlpgb,
 };
 pub use tlb::{
     arch_tlbbatch_flush, enter_lazy_tlb, flush_tlb_batch_pages, flush_tlb_func, flush_tlb_mm_range,
@@ -68,7 +68,8 @@ pub struct TlbState {
     pub ctxs: [AsidCtx; NR_ASID_SLOTS],
     /// The global ASID whose translations this CPU's GLOBAL_SLOT holds (0: none).
     pub global_tag: u16,
-    /// cpu_tlbstate.need_tlbsync: this CPU issued INVLPGBs no TLBSYNC has waited for yet.
+    /// This CPU issued INVLPGBs its TLBSYNC has not waited for yet (the kernel issues __tlbsync()
+    /// right after its INVLPGBs; the unsafe what-if leaves them unwaited).
     pub need_tlbsync: bool,
     /// INVLPGBs this CPU issued since its last TLBSYNC (what the next one waits for).
     pub issued_since_sync: u64,

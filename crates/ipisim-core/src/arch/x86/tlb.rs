@@ -64,19 +64,12 @@ fn choose_new_asid(
 
 /// switch_mm_irqs_off(): load `next` (None = init_mm) on `cpu`. Returns the time it takes.
 /// `clear_old` says whether this architecture and era take the CPU out of the old mm's cpumask.
-/// From 6.15 it starts with tlbsync(): INVLPGBs this CPU left in flight complete first.
 pub fn switch_mm_irqs_off(
     s: &mut impl Host,
     cpu: CpuId,
     next: Option<usize>,
     clear_old: bool,
 ) -> Time {
-    let now = s.now();
-    let wait = broadcast::tlbsync_inline(s.arch_parts().arch, cpu, now);
-    wait + switch_mm(s, cpu, next, clear_old)
-}
-
-fn switch_mm(s: &mut impl Host, cpu: CpuId, next: Option<usize>, clear_old: bool) -> Time {
     let trace_at = s.trace_at(cpu);
     let p = s.arch_parts();
     let a = &mut *p.arch;
@@ -410,7 +403,8 @@ pub fn flush_tlb_pfns(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, sende
     ps
 }
 
-/// arch_tlbbatch_flush() (6.1 arch/x86/mm/tlb.c): a full flush with no mm. With another CPU in
+/// arch_tlbbatch_flush() (6.1 arch/x86/mm/tlb.c): a full flush with no mm; from 6.15 with
+/// INVLPGB, one broadcast flush of everything instead. With another CPU in
 /// the mask, flush_tlb_multi() -> native_flush_tlb_multi(): no page tables were freed, so
 /// on_each_cpu_cond_mask(tlb_is_not_lazy, flush_tlb_func, ...) skips lazy CPUs (4.20; before,
 /// every CPU got it), this CPU included; else flush_tlb_func() here alone. flush_tlb_func()
@@ -419,8 +413,9 @@ pub fn arch_tlbbatch_flush(s: &mut impl Host, cpu: CpuId, t: TaskId, mask: &CpuM
     let trace_at = s.trace_at(cpu);
     let (a, m) = s.arch_view();
     if broadcast::active(a, m) {
-        // 6.15: then tlbsync(), for the INVLPGBs arch_tlbbatch_add_pending() issued.
-        s.push_step(t, Step::Tlbsync);
+        // 6.15 (0b7eb55cb706): pages were unmapped (else no flush is asked for), so
+        // invlpgb_flush_all_nonglobals(): every ASID on every CPU, then __tlbsync(); no IPI.
+        return broadcast::flush_all_nonglobals(s, cpu, t);
     }
     let p = s.arch_parts();
     p.arch.x86.info[cpu] = FlushInfo {
