@@ -2,7 +2,8 @@
 //! 72-CPU Milan of the series' cover letters: which flushes are INVLPGBs and which still IPI, per
 //! thread count around the global-ASID threshold (mm_active_cpus_exceeds(mm, 3)); the global ASID
 //! freed when the process exits; one TLBSYNC per broadcast flush, waiting for exactly the
-//! INVLPGBs its CPU issued; and the unsafe what-if without TLBSYNC caught by the checker.
+//! INVLPGBs its CPU issued; reclaim's batch flush as one INVLPGB of everything; and the unsafe
+//! what-if without TLBSYNC caught by the checker (at the read-back, and at reclaim's free).
 
 mod common;
 
@@ -128,4 +129,40 @@ fn skipping_tlbsync_before_the_free_is_caught() {
     assert_eq!(b(&j, "tlbsync"), 0);
     let j = wis("linux-6.15", 4, 1000, &[]);
     assert_eq!(j["check"]["violations"], 0);
+}
+
+fn reclaim(kernel: &str, extra: &[(&str, &str)]) -> Value {
+    let mut sets = vec![("processes", "7"), ("memory", "file")];
+    sets.extend_from_slice(extra);
+    run_json("reclaim", MILAN, kernel, &sets)
+}
+
+/// Reclaim's batched flush (arch_tlbbatch_flush) as merged in 6.15 (0b7eb55cb706): the batch
+/// unmapped pages, so one invlpgb_flush_all_nonglobals() (INVLPGB + TLBSYNC) instead of the
+/// IPIs, whatever the processes' ASIDs (here single-threaded: none has a global ASID).
+#[test]
+fn reclaim_batches_flush_everything_by_invlpgb() {
+    let old = reclaim("linux-6.14", &[]);
+    assert_eq!(remote_flushes(&old), 112);
+    assert_eq!(tlb(&old), 224);
+    let new = reclaim("linux-6.15", &[]);
+    assert_eq!(remote_flushes(&new), 0);
+    assert_eq!(tlb(&new), 0);
+    assert_eq!(b(&new, "batch_flushes"), 112);
+    assert_eq!(b(&new, "invlpgb"), 112);
+    assert_eq!(b(&new, "tlbsync"), 112);
+    assert_eq!(b(&new, "tlbsync_invlpgbs"), 112);
+    assert_eq!(b(&new, "global_asids_allocated"), 0);
+    assert_eq!(new["check"]["violations"], 0);
+}
+
+/// Without TLBSYNC the reclaimed pages are freed while the INVLPGB is in flight: the checker
+/// finds the other CPUs' translations at the free.
+#[test]
+fn reclaim_without_tlbsync_frees_pages_still_cached() {
+    let what_if = [("kernel.broadcast_tlb_flush", "invlpgb_no_tlbsync")];
+    let j = reclaim("linux-6.15", &what_if);
+    assert_eq!(b(&j, "tlbsync"), 0);
+    assert_eq!(j["check"]["by_site"]["free"], 32, "{}", j["check"]);
+    assert_eq!(j["check"]["by_kind"]["use-after-free"], 32);
 }

@@ -252,7 +252,9 @@ pub fn flush_all_nonglobals(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outc
     let p = s.arch_parts();
     let ps = p.m.cost[Cost::Invlpgb];
     p.arch.x86.bstats.batch_flushes += 1;
-    p.obs.stats.charge(Some(task), Func::InvlpgbFlushAllNonglobals, ps);
+    p.obs
+        .stats
+        .charge(Some(task), Func::InvlpgbFlushAllNonglobals, ps);
     s.push_step(task, Step::Tlbsync);
     Outcome::Busy {
         ps,
