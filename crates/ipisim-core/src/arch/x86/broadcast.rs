@@ -484,6 +484,50 @@ mod tests {
         let _ = MM;
     }
 
+    /// broadcast_tlb_flush() splits a range into INVLPGBs of at most invlpgb_count_max strides;
+    /// a full flush is one; the issuing CPU is busy for their issue only.
+    #[test]
+    fn broadcast_tlb_flush_issues_count_max_strides_a_go() {
+        let sets = [
+            ("machine.invlpgb", "true"),
+            ("machine.invlpgb_count_max", "8"),
+            ("machine.cost.invlpgb", "260"),
+            ("machine.cost.tlbsync", "2000"),
+        ];
+        let mut s = machine(4, "linux-6.15", Then::Sleep, &sets);
+        s.arch.mm[MM].global_asid = 6;
+        let each = cost(&s, Cost::Invlpgb);
+        // (start, end, stride_shift): 20 pages -> 8 + 8 + 4; 3 PMDs -> one of 3; all -> one.
+        for (r, n) in [
+            ((0, 20, 12), 3),
+            ((0, 3 * 512, 21), 1),
+            ((0, TLB_FLUSH_ALL, 12), 1),
+        ] {
+            s.arch.x86.info[0] = super::super::FlushInfo {
+                mm: Some(MM),
+                start: r.0,
+                end: r.1,
+                stride_shift: r.2,
+                ..Default::default()
+            };
+            let (before, now, l) = (s.arch.x86.bstats.invlpgb, s.now(), cost(&s, Cost::Tlbsync));
+            let out = broadcast_tlb_flush(&mut s, 0, 0);
+            assert_eq!(s.arch.x86.bstats.invlpgb - before, n, "{r:?}");
+            let ps = n * each;
+            assert_eq!(
+                out,
+                Outcome::Busy {
+                    ps,
+                    irqs_off: false
+                }
+            );
+            assert_eq!(s.arch.x86.inflight[0].len() as u64, n);
+            assert_eq!(tlbsync_inline(&mut s.arch, 0, now), (n - 1) * each + l);
+            run_until(&mut s, now + ps + l);
+            assert!(s.arch.x86.inflight[0].is_empty());
+        }
+    }
+
     /// The global ASID space: the first allocation resets it (one flush of everything) and takes
     /// TLB_NR_DYN_ASIDS; a freed ASID is reused only after the next reset.
     #[test]
