@@ -7,6 +7,9 @@ experiments' variants on their machines (quick sets), a trace window, and
 
     python3 scripts/identical.py > /tmp/before.md5   # on the old commit
     python3 scripts/identical.py | diff /tmp/before.md5 -   # on the new one
+
+A change that only adds parameters adds their keys to every result's `config`; `--drop KEY,...`
+hashes each result without those keys, so both sides can be compared on everything else.
 """
 
 from __future__ import annotations
@@ -35,17 +38,23 @@ def md5(text: str) -> str:
     return hashlib.md5(text.encode()).hexdigest()
 
 
-def one(job: tuple[str, str, str, tuple[tuple[str, str], ...]]) -> str:
-    name, scenario, machine, sets = job[0], job[1], job[2], dict(job[3])
+def one(job: tuple[str, str, str, tuple[tuple[str, str], ...], tuple[str, ...]]) -> str:
+    name, scenario, machine, sets, drop = job[0], job[1], job[2], dict(job[3]), job[4]
     kernel = sets.pop("@kernel")
     try:
         r = ipisim.run(scenario, machine=machine, kernel=kernel, sets=sets)
     except ipisim.ConfigError as e:
         return f"{name}\terror\t{md5(str(e))}"
-    return f"{name}\t{md5(r.to_json())}"
+    text = r.to_json()
+    if drop:
+        j = json.loads(text)
+        for k in drop:
+            j["config"].pop(k, None)
+        text = json.dumps(j, sort_keys=True)
+    return f"{name}\t{md5(text)}"
 
 
-def jobs() -> list[tuple[str, str, str, tuple[tuple[str, str], ...]]]:
+def jobs(drop: tuple[str, ...]) -> list[tuple[str, str, str, tuple[tuple[str, str], ...], tuple[str, ...]]]:
     out = []
     b = ipisim.list_builtins()
     kernels = [k["name"] for k in b["kernels"]]
@@ -55,18 +64,24 @@ def jobs() -> list[tuple[str, str, str, tuple[tuple[str, str], ...]]]:
         machine = str(d.get("machine") or "host-2cpu")
         for k in kernels:
             sets = {**SMALL.get(scen, {}), "@kernel": k}
-            out.append((f"{scen} {machine} {k}", scen, machine, tuple(sorted(sets.items()))))
+            out.append((f"{scen} {machine} {k}", scen, machine, tuple(sorted(sets.items())), drop))
     data = json.loads((Path(ipisim.__file__).parent / "data" / "published.json").read_text())
     for e in data["experiments"]:
         machine = e.get("machine_profile") or e.get("profile") or ""
         for v in e["variants"]:
             sets = {**v["sets"], **e.get("quick_sets", {}), "@kernel": v["kernel"]}
-            out.append((f"{e['id']} {v['label']}", e["scenario"], machine, tuple(sorted(sets.items()))))
+            job = (f"{e['id']} {v['label']}", e["scenario"], machine, tuple(sorted(sets.items())), drop)
+            out.append(job)
     return out
 
 
 def main() -> None:
-    js = jobs()
+    drop: tuple[str, ...] = ()
+    if len(sys.argv) == 3 and sys.argv[1] == "--drop":
+        drop = tuple(sys.argv[2].split(","))
+    elif len(sys.argv) != 1:
+        sys.exit("usage: identical.py [--drop KEY,...]")
+    js = jobs(drop)
     with ProcessPoolExecutor(2) as pool:
         for line in pool.map(one, js):
             print(line, flush=True)

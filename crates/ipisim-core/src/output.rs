@@ -72,10 +72,36 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         "events": s.q.popped(),
         "config": config,
     });
+    let mut json = json;
+    if s.m.invlpgb {
+        // Only machines with INVLPGB carry the block, so other results are unchanged.
+        json["broadcast"] = broadcast_json(s);
+    }
     RunOutput {
         json,
         events: s.q.popped(),
     }
+}
+
+/// INVLPGB, TLBSYNC and the global ASIDs (no kernel counter has them).
+fn broadcast_json(s: &Sim) -> Value {
+    let b = &s.arch.x86.bstats;
+    let held: Vec<Value> = (s.arch.mm.iter().enumerate())
+        .filter(|(_, c)| c.global_asid != 0)
+        .map(|(mm, c)| json!({"mm": mm, "asid": c.global_asid, "transition": c.asid_transition}))
+        .collect();
+    json!({
+        "invlpgb": b.invlpgb,
+        "tlbsync": b.tlbsync,
+        "tlbsync_invlpgbs": b.tlbsync_invlpgbs,
+        "broadcast_flushes": b.broadcast_flushes,
+        "transition_flushes": b.transition_flushes,
+        "batch_flushes": b.batch_flushes,
+        "global_asids_allocated": b.allocated,
+        "global_asids_freed": b.freed,
+        "asid_space_resets": b.resets,
+        "global_asids_held": held,
+    })
 }
 
 /// /proc/interrupts: each row per CPU.

@@ -135,6 +135,7 @@ impl Sim {
             Event::HandlerContinue { cpu } => sched::handler_continue(self, cpu as usize),
             Event::IrqExit { cpu } => sched::irq_exit(self, cpu as usize),
             Event::Wake { task } => sched::timer_wake(self, task as usize),
+            Event::InvlpgbDone { cpu } => crate::arch::invlpgb_done(self, cpu as usize),
             Event::Stop => self.end = Some(self.now()),
         }
     }
@@ -150,6 +151,14 @@ pub fn next_op(s: &mut Sim, cpu: CpuId, t: TaskId) -> Outcome {
 
 /// Task `t` exited (sched's do_exit): the scenario hears of it, and may end the run.
 pub fn task_exited(s: &mut Sim, t: TaskId) {
+    // mmput(): the last task of a process gone, its mm's destroy_context().
+    let mm = s.sched.tasks[t].mm;
+    if mm != sched::KTHREAD {
+        s.mem.mms[mm].users -= 1;
+        if s.mem.mms[mm].users == 0 {
+            crate::arch::destroy_context(s, mm);
+        }
+    }
     let mut work = s.work.take().expect("scenario hooks do not nest");
     work.task_exited(s, t);
     s.work = Some(work);

@@ -115,6 +115,12 @@ pub enum Step {
     TlbBatchPagesFlush,
     /// flush_tlb_mm_range(mm, start, end, stride_shift, freed_tables).
     FlushTlbMmRange(FlushRange),
+    /// consider_global_asid(mm) after flush_tlb_mm_range()'s IPIs (6.15).
+    ConsiderGlobalAsid { mm: u32 },
+    /// finish_asid_transition() inside broadcast_tlb_flush() (6.15).
+    FinishAsidTransition,
+    /// tlbsync(): wait for the INVLPGBs this CPU issued (AMD, 6.15).
+    Tlbsync,
     /// flush_tlb_others(): the remote half of a flush whose local half ran first (before 5.13).
     FlushTlbOthers,
     /// The local part of on_each_cpu_cond_mask: run `func` here with IRQs off.
@@ -200,6 +206,9 @@ impl Step {
             Step::TlbBatchPagesFlush => "tlb_batch_pages_flush",
             Step::FlushTlbMmRange(_) => "flush_tlb_mm_range",
             Step::FlushTlbOthers => "smp_call_function_many_cond",
+            Step::ConsiderGlobalAsid { .. } => "consider_global_asid",
+            Step::FinishAsidTransition => "finish_asid_transition",
+            Step::Tlbsync => "tlbsync",
             Step::LocalCall(_) => "flush_tlb_func",
             Step::CsdLockWait => "csd_lock_wait",
             Step::SmpCallFunctionMany | Step::QueueCsds => "smp_call_function_many",
@@ -256,6 +265,8 @@ pub enum Event {
     HandlerContinue { cpu: u32 },
     /// A CPU returns from its interrupt handler.
     IrqExit { cpu: u32 },
+    /// The INVLPGBs a CPU issued that are due by now have completed on every CPU (AMD).
+    InvlpgbDone { cpu: u32 },
     /// A sleeping task's timer fires.
     Wake { task: u32 },
     /// The run's time limit.

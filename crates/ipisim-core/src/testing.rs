@@ -55,6 +55,7 @@ pub(crate) fn machine(cpus: usize, kernel: &str, then: Then, sets: &[(&str, &str
     s.q = EventQueue::new();
     s.sched.cpus = (0..n).map(|_| Cpu::idle_since_boot(s.m.idle)).collect();
     s.sched.tasks[0].state = TaskState::Exited;
+    s.mem.mms[s.sched.tasks[0].mm].users -= 1;
     s.obs.stats = Stats::new(n);
     (0..s.sched.tasks.len()).for_each(|_| s.obs.stats.add_task());
     s.arch.x86 = X86::new(n);

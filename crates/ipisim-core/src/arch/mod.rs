@@ -16,7 +16,7 @@ use crate::machine::{Arch, Cost, Machine};
 use crate::observe::{Func, Observe};
 pub use crate::step::FlushRange;
 use crate::step::{Outcome, Step};
-use x86::{LazyTlb, MmCpumask};
+use x86::{BroadcastTlbFlush, LazyTlb, MmCpumask};
 
 params! {
     /// The kernel preset's choices for the MMU and its flushes (kernel.*), declared where they
@@ -30,6 +30,8 @@ params! {
         lazy_tlb: LazyTlb = "kernel.lazy_tlb", Kind::Choice(LazyTlb::NAMES), "", "skip_lazy_cpus", "leave_mm_on_ipi: lazy CPUs get flush IPIs and leave the mm (to 4.19: merged for 4.19, reverted before its release); skip_lazy_cpus: no IPI to lazy CPUs unless page tables were freed (4.20)";
         pcid: bool = "kernel.pcid", Kind::Bool, "", "true", "PCID with 6 dynamic ASIDs and per-mm tlb_gen (4.14); false: every mm switch flushes the TLB";
         concurrent_local_flush: bool = "kernel.concurrent_local_flush", Kind::Bool, "", "true", "flush the local TLB after sending the IPIs, overlapping them (4ce94eabac16, 5.13); false: local flush first";
+        broadcast_tlb_flush: BroadcastTlbFlush = "kernel.broadcast_tlb_flush", Kind::Choice(BroadcastTlbFlush::NAMES), "", "invlpgb", "x86 with machine.invlpgb: none (to 6.14: every remote flush is an IPI); invlpgb (CONFIG_BROADCAST_TLB_FLUSH, 6.15, 4afeb0ed1753): a process seen on more than global_asid_threshold CPUs at once gets a global ASID, and its flushes are INVLPGB + TLBSYNC instead of IPIs; invlpgb_no_tlbsync: an unsafe what-if that never waits with TLBSYNC, so pages are freed while broadcasts are in flight (the checker reports it)";
+        global_asid_threshold: u64 = "kernel.global_asid_threshold", Kind::Int { min: 0, max: 4096 }, "CPUs", "3", "broadcast_tlb_flush = invlpgb: consider_global_asid() gives the mm a global ASID when mm_active_cpus_exceeds(mm, this): more CPUs than this run it at once, not lazy (3 as merged in 6.15: 4 or more CPUs)";
         pmd_clear: PmdClear = "kernel.pmd_clear", Kind::Choice(PmdClear::NAMES), "", "lockless_flush", "powerpc radix huge-PMD clear: serialize_ipi (serialize_against_pte_lookup, an empty waiting IPI to mm_cpumask per PMD, to 5.7), lockless (walkers tolerate a stale PMD, no IPI), lockless_flush (as merged in 5.8: also flush_pmd_tlb_range unless fullmm); x86 never did either";
     }
 }
@@ -43,6 +45,10 @@ pub struct MmContext {
     pub tlb_gen: u64,
     /// In jiffies.
     pub next_trim_cpumask: u64,
+    /// mm->context.global_asid: 0, or the mm's global ASID (6.15).
+    pub global_asid: u16,
+    /// mm->context.asid_transition: some CPU may still run the mm on a dynamic ASID.
+    pub asid_transition: bool,
 }
 
 /// The MMU state: each CPU's hardware TLB and what it has loaded (x86's cpu_tlbstate, which
@@ -78,6 +84,8 @@ impl ArchState {
             ctx_id: self.next_ctx_id,
             tlb_gen: 0,
             next_trim_cpumask: jiffies + self.cfg.hz,
+            global_asid: 0,
+            asid_transition: false,
         });
         self.next_ctx_id += 1;
     }
@@ -210,6 +218,31 @@ pub fn tlbbatch_flush_pfns(
     sender: CpuId,
 ) -> Time {
     x86::flush_tlb_pfns(s, cpu, task, sender)
+}
+
+/// consider_global_asid(mm) after a flush's IPIs (6.15): a busy mm may get a global ASID.
+pub fn consider_global_asid(s: &mut impl Host, cpu: CpuId, t: TaskId, mm: usize) -> Outcome {
+    x86::consider_global_asid(s, cpu, t, mm)
+}
+
+/// finish_asid_transition() of the flush `cpu` is making (6.15).
+pub fn finish_asid_transition(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
+    x86::finish_asid_transition(s, cpu, t)
+}
+
+/// tlbsync(): wait for the INVLPGBs `cpu` issued, its own only (6.15).
+pub fn tlbsync(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
+    x86::tlbsync_step(s, cpu, t)
+}
+
+/// An INVLPGB `cpu` issued has completed: its translations are gone from every TLB.
+pub fn invlpgb_done(s: &mut impl Host, cpu: CpuId) {
+    x86::invlpgb_done(s, cpu)
+}
+
+/// destroy_context() when the last task of the process exits: mm_free_global_asid().
+pub fn destroy_context(s: &mut impl Host, mm: usize) {
+    x86::mm_free_global_asid(s.arch_parts().arch, mm)
 }
 
 /// What each huge-PMD clear of munmap asks of this architecture and kernel.

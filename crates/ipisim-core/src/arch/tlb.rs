@@ -3,6 +3,12 @@
 
 pub const NR_ASID_SLOTS: usize = 6;
 
+/// The tag of translations made under a global ASID (AMD INVLPGB, 6.15): one more slot after the
+/// dynamic ones. A CPU caches one global ASID's translations at a time in the model (switching to
+/// another global ASID empties the slot, a refill cost only); the kernel's global ASIDs are
+/// numbers from TLB_NR_DYN_ASIDS up, identical on every CPU.
+pub const GLOBAL_SLOT: u8 = NR_ASID_SLOTS as u8;
+
 /// What a lookup found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct TlbEntry {
@@ -24,7 +30,7 @@ pub struct Tlb {
     /// Per way: frame, and (the ASID's epoch when filled) << 2 | dirty | writable.
     vals: Vec<(u32, u32)>,
     /// An entry filled under an older epoch of its ASID has been flushed.
-    epoch: [u32; NR_ASID_SLOTS],
+    epoch: [u32; NR_ASID_SLOTS + 1],
     /// Round-robin victim per set.
     victim: Vec<u8>,
 }
@@ -41,7 +47,7 @@ impl Tlb {
             ways,
             keys: vec![NO_KEY; entries],
             vals: vec![(0, 0); entries],
-            epoch: [0; NR_ASID_SLOTS],
+            epoch: [0; NR_ASID_SLOTS + 1],
             victim: vec![0; sets],
         }
     }

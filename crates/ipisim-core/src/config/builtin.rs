@@ -22,6 +22,10 @@ const MACHINES: &[(&str, &str)] = &[
         "kvm-8cpu",
         include_str!("../../data/machines/kvm-8cpu.toml"),
     ),
+    (
+        "amd-milan-72c",
+        include_str!("../../data/machines/amd-milan-72c.toml"),
+    ),
     // Written by `ipisim calibrate --experiment ID` from the profiles above (published.json).
     (
         "xeon-4n-48c-64g-calibrated",
@@ -81,6 +85,14 @@ const KERNELS: &[(&str, &str)] = &[
     (
         "linux-6.4",
         include_str!("../../data/kernels/linux-6.4.toml"),
+    ),
+    (
+        "linux-6.14",
+        include_str!("../../data/kernels/linux-6.14.toml"),
+    ),
+    (
+        "linux-6.15",
+        include_str!("../../data/kernels/linux-6.15.toml"),
     ),
     (
         "linux-6.18",

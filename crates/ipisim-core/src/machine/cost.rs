@@ -40,6 +40,8 @@ cost_table! {
     MunmapVma = "munmap_vma": "munmap's VMA teardown besides vma_op: detach and free the VMA, the maple tree store, unmap_region's setup",
     PmdZap = "pmd_zap": "zap_huge_pmd() besides any flush or IPI: clear one huge PMD, drop its rmap and counters, free the 2 MiB page and its deposited page table",
     Tlbie = "tlbie": "one broadcast TLB invalidation of a range or PID with its eieio; tlbsync; ptesync (powerpc radix; x86 has none)",
+    Invlpgb = "invlpgb": "issuing one INVLPGB on the sending CPU (AMD broadcast invalidation of an ASID's range or all of it), not waiting for it; x86 without INVLPGB: unused",
+    Tlbsync = "tlbsync": "from an INVLPGB's issue until every CPU has dropped the translations it names: the longest a TLBSYNC right after it waits (AMD); x86 without INVLPGB: unused",
     GuestExit = "guest_exit": "an interrupt or fault taken while a vCPU runs in guest mode: exit to the host and enter the guest again (KVM)",
     PgtableFree = "pgtable_free": "freeing one page-table page",
     FaultAnon = "fault_anon": "an anonymous page fault, not counting clearing the page",

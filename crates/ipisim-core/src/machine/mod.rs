@@ -53,6 +53,8 @@ params! {
         tlb_entries: usize = "machine.tlb_entries", Kind::Int { min: 16, max: 65536 }, "entries", "1536", "4 KiB entries in each CPU's (second-level) TLB";
         tlb_ways: usize = "machine.tlb_ways", Kind::Int { min: 1, max: 64 }, "ways", "12", "TLB associativity";
         swap_bandwidth: u64 = "machine.swap_bandwidth", Kind::Size, "bytes/s", "0", "swap device write bandwidth (binary units: 1GiB = 2^30 bytes a second); 0 with no latency: a RAM-backed device (brd, zram) written synchronously in pageout()";
+        invlpgb: bool = "machine.invlpgb", Kind::Bool, "", "false", "x86: the CPU has AMD's INVLPGB and TLBSYNC (X86_FEATURE_INVLPGB, CPUID 0x80000008 EBX[3]; Zen 3 and later): broadcast TLB invalidation by ASID and address, which kernels with kernel.broadcast_tlb_flush = invlpgb (6.15) use for processes with a global ASID";
+        invlpgb_count_max: u64 = "machine.invlpgb_count_max", Kind::Int { min: 1, max: 65536 }, "pages", "1", "x86 with INVLPGB: the most pages one INVLPGB invalidates (invlpgb_count_max = CPUID 0x80000008 EDX[15:0] + 1, arch/x86/kernel/cpu/amd.c cpu_detect_tlb_amd); broadcast_tlb_flush() splits a longer range";
         swap_latency: Time = "machine.swap_latency", Kind::Duration, "s", "0", "swap device: from a write leaving the request queue to its completion interrupt (end_swap_bio_write)";
     }
 }
@@ -77,6 +79,9 @@ pub struct Machine {
     /// The swap device: write bandwidth in bytes a second (0: no device time) and latency.
     pub swap_bandwidth: u64,
     pub swap_latency: Time,
+    /// INVLPGB and TLBSYNC exist (machine.invlpgb), and the most pages one INVLPGB covers.
+    pub invlpgb: bool,
+    pub invlpgb_count_max: u64,
     pub cost: Costs,
 }
 
@@ -98,6 +103,12 @@ impl Machine {
             return Err(r.error(
                 "machine.smt",
                 format!("cpus_per_node ({cpus_per_node}) is not a multiple of smt ({smt})"),
+            ));
+        }
+        if p.invlpgb && p.arch != Arch::X86 {
+            return Err(r.error(
+                "machine.invlpgb",
+                "INVLPGB is an x86 (AMD) instruction; machine.arch is not x86",
             ));
         }
         let mem_per_node = p.mem_per_node;
@@ -140,6 +151,8 @@ impl Machine {
             tlb_ways: ways,
             swap_bandwidth: p.swap_bandwidth,
             swap_latency: p.swap_latency,
+            invlpgb: p.invlpgb,
+            invlpgb_count_max: p.invlpgb_count_max,
             cost,
         })
     }

@@ -103,6 +103,8 @@ pub struct Mm {
     /// Faults and madvise take it for reading, which a writer only delays (not modelled).
     pub mmap_lock_writer: Option<usize>,
     pub mmap_lock_waiters: Vec<usize>,
+    /// mm_users: tasks using the mm that have not exited (mmget at creation, mmput at exit).
+    pub users: u32,
 }
 
 pub struct File {
@@ -283,6 +285,7 @@ impl Memory {
             tlb_flush_pending: 0,
             mmap_lock_writer: None,
             mmap_lock_waiters: Vec::new(),
+            users: 0,
         });
         self.mms.len() - 1
     }

@@ -57,5 +57,8 @@ named_enum! {
         FlushTlbMm = "radix__flush_tlb_mm",
         GuestExit = "kvmhv_p9_guest_entry",
         FindLinuxPte = "__find_linux_pte",
+        BroadcastTlbFlush = "broadcast_tlb_flush",
+        Tlbsync = "tlbsync",
+        InvlpgbFlushAllNonglobals = "invlpgb_flush_all_nonglobals",
     }
 }

@@ -1,8 +1,13 @@
 //! x86: TLB flushes by IPI (arch/x86/mm/tlb.c). Per-CPU `cpu_tlbstate`, the per-CPU
 //! `flush_tlb_info`, and the policies that changed between kernel eras.
 
+mod broadcast;
 mod tlb;
 
+pub use broadcast::{
+    consider_global_asid, finish_asid_transition, invlpgb_done, mm_free_global_asid, tlbsync_step,
+    BroadcastStats, GlobalAsids, Invlpgb,
+};
 pub use tlb::{
     arch_tlbbatch_flush, enter_lazy_tlb, flush_tlb_batch_pages, flush_tlb_func, flush_tlb_mm_range,
     flush_tlb_multi, flush_tlb_pfns, jiffies, should_flush_tlb, switch_mm_irqs_off,
@@ -33,6 +38,18 @@ named_enum! {
     }
 }
 
+named_enum! {
+    /// Whether flushes of a multi-threaded process use AMD's broadcast invalidation (6.15).
+    BroadcastTlbFlush {
+        /// Every remote flush is an IPI (to 6.14, or a CPU without INVLPGB).
+        None = "none",
+        /// Global ASIDs and INVLPGB + TLBSYNC (4afeb0ed1753 and its series, 6.15).
+        Invlpgb = "invlpgb",
+        /// Unsafe what-if: as invlpgb, but TLBSYNC never waits; the checker catches the frees.
+        InvlpgbNoTlbsync = "invlpgb_no_tlbsync",
+    }
+}
+
 /// One of a CPU's dynamic ASID slots: which mm it holds and how fresh its TLB is for it.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct AsidCtx {
@@ -49,6 +66,13 @@ pub struct TlbState {
     pub next_asid: u8,
     pub is_lazy: bool,
     pub ctxs: [AsidCtx; NR_ASID_SLOTS],
+    /// The global ASID whose translations this CPU's GLOBAL_SLOT holds (0: none).
+    pub global_tag: u16,
+    /// This CPU issued INVLPGBs its TLBSYNC has not waited for yet (the kernel issues __tlbsync()
+    /// right after its INVLPGBs; the unsafe what-if leaves them unwaited).
+    pub need_tlbsync: bool,
+    /// INVLPGBs this CPU issued since its last TLBSYNC (what the next one waits for).
+    pub issued_since_sync: u64,
 }
 
 impl Default for TlbState {
@@ -62,6 +86,9 @@ impl Default for TlbState {
             next_asid: 1,
             is_lazy: false,
             ctxs,
+            global_tag: 0,
+            need_tlbsync: false,
+            issued_since_sync: 0,
         }
     }
 }
@@ -84,6 +111,11 @@ pub struct FlushInfo {
 pub struct X86 {
     pub cpu: Vec<TlbState>,
     pub info: Vec<FlushInfo>,
+    /// Per CPU: the INVLPGBs it issued that have not completed everywhere yet, oldest first.
+    pub inflight: Vec<Vec<Invlpgb>>,
+    /// The global ASID space (global_asid_used/_freed, last_global_asid, global_asid_available).
+    pub asids: GlobalAsids,
+    pub bstats: BroadcastStats,
 }
 
 impl X86 {
@@ -91,6 +123,11 @@ impl X86 {
         X86 {
             cpu: vec![TlbState::default(); n],
             info: vec![FlushInfo::default(); n],
+            // A flush issues at most 33 INVLPGBs before its TLBSYNC (the ceiling); room for a
+            // reclaim batch's pages too, so the hot path does not grow these.
+            inflight: (0..n).map(|_| Vec::with_capacity(64)).collect(),
+            asids: GlobalAsids::new(),
+            bstats: BroadcastStats::default(),
         }
     }
 }

@@ -1,8 +1,9 @@
 //! arch/x86/mm/tlb.c: switching mms, lazy TLB mode, and TLB shootdowns by IPI.
 //! Modelled on Linux 6.18; the `MmCpumask`, `LazyTlb` and `pcid` policies give the older eras.
 
+use super::broadcast;
 use super::{FlushInfo, FlushRange, LazyTlb, MmCpumask, INIT_MM_CTX_ID, TLB_FLUSH_ALL};
-use crate::arch::tlb::NR_ASID_SLOTS;
+use crate::arch::tlb::{GLOBAL_SLOT, NR_ASID_SLOTS};
 use crate::arch::{ArchState, Host, Parts};
 use crate::engine::{CpuId, CpuMask, TaskId, Time, PS_PER_S};
 use crate::machine::Cost;
@@ -43,6 +44,10 @@ fn choose_new_asid(
     if !a.cfg.pcid {
         return (0, true);
     }
+    // 6.15: global ASIDs are kept up to date by INVLPGB; never a flush.
+    if let Some(g) = next.map(|n| a.mm[n].global_asid).filter(|&g| g != 0) {
+        return (broadcast::choose_global_asid(a, cpu, g), false);
+    }
     let id = ctx_id(a, next);
     let st = &mut a.x86.cpu[cpu];
     if let Some(i) = st.ctxs.iter().position(|c| c.ctx_id == id) {
@@ -72,9 +77,14 @@ pub fn switch_mm_irqs_off(
     let was_lazy = a.x86.cpu[cpu].is_lazy;
     a.x86.cpu[cpu].is_lazy = false;
     let (asid, need_flush, next_tlb_gen);
-    if prev == next {
-        // Not switching mms: only a CPU coming back from lazy mode may have missed flushes.
-        if !was_lazy || !a.cfg.pcid {
+    if let Some(n) = next.filter(|&n| prev == next && broadcast::needs_global_asid(a, cpu, n)) {
+        // 6.15: the mm got a global ASID this CPU does not run yet: reload onto it.
+        next_tlb_gen = tlb_gen(a, next);
+        (asid, need_flush) = choose_new_asid(a, cpu, Some(n), next_tlb_gen);
+    } else if prev == next {
+        // Not switching mms: only a CPU coming back from lazy mode may have missed flushes. A
+        // global ASID (6.15) is always up to date.
+        if !was_lazy || !a.cfg.pcid || a.x86.cpu[cpu].loaded_asid == GLOBAL_SLOT {
             return 0;
         }
         next_tlb_gen = tlb_gen(a, next);
@@ -137,7 +147,8 @@ fn should_trim_cpumask(a: &mut ArchState, now: Time, mm: usize) -> bool {
 /// flush_tlb_mm_range(mm, start, end, stride_shift, freed_tables).
 pub fn flush_tlb_mm_range(s: &mut impl Host, cpu: CpuId, task: TaskId, r: FlushRange) -> Outcome {
     let now = s.now();
-    let a = s.arch_parts().arch;
+    let p = s.arch_parts();
+    let (a, m) = (p.arch, p.m);
     let mm = r.mm as usize;
     // inc_mm_tlb_gen(): also a full barrier against switch_mm.
     let new_tlb_gen = if a.cfg.pcid {
@@ -166,9 +177,17 @@ pub fn flush_tlb_mm_range(s: &mut impl Host, cpu: CpuId, task: TaskId, r: FlushR
     };
     let others = a.mm[mm].cpumask.any_but(cpu);
     let loaded_here = a.x86.cpu[cpu].loaded_mm == Some(mm);
+    // mm_global_asid(mm) (6.15): every CPU's TLB by INVLPGB, then TLBSYNC; no IPI.
+    if a.mm[mm].global_asid != 0 {
+        return broadcast::broadcast_tlb_flush(s, cpu, task);
+    }
     if a.cfg.concurrent_local_flush {
         if others {
             a.x86.info[cpu].trim_cpumask = should_trim_cpumask(a, now, mm);
+            // After the IPIs, consider_global_asid(mm) (6.15).
+            if broadcast::active(a, m) {
+                s.push_step(task, Step::ConsiderGlobalAsid { mm: mm as u32 });
+            }
             return flush_tlb_multi(s, cpu, task, true);
         }
     } else if others {
@@ -197,9 +216,11 @@ pub fn flush_tlb_multi(s: &mut impl Host, cpu: CpuId, task: TaskId, run_local: b
     p.obs.tlb_flush(trace_at, TLB_REMOTE_SEND_IPI, pages);
     // Lazy CPUs may skip the IPI unless page tables are being freed: a lazy CPU must not walk
     // them speculatively (4.20). Before that every CPU in the mask got it.
+    // 6.15: an mm in its ASID transition IPIs every CPU too (mm_in_asid_transition()).
+    let transition = p.arch.mm[mm].asid_transition;
     let cond = match p.arch.cfg.lazy_tlb {
         LazyTlb::LeaveMmOnIpi => Cond::Always,
-        LazyTlb::SkipLazyCpus if info.freed_tables => Cond::Always,
+        LazyTlb::SkipLazyCpus if info.freed_tables || transition => Cond::Always,
         LazyTlb::SkipLazyCpus => Cond::ShouldFlushTlb,
     };
     let mask = p.arch.mm[mm].cpumask;
@@ -258,6 +279,18 @@ pub fn flush_tlb_func(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, sende
         obs.stats.vm(Vm::TlbRemoteFlushReceived, 1);
     }
     let Some(mm) = loaded else { return cost };
+    if broadcast::needs_global_asid(a, cpu, mm) {
+        // 6.15: reload the ASID when transitioning to a global one.
+        let t = crate::arch::switch_mm_irqs_off(s, cpu, Some(mm));
+        s.arch_parts().obs.stats.charge(task, Func::SwitchMm, t);
+        cost += t;
+    }
+    let p = s.arch_parts();
+    let (m, a, obs) = (p.m, p.arch, p.obs);
+    if a.x86.cpu[cpu].loaded_asid == GLOBAL_SLOT {
+        // Broadcast ASIDs are always kept up to date with INVLPGB.
+        return cost;
+    }
     if a.x86.cpu[cpu].is_lazy {
         // Lazy: leave the mm rather than flush it (switch_mm_irqs_off(NULL, &init_mm); leave_mm).
         let t = crate::arch::switch_mm_irqs_off(s, cpu, None);
@@ -333,7 +366,7 @@ pub fn flush_tlb_batch_pages(p: Parts, cpu: CpuId, task: Option<TaskId>) -> Time
     // With PCID (arch_tlbbatch_flush -> flush_tlb_func): nothing to do if this ASID has caught
     // up with its mm's tlb_gen; else a full flush brings it there.
     let behind = match a.x86.cpu[cpu].loaded_mm {
-        Some(mm) if a.cfg.pcid => {
+        Some(mm) if a.cfg.pcid && (asid as usize) < NR_ASID_SLOTS => {
             let gen = a.mm[mm].tlb_gen;
             let ctx = &mut a.x86.cpu[cpu].ctxs[asid as usize];
             std::mem::replace(&mut ctx.tlb_gen, gen) < gen
@@ -370,13 +403,20 @@ pub fn flush_tlb_pfns(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, sende
     ps
 }
 
-/// arch_tlbbatch_flush() (6.1 arch/x86/mm/tlb.c): a full flush with no mm. With another CPU in
+/// arch_tlbbatch_flush() (6.1 arch/x86/mm/tlb.c): a full flush with no mm; from 6.15 with
+/// INVLPGB, one broadcast flush of everything instead. With another CPU in
 /// the mask, flush_tlb_multi() -> native_flush_tlb_multi(): no page tables were freed, so
 /// on_each_cpu_cond_mask(tlb_is_not_lazy, flush_tlb_func, ...) skips lazy CPUs (4.20; before,
 /// every CPU got it), this CPU included; else flush_tlb_func() here alone. flush_tlb_func()
 /// counts the TLB row only `if (!local)`.
 pub fn arch_tlbbatch_flush(s: &mut impl Host, cpu: CpuId, t: TaskId, mask: &CpuMask) -> Outcome {
     let trace_at = s.trace_at(cpu);
+    let (a, m) = s.arch_view();
+    if broadcast::active(a, m) {
+        // 6.15 (0b7eb55cb706): pages were unmapped (else no flush is asked for), so
+        // invlpgb_flush_all_nonglobals(): every ASID on every CPU, then __tlbsync(); no IPI.
+        return broadcast::flush_all_nonglobals(s, cpu, t);
+    }
     let p = s.arch_parts();
     p.arch.x86.info[cpu] = FlushInfo {
         mm: None,
