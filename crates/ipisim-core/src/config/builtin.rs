@@ -22,6 +22,14 @@ const MACHINES: &[(&str, &str)] = &[
         "kvm-8cpu",
         include_str!("../../data/machines/kvm-8cpu.toml"),
     ),
+    (
+        "kunpeng920-96c",
+        include_str!("../../data/machines/kunpeng920-96c.toml"),
+    ),
+    (
+        "snapdragon888",
+        include_str!("../../data/machines/snapdragon888.toml"),
+    ),
     // Written by `ipisim calibrate --experiment ID` from the profiles above (published.json).
     (
         "xeon-4n-48c-64g-calibrated",
@@ -81,6 +89,14 @@ const KERNELS: &[(&str, &str)] = &[
     (
         "linux-6.4",
         include_str!("../../data/kernels/linux-6.4.toml"),
+    ),
+    (
+        "linux-6.4-arm64",
+        include_str!("../../data/kernels/linux-6.4-arm64.toml"),
+    ),
+    (
+        "linux-6.5-arm64",
+        include_str!("../../data/kernels/linux-6.5-arm64.toml"),
     ),
     (
         "linux-6.18",

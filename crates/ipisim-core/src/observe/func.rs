@@ -57,5 +57,9 @@ named_enum! {
         FlushTlbMm = "radix__flush_tlb_mm",
         GuestExit = "kvmhv_p9_guest_entry",
         FindLinuxPte = "__find_linux_pte",
+        PtepClearFlush = "ptep_clear_flush",
+        Arm64FlushTlbRange = "__flush_tlb_range",
+        TryToUnmapFlush = "try_to_unmap_flush",
+        GicIpiSendMask = "gic_ipi_send_mask",
     }
 }
