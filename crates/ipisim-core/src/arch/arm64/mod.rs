@@ -120,20 +120,26 @@ pub fn dsb_ish(p: &mut Parts, cpu: CpuId) -> Time {
     ps
 }
 
-/// The TLBIs __flush_tlb_range() issues for pages [start, end) with `stride` pages a stride, or
-/// None when it calls flush_tlb_mm() instead (6.4 and 6.5).
-pub fn tlbi_ops(start: u64, end: u64, stride: u64, range: bool) -> Option<Vec<(u64, u64)>> {
+/// The TLBIs __flush_tlb_range() issues for pages [start, end) with `stride` pages a stride,
+/// each passed to `op` as the pages it covers; false when it calls flush_tlb_mm() instead
+/// (6.4 and 6.5). No allocation: it runs on every flush.
+pub fn for_each_tlbi_op(
+    start: u64,
+    end: u64,
+    stride: u64,
+    range: bool,
+    mut op: impl FnMut(u64, u64),
+) -> bool {
     let (start, end) = (start / stride * stride, end.div_ceil(stride) * stride);
     let mut pages = end - start;
     if (!range && pages >= MAX_TLBI_OPS * stride) || pages >= MAX_TLBI_RANGE_PAGES {
-        return None;
+        return false;
     }
-    let mut ops = Vec::new();
     let (mut addr, mut scale) = (start, 0u32);
     while pages > 0 {
         if !range || pages % 2 == 1 {
             // __tlbi_level(vale1is/vae1is): one stride.
-            ops.push((addr, addr + 1));
+            op(addr, addr + 1);
             addr += stride;
             pages -= stride;
             continue;
@@ -142,22 +148,32 @@ pub fn tlbi_ops(start: u64, end: u64, stride: u64, range: bool) -> Option<Vec<(u
         let num = ((pages >> (5 * scale + 1)) & 31) as i64 - 1;
         if num >= 0 {
             let n = ((num + 1) as u64) << (5 * scale + 1);
-            ops.push((addr, addr + n));
+            op(addr, addr + n);
             addr += n;
             pages -= n;
         }
         scale += 1;
     }
-    Some(ops)
+    true
+}
+
+/// for_each_tlbi_op() collected (None: flush_tlb_mm()), for tests and tools.
+pub fn tlbi_ops(start: u64, end: u64, stride: u64, range: bool) -> Option<Vec<(u64, u64)>> {
+    let mut ops = Vec::new();
+    for_each_tlbi_op(start, end, stride, range, |a, b| ops.push((a, b))).then_some(ops)
 }
 
 /// How many TLBIs __flush_tlb_range() issues for `r` (1: the ASID flush of flush_tlb_mm()).
 pub fn tlbis_for(r: &FlushRange, range: bool) -> usize {
-    if r.end == TLB_FLUSH_ALL {
-        return 1;
-    }
     let stride = 1u64 << (r.stride_shift - 12);
-    tlbi_ops(r.start, r.end, stride, range).map_or(1, |o| o.len())
+    let mut n = 0;
+    let ranged =
+        r.end != TLB_FLUSH_ALL && for_each_tlbi_op(r.start, r.end, stride, range, |_, _| n += 1);
+    if ranged {
+        n
+    } else {
+        1
+    }
 }
 
 /// flush_tlb_page() (a single 4 KiB page, as ptep_clear_flush() asks) or __flush_tlb_range():
@@ -172,17 +188,15 @@ pub fn flush_tlb_range(mut p: Parts, cpu: CpuId, t: TaskId, r: FlushRange) -> Ou
     } else {
         Func::Arm64FlushTlbRange
     };
-    let ops = (r.end != TLB_FLUSH_ALL)
-        .then(|| tlbi_ops(r.start, r.end, stride, p.m.tlbi_range))
-        .flatten();
     let mut ps = 0;
-    match ops {
-        Some(ops) => {
-            for (start, end) in ops {
-                ps += tlbi(&mut p, cpu, mm, start, end);
-            }
-        }
-        None => ps += tlbi(&mut p, cpu, mm, 0, TLB_FLUSH_ALL),
+    let range = p.m.tlbi_range;
+    let ranged = r.end != TLB_FLUSH_ALL
+        && for_each_tlbi_op(r.start, r.end, stride, range, |start, end| {
+            ps += tlbi(&mut p, cpu, mm, start, end);
+        });
+    if !ranged {
+        // flush_tlb_mm(): tlbi aside1is.
+        ps += tlbi(&mut p, cpu, mm, 0, TLB_FLUSH_ALL);
     }
     ps += dsb_ish(&mut p, cpu);
     p.obs.stats.charge(Some(t), func, ps);
