@@ -46,7 +46,7 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         // Only runs whose scale fell under the floor carry it, so other results are unchanged.
         config["machine.simulated_mem_per_node"] = bytes.into();
     }
-    let json = json!({
+    let mut json = json!({
         "scenario": r.scenario,
         "machine": s.m.name,
         "kernel": s.k.name,
@@ -72,10 +72,13 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         "events": s.q.popped(),
         "config": config,
     });
-    let mut json = json;
     if s.m.invlpgb {
         // Only machines with INVLPGB carry the block, so other results are unchanged.
         json["broadcast"] = broadcast_json(s);
+    }
+    if s.m.arch == crate::machine::Arch::Arm64 {
+        // The broadcast TLB maintenance (no kernel counter has it); only arm64 results carry it.
+        json["arm64"] = json!({"tlbi": st.tlbis, "dsb_ish": st.dsbs});
     }
     RunOutput {
         json,

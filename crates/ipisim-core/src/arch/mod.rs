@@ -3,6 +3,7 @@
 //! shoots TLBs down by IPI (arch/x86/mm/tlb.c); powerpc radix broadcasts `tlbie` and shares the
 //! per-CPU context tracking (which mm and ASID each CPU has loaded, lazy mode).
 
+pub mod arm64;
 pub mod powerpc;
 mod tlb;
 pub mod x86;
@@ -32,6 +33,9 @@ params! {
         concurrent_local_flush: bool = "kernel.concurrent_local_flush", Kind::Bool, "", "true", "flush the local TLB after sending the IPIs, overlapping them (4ce94eabac16, 5.13); false: local flush first";
         broadcast_tlb_flush: BroadcastTlbFlush = "kernel.broadcast_tlb_flush", Kind::Choice(BroadcastTlbFlush::NAMES), "", "invlpgb", "x86 with machine.invlpgb: none (to 6.14: every remote flush is an IPI); invlpgb (CONFIG_BROADCAST_TLB_FLUSH, 6.15, 4afeb0ed1753): a process seen on more than global_asid_threshold CPUs at once gets a global ASID, and its flushes are INVLPGB + TLBSYNC instead of IPIs; invlpgb_no_tlbsync: an unsafe what-if that never waits with TLBSYNC, so pages are freed while broadcasts are in flight (the checker reports it)";
         global_asid_threshold: u64 = "kernel.global_asid_threshold", Kind::Int { min: 0, max: 4096 }, "CPUs", "3", "broadcast_tlb_flush = invlpgb: consider_global_asid() gives the mm a global ASID when mm_active_cpus_exceeds(mm, this): more CPUs than this run it at once, not lazy (3 as merged in 6.15: 4 or more CPUs)";
+        arm64_batched_unmap: bool = "kernel.arm64_batched_unmap", Kind::Bool, "", "true", "arm64 selects ARCH_WANT_BATCHED_UNMAP_TLB_FLUSH (43b3dfdd0455, 6.5): reclaim and migration defer their flushes, arch_tlbbatch_add_pending() issues each page's TLBI without a DSB and arch_tlbbatch_flush() is one dsb(ish); false (to 6.4): ptep_clear_flush() per page, TLBI then DSB; unused elsewhere";
+        arm64_batch_min_cpus: u64 = "kernel.arm64_batch_min_cpus", Kind::Int { min: 0, max: 1024 }, "CPUs", "0", "arm64 arch_tlbbatch_should_defer() is false below this many online CPUs (num_online_cpus() < CONFIG_ARM64_NR_CPUS_FOR_BATCHED_TLB in the v5-v9 postings, 8 from v6); 0: no threshold, as merged in 6.5";
+        arm64_tlbbatch_dsb: bool = "kernel.arm64_tlbbatch_dsb", Kind::Bool, "", "true", "arm64 arch_tlbbatch_flush() issues its dsb(ish), as 6.5 does; false is an unsafe what-if that frees the batch's pages with their TLBIs still outstanding, which the checker reports (use-after-free at free)";
         pmd_clear: PmdClear = "kernel.pmd_clear", Kind::Choice(PmdClear::NAMES), "", "lockless_flush", "powerpc radix huge-PMD clear: serialize_ipi (serialize_against_pte_lookup, an empty waiting IPI to mm_cpumask per PMD, to 5.7), lockless (walkers tolerate a stale PMD, no IPI), lockless_flush (as merged in 5.8: also flush_pmd_tlb_range unless fullmm); x86 never did either";
     }
 }
@@ -57,6 +61,8 @@ pub struct ArchState {
     pub cfg: ArchConfig,
     pub tlb: Vec<Tlb>,
     pub x86: x86::X86,
+    /// arm64: each CPU's outstanding TLBIs.
+    pub arm64: arm64::Arm64,
     /// By mm id.
     pub mm: Vec<MmContext>,
     /// last_mm_ctx_id: the next mm's ctx_id.
@@ -72,6 +78,7 @@ impl ArchState {
                 .map(|_| Tlb::new(m.tlb_entries, m.tlb_ways))
                 .collect(),
             x86: x86::X86::new(n),
+            arm64: arm64::Arm64::new(n),
             mm: Vec::new(),
             next_ctx_id: INIT_MM_CTX_ID + 1,
         }
@@ -170,6 +177,11 @@ pub fn switch_mm_irqs_off(s: &mut impl Host, cpu: CpuId, next: Option<usize>) ->
         Arch::X86 => a.cfg.mm_cpumask == MmCpumask::ClearOnSwitch,
         // powerpc's switch_mm_irqs_off() never clears the old mm's bit (mm/mmu_context.c).
         Arch::PowerpcRadix => false,
+        // arm64 keeps no mm_cpumask; __switch_to()'s dsb(ish) completes this CPU's TLBIs.
+        Arch::Arm64 => {
+            arm64::complete(&mut s.arch_parts(), cpu);
+            false
+        }
     };
     x86::switch_mm_irqs_off(s, cpu, next, clear_old)
 }
@@ -181,7 +193,68 @@ pub fn enter_lazy_tlb(s: &mut impl Host, cpu: CpuId) {
 
 /// flush_tlb_mm_range(): flush `r` on every CPU that may cache it, waiting for them.
 pub fn flush_tlb_mm_range(s: &mut impl Host, cpu: CpuId, t: TaskId, r: FlushRange) -> Outcome {
-    x86::flush_tlb_mm_range(s, cpu, t, r)
+    match s.arch_view().1.arch {
+        Arch::Arm64 => arm64::flush_tlb_range(s.arch_parts(), cpu, t, r),
+        _ => x86::flush_tlb_mm_range(s, cpu, t, r),
+    }
+}
+
+/// should_defer_flush() -> arch_tlbbatch_should_defer(): may reclaim or migration on `cpu` defer
+/// the flush of a page of `mm` to the end of its batch?
+pub fn tlbbatch_should_defer(a: &ArchState, m: &Machine, cpu: CpuId, mm: usize) -> bool {
+    match m.arch {
+        // x86: only when another CPU may cache the translation (arch/x86/include/asm/tlbflush.h).
+        Arch::X86 | Arch::PowerpcRadix => a.mm[mm].cpumask.any_but(cpu),
+        Arch::Arm64 => arm64::arch_tlbbatch_should_defer(&a.cfg, m),
+    }
+}
+
+/// arch_tlbbatch_add_pending() for page `vpn` of `mm`: its time on `cpu`.
+pub fn tlbbatch_add_pending(p: Parts, cpu: CpuId, mm: usize, vpn: u64) -> Time {
+    match p.m.arch {
+        // With PCID (4.14) x86 bumps the mm's tlb_gen, so a CPU that switches back to the mm
+        // flushes the ASID it left behind.
+        Arch::X86 | Arch::PowerpcRadix => {
+            if p.arch.cfg.pcid {
+                p.arch.mm[mm].tlb_gen += 1;
+            }
+            0
+        }
+        Arch::Arm64 => arm64::arch_tlbbatch_add_pending(p, cpu, mm, vpn),
+    }
+}
+
+/// arch_tlbbatch_flush() where it needs no call to other CPUs (arm64: one dsb(ish)): its time,
+/// charged; None where the batch is flushed by IPIs, as mm's `tlbbatch_flush` policy says.
+pub fn tlbbatch_flush_broadcast(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Option<Time> {
+    match s.arch_view().1.arch {
+        Arch::X86 | Arch::PowerpcRadix => None,
+        Arch::Arm64 => Some(arm64::arch_tlbbatch_flush(s.arch_parts(), cpu, t)),
+    }
+}
+
+/// The CPUs whose TLB may hold a translation of `mm` (the checker's candidates).
+pub fn may_cache<'a>(a: &'a ArchState, m: &Machine, mm: usize) -> &'a CpuMask {
+    match m.arch {
+        Arch::X86 | Arch::PowerpcRadix => &a.mm[mm].cpumask,
+        // TLBs are tagged by ASID and nothing flushes on a switch: any CPU may.
+        Arch::Arm64 => &a.arm64.all,
+    }
+}
+
+/// The TLB tag under which `cpu` holds translations of `mm` that user code can reach without a
+/// flush first, if any.
+pub fn cached_asid(a: &ArchState, m: &Machine, cpu: CpuId, mm: usize) -> Option<u8> {
+    match m.arch {
+        // A lazy CPU runs no user code of the mm until switch_mm_irqs_off() takes it back, which
+        // flushes the ASID if the mm's tlb_gen moved on (with PCID every batch bumps it): why
+        // 4.20's flush may skip it (tlb_is_not_lazy). A use before that is caught at the access.
+        Arch::X86 | Arch::PowerpcRadix => (a.loaded_mm(cpu) == Some(mm)
+            && !(a.is_lazy(cpu) && a.cfg.pcid))
+            .then(|| a.loaded_asid(cpu)),
+        // The mm's ASID, loaded or not: arm64 flushes nothing when it switches back.
+        Arch::Arm64 => arm64::asid_slot(a, cpu, mm),
+    }
 }
 
 /// The remote half of a flush whose local half already ran (flush_tlb_others, before 5.13).
@@ -253,6 +326,8 @@ pub fn after_huge_pmd_clear(s: &impl Host) -> AfterPmdClear {
         Arch::X86 => AfterPmdClear::Nothing,
         // munmap's gather is never fullmm.
         Arch::PowerpcRadix => powerpc::pmdp_huge_get_and_clear_full(a.cfg.pmd_clear, false),
+        // The generic pmdp_huge_get_and_clear_full(); the gather flushes at the end.
+        Arch::Arm64 => AfterPmdClear::Nothing,
     }
 }
 
@@ -261,7 +336,8 @@ pub fn flush_huge_range(s: &mut impl Host, mm: u32, first: u64, end: u64) -> Ste
     let p = s.arch_parts();
     match p.m.arch {
         // tlb_finish_mmu -> flush_tlb_mm_range(2 MiB stride): above the ceiling, a full flush.
-        Arch::X86 => Step::FlushTlbMmRange(FlushRange {
+        // arm64: tlb_flush() -> __flush_tlb_range(PMD_SIZE stride), the same range.
+        Arch::X86 | Arch::Arm64 => Step::FlushTlbMmRange(FlushRange {
             mm,
             start: first * PMD_PAGES,
             end: end * PMD_PAGES,

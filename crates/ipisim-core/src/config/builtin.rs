@@ -26,6 +26,14 @@ const MACHINES: &[(&str, &str)] = &[
         "amd-milan-72c",
         include_str!("../../data/machines/amd-milan-72c.toml"),
     ),
+    (
+        "kunpeng920-96c",
+        include_str!("../../data/machines/kunpeng920-96c.toml"),
+    ),
+    (
+        "snapdragon888",
+        include_str!("../../data/machines/snapdragon888.toml"),
+    ),
     // Written by `ipisim calibrate --experiment ID` from the profiles above (published.json).
     (
         "xeon-4n-48c-64g-calibrated",
@@ -93,6 +101,14 @@ const KERNELS: &[(&str, &str)] = &[
     (
         "linux-6.15",
         include_str!("../../data/kernels/linux-6.15.toml"),
+    ),
+    (
+        "linux-6.4-arm64",
+        include_str!("../../data/kernels/linux-6.4-arm64.toml"),
+    ),
+    (
+        "linux-6.5-arm64",
+        include_str!("../../data/kernels/linux-6.5-arm64.toml"),
     ),
     (
         "linux-6.18",

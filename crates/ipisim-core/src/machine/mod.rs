@@ -13,6 +13,8 @@ named_enum! {
         X86 = "x86",
         /// Book3S-64 with the radix MMU (POWER9): `tlbie` instead of flush IPIs (arch/powerpc).
         PowerpcRadix = "powerpc_radix",
+        /// ARMv8 (arch/arm64): `TLBI ... IS` broadcast in hardware, completed by `DSB ISH`; no IPIs.
+        Arm64 = "arm64",
     }
 }
 
@@ -40,7 +42,7 @@ params! {
     pub const PARAMS = {
         name: String = "machine.name", Kind::Str, "", "custom", "profile name, shown in results";
         description: String = "machine.description", Kind::Str, "", "", "one line about the machine this profile models";
-        arch: Arch = "machine.arch", Kind::Choice(Arch::NAMES), "", "x86", "how TLBs are flushed: x86 sends IPIs; powerpc_radix broadcasts tlbie, keeps mm_cpumask bits until the mm exits, and serializes huge-PMD clears against lockless walkers";
+        arch: Arch = "machine.arch", Kind::Choice(Arch::NAMES), "", "x86", "how TLBs are flushed: x86 sends IPIs; powerpc_radix broadcasts tlbie, keeps mm_cpumask bits until the mm exits, and serializes huge-PMD clears against lockless walkers; arm64 broadcasts TLBI ... IS and waits for it with DSB ISH (arch/arm64)";
         clean_write_traps: bool = "machine.clean_write_traps", Kind::Bool, "", "true", "a write through a cached clean TLB entry walks the page table to set the dirty bit, so it faults if the PTE is gone (x86; the guarantee batched reclaim relies on, seed 001 v6 2/4); false models an architecture without it";
         nodes: usize = "machine.nodes", Kind::Int { min: 1, max: 64 }, "nodes", "1", "NUMA nodes (one socket each)";
         cpus_per_node: usize = "machine.cpus_per_node", Kind::Int { min: 1, max: 1024 }, "CPUs", "2", "logical CPUs per node";
@@ -55,6 +57,7 @@ params! {
         swap_bandwidth: u64 = "machine.swap_bandwidth", Kind::Size, "bytes/s", "0", "swap device write bandwidth (binary units: 1GiB = 2^30 bytes a second); 0 with no latency: a RAM-backed device (brd, zram) written synchronously in pageout()";
         invlpgb: bool = "machine.invlpgb", Kind::Bool, "", "false", "x86: the CPU has AMD's INVLPGB and TLBSYNC (X86_FEATURE_INVLPGB, CPUID 0x80000008 EBX[3]; Zen 3 and later): broadcast TLB invalidation by ASID and address, which kernels with kernel.broadcast_tlb_flush = invlpgb (6.15) use for processes with a global ASID";
         invlpgb_count_max: u64 = "machine.invlpgb_count_max", Kind::Int { min: 1, max: 65536 }, "pages", "1", "x86 with INVLPGB: the most pages one INVLPGB invalidates (invlpgb_count_max = CPUID 0x80000008 EDX[15:0] + 1, arch/x86/kernel/cpu/amd.c cpu_detect_tlb_amd); broadcast_tlb_flush() splits a longer range";
+        tlbi_range: bool = "machine.tlbi_range", Kind::Bool, "", "false", "arm64 FEAT_TLBIRANGE (ARMv8.4): __flush_tlb_range() uses range TLBIs (TLBI RVALE1IS) and flushes the whole ASID only from MAX_TLBI_RANGE_PAGES pages, not from MAX_TLBI_OPS (512) strides; unused elsewhere";
         swap_latency: Time = "machine.swap_latency", Kind::Duration, "s", "0", "swap device: from a write leaving the request queue to its completion interrupt (end_swap_bio_write)";
     }
 }
@@ -82,6 +85,8 @@ pub struct Machine {
     /// INVLPGB and TLBSYNC exist (machine.invlpgb), and the most pages one INVLPGB covers.
     pub invlpgb: bool,
     pub invlpgb_count_max: u64,
+    /// arm64 FEAT_TLBIRANGE (machine.tlbi_range).
+    pub tlbi_range: bool,
     pub cost: Costs,
 }
 
@@ -153,6 +158,7 @@ impl Machine {
             swap_latency: p.swap_latency,
             invlpgb: p.invlpgb,
             invlpgb_count_max: p.invlpgb_count_max,
+            tlbi_range: p.tlbi_range,
             cost,
         })
     }

@@ -129,10 +129,20 @@ pub fn unmap_batch(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
         let walk = m.cost[Cost::RmapWalk];
         obs.stats.charge(Some(t), Func::TryToMigrate, walk);
         ps += walk;
-        // should_defer_flush(): only when another CPU may cache the translation.
-        let defer = policy != MigrateFlush::Immediate && arch.mm[mm].cpumask.any_but(cpu);
+        // should_defer_flush() -> arch_tlbbatch_should_defer() (x86: only when another CPU may
+        // cache the translation).
+        let defer = policy != MigrateFlush::Immediate
+            && crate::arch::tlbbatch_should_defer(arch, m, cpu, mm);
         if defer {
-            rmap::set_tlb_ubc_flush_pending(s, cpu, t, mm, src, dirty);
+            let tlbi = rmap::set_tlb_ubc_flush_pending(s, cpu, t, mm, src, dirty);
+            if tlbi > 0 {
+                // arm64's arch_tlbbatch_add_pending(), inlined into try_to_migrate_one().
+                s.mm_parts()
+                    .obs
+                    .stats
+                    .charge(Some(t), Func::TryToMigrate, tlbi);
+                ps += tlbi;
+            }
         } else {
             let unmap = PageEvent::Unmap { batch: 0 };
             obs.check.record(now, cpu, src, unmap);

@@ -87,9 +87,10 @@ pub fn try_to_unmap_one(
         obs.check.record(now, cpu, pfn, PageEvent::UnmapNoFlush);
         return (cost, false);
     }
-    // should_defer_flush(): only worth it when another CPU may hold the translation.
+    // should_defer_flush() -> arch_tlbbatch_should_defer() (x86: only worth it when another CPU
+    // may hold the translation).
     let defer = mem.cfg.reclaim_flush != ReclaimFlush::Immediate
-        && arch.mm[mm].cpumask.any_but(cpu)
+        && arch::tlbbatch_should_defer(arch, m, cpu, mm)
         && (!dirty || mem.cfg.defer_writable);
     if !defer {
         // ptep_clear_flush() -> flush_tlb_page().
@@ -98,7 +99,15 @@ pub fn try_to_unmap_one(
         s.push_step(t, flush_tlb_page(mm, vpn));
         return (cost, true);
     }
-    set_tlb_ubc_flush_pending(s, cpu, t, mm, pfn, dirty);
+    let tlbi = set_tlb_ubc_flush_pending(s, cpu, t, mm, pfn, dirty);
+    if tlbi > 0 {
+        // arm64's arch_tlbbatch_add_pending() is inlined into try_to_unmap_one().
+        s.mm_parts()
+            .obs
+            .stats
+            .charge(Some(t), Func::TryToUnmap, tlbi);
+    }
+    let cost = cost + tlbi;
     let mem = s.mm_parts().mem;
     if mem.cfg.reclaim_flush == ReclaimFlush::BatchPfn {
         let ubc = &mut mem.tasks[t].reclaim.ubc;
@@ -111,9 +120,10 @@ pub fn try_to_unmap_one(
     (cost, false)
 }
 
-/// set_tlb_ubc_flush_pending(): the page's flush joins the task's batch. From 4.14, with PCID,
-/// arch_tlbbatch_add_pending() also bumps the mm's tlb_gen, so a CPU that switches back to the mm
-/// flushes the ASID it left behind.
+/// set_tlb_ubc_flush_pending(): the page's flush joins the task's batch. arch_tlbbatch_add_pending()
+/// does the architecture's part: from 4.14, with PCID, x86 bumps the mm's tlb_gen, so a CPU that
+/// switches back to the mm flushes the ASID it left behind; arm64 (6.5) issues the page's TLBI.
+/// Returns the time of that part, for the caller to charge.
 pub fn set_tlb_ubc_flush_pending(
     s: &mut impl Host,
     cpu: CpuId,
@@ -121,12 +131,11 @@ pub fn set_tlb_ubc_flush_pending(
     mm: usize,
     pfn: u32,
     dirty: bool,
-) {
+) -> Time {
     let now = s.now();
-    let Parts { mem, arch, obs, .. } = s.mm_parts();
-    if arch.cfg.pcid {
-        arch.mm[mm].tlb_gen += 1;
-    }
+    let Parts { m, mem, arch, obs } = s.mm_parts();
+    let (_, vpn) = mapping_of(mem, pfn);
+    let ps = arch::tlbbatch_add_pending(arch::Parts { m, arch, obs }, cpu, mm, vpn);
     let mask = arch.mm[mm].cpumask;
     let ubc = &mut mem.tasks[t].reclaim.ubc;
     ubc.cpumask.or(&mask);
@@ -138,6 +147,7 @@ pub fn set_tlb_ubc_flush_pending(
     ubc.writable |= dirty;
     let batch = ubc.batch;
     obs.check.record(now, cpu, pfn, PageEvent::Unmap { batch });
+    ps
 }
 
 /// flush_tlb_page(): the step that flushes one page of `mm` on every CPU that may cache it.
@@ -168,6 +178,18 @@ pub fn try_to_unmap_flush(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
     };
     obs.check
         .record(now, cpu, u32::MAX, PageEvent::BatchFlush { batch });
+    // arm64: arch_tlbbatch_flush() is a dsb(ish) on this CPU, no call to the others.
+    if let Some(ps) = arch::tlbbatch_flush_broadcast(s, cpu, t) {
+        s.push_step(t, Step::TlbUbcClear);
+        return match ps {
+            0 => Outcome::Next,
+            ps => Outcome::Busy {
+                ps,
+                irqs_off: false,
+            },
+        };
+    }
+    let Parts { mem, .. } = s.mm_parts();
     if func == CallFunc::FlushTlbBatchPages && mem.cfg.tlbbatch_flush == TlbBatchFlush::FlushTlbFunc
     {
         s.push_step(t, Step::TlbUbcClear);
@@ -208,15 +230,8 @@ pub fn check_translations(s: &mut impl Host, pfn: u32, site: Site) {
     let traps = m.clean_write_traps;
     // The violating CPU and kind of a cached translation on CPU `c`, if any.
     let stale = |arch: &ArchState, c: CpuId| {
-        // A lazy CPU runs no user code of the mm until switch_mm_irqs_off() takes it back, which
-        // flushes the ASID if the mm's tlb_gen moved on (with PCID every batch bumps it): why
-        // 4.20's flush may skip it (tlb_is_not_lazy). A use before that is caught at the access.
-        if arch.loaded_mm(c) != Some(mm) || (arch.is_lazy(c) && arch.cfg.pcid) {
-            return None;
-        }
-        let e = arch.tlb[c]
-            .probe(arch.loaded_asid(c), vpn)
-            .filter(|e| e.pfn == pfn)?;
+        let asid = arch::cached_asid(arch, m, c, mm)?;
+        let e = arch.tlb[c].probe(asid, vpn).filter(|e| e.pfn == pfn)?;
         match site {
             Site::Pageout if e.dirty || (e.writable && !traps) => Some(Violation::LostWrite),
             Site::Pageout => None,
@@ -224,10 +239,13 @@ pub fn check_translations(s: &mut impl Host, pfn: u32, site: Site) {
         }
     };
     // The common case, no stale translation, reads the mask in place.
-    if !arch.mm[mm].cpumask.iter().any(|c| stale(arch, c).is_some()) {
+    if !arch::may_cache(arch, m, mm)
+        .iter()
+        .any(|c| stale(arch, c).is_some())
+    {
         return;
     }
-    let mask = arch.mm[mm].cpumask;
+    let mask = *arch::may_cache(arch, m, mm);
     for c in mask.iter() {
         if let Some(kind) = stale(arch, c) {
             obs.check.violation(now, kind, site, c, (mm, vpn, pfn));

@@ -60,5 +60,9 @@ named_enum! {
         BroadcastTlbFlush = "broadcast_tlb_flush",
         Tlbsync = "tlbsync",
         InvlpgbFlushAllNonglobals = "invlpgb_flush_all_nonglobals",
+        PtepClearFlush = "ptep_clear_flush",
+        Arm64FlushTlbRange = "__flush_tlb_range",
+        TryToUnmapFlush = "try_to_unmap_flush",
+        GicIpiSendMask = "gic_ipi_send_mask",
     }
 }

@@ -127,6 +127,10 @@ pub struct Stats {
     pub oom_no_victim: bool,
     /// Broadcast tlbie sequences issued (powerpc radix; the kernel has no counter for them).
     pub tlbies: u64,
+    /// arm64: broadcast TLBI ... IS instructions issued, and dsb(ish) barriers executed (the
+    /// kernel has no counter for either).
+    pub tlbis: u64,
+    pub dsbs: u64,
 }
 
 /// The width of a bin of `Stats::irq_bins`.
@@ -145,6 +149,8 @@ impl Stats {
             ipis_sent: 0,
             ipis_received: 0,
             tlbies: 0,
+            tlbis: 0,
+            dsbs: 0,
             irq_bins: Vec::new(),
             direct_reclaim_latency: Vec::new(),
             direct_reclaim_drained_latency: Vec::new(),

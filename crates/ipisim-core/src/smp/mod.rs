@@ -222,6 +222,8 @@ fn send_ipi_func(m: &Machine) -> Func {
             Apic::KvmPv => Func::SendIpiKvmPv,
         },
         Arch::PowerpcRadix => Func::XiveCauseIpi,
+        // arm64: smp_cross_call() -> __ipi_send_mask() -> the GICv3 SGI write.
+        Arch::Arm64 => Func::GicIpiSendMask,
     }
 }
 

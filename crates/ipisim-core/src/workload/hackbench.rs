@@ -70,6 +70,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     params: PARAMS,
     metrics: &[("hackbench_s", true)],
     powerpc: false,
+    arm64: false,
     machine: None,
     check: &[],
 };

@@ -32,6 +32,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     params: PARAMS,
     metrics: &[("interrupts_per_s", false)],
     powerpc: true,
+    arm64: false,
     // Le Goater's machine, where the default offset 8 skips a core's threads.
     machine: Some("power9-128c"),
     check: &[],

@@ -22,6 +22,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
         ("lru-file-mmap-read-time_stddv", true),
     ],
     powerpc: false,
+    arm64: false,
     machine: None,
     check: &[("scale", "0.001")],
 };

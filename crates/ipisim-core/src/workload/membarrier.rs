@@ -31,6 +31,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     params: PARAMS,
     metrics: &[("ns_per_call", true)],
     powerpc: false,
+    arm64: false,
     machine: None,
     check: &[],
 };

@@ -31,6 +31,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     params: PARAMS,
     metrics: &[("pages_migrated_per_s", false), ("tlb_shootdowns", true)],
     powerpc: false,
+    arm64: true,
     machine: Some("xeon-2s-2013"),
     check: &[("scale", "0.01"), ("memory", "32MiB"), ("passes", "2")],
 };

@@ -30,6 +30,8 @@ pub struct ScenarioDecl {
     pub metrics: &'static [(&'static str, bool)],
     /// It models powerpc's flushes too; the others run on x86 machines only.
     pub powerpc: bool,
+    /// It models arm64's flushes too (broadcast TLBI, no flush IPIs).
+    pub arm64: bool,
     /// The machine profile when none is given (else the global default, host-2cpu).
     pub machine: Option<&'static str>,
     /// The small shape `ipisim check` runs each seed at, as `--set` pairs (it may override them).
@@ -288,7 +290,14 @@ impl Workload {
     /// The registered scenario `r` resolved, built for machine `m`.
     pub fn from_resolved(r: &Resolved, m: &Machine) -> Result<Workload, ConfigError> {
         // A scenario without powerpc paths flushes the x86 way only.
-        if m.arch != crate::machine::Arch::X86 && !decl(r).powerpc {
+        if m.arch == crate::machine::Arch::Arm64 && !decl(r).arm64 {
+            let msg = format!(
+                "scenario {} has no arm64 flush paths; machine {} is arm64",
+                r.scenario, m.name
+            );
+            return Err(r.error("machine.arch", msg));
+        }
+        if m.arch == crate::machine::Arch::PowerpcRadix && !decl(r).powerpc {
             let msg = format!(
                 "scenario {} models x86 TLB flushes only; machine {} is powerpc_radix",
                 r.scenario, m.name

@@ -33,6 +33,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     params: PARAMS,
     metrics: &[("munmap_ms", true)],
     powerpc: true,
+    arm64: false,
     machine: Some("power9-128c"),
     check: &[],
 };

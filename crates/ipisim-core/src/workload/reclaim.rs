@@ -38,6 +38,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     params: PARAMS,
     metrics: &[("tlb_shootdowns", true)],
     powerpc: false,
+    arm64: true,
     machine: None,
     check: &[],
 };

@@ -35,6 +35,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     params: PARAMS,
     metrics: &[("ns_per_syscall", true)],
     powerpc: false,
+    arm64: true,
     machine: None,
     check: &[],
 };

@@ -32,6 +32,7 @@ pub const TLB_FLUSH1: ScenarioDecl = ScenarioDecl {
     params: PARAMS,
     metrics: &[("loops_per_s", false)],
     powerpc: false,
+    arm64: true,
     machine: None,
     check: &[],
 };
@@ -41,6 +42,7 @@ pub const TLB_FLUSH2: ScenarioDecl = ScenarioDecl {
     params: PARAMS,
     metrics: &[("loops_per_s", false)],
     powerpc: false,
+    arm64: true,
     machine: None,
     check: &[],
 };
@@ -50,6 +52,7 @@ pub const TLB_FLUSH3: ScenarioDecl = ScenarioDecl {
     params: PARAMS,
     metrics: &[("loops_per_s", false)],
     powerpc: false,
+    arm64: true,
     machine: None,
     check: &[],
 };
