@@ -299,7 +299,6 @@ pub fn flush_tlb_func(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, sende
     }
     let asid = a.x86.cpu[cpu].loaded_asid;
     let mut partial = f.end != TLB_FLUSH_ALL;
-    let mut pages = -1;
     if a.cfg.pcid {
         let local_gen = a.x86.cpu[cpu].ctxs[asid as usize].tlb_gen;
         if f.new_tlb_gen != 0 && f.new_tlb_gen <= local_gen {
@@ -316,6 +315,30 @@ pub fn flush_tlb_func(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, sende
         partial = partial && f.new_tlb_gen == local_gen + 1 && f.new_tlb_gen == mm_gen;
         a.x86.cpu[cpu].ctxs[asid as usize].tlb_gen = mm_gen;
     }
+    let parts = Parts {
+        m,
+        arch: &mut *a,
+        obs: &mut *obs,
+    };
+    let (t, pages) = flush_asid_range(parts, cpu, task, asid, &f, partial);
+    cost += t;
+    trace_flush_done(obs, trace_at, local, f.mm.is_none(), pages);
+    cost
+}
+
+/// The flush of flush_tlb_func() on `cpu`'s ASID `asid`: INVLPG each page of a `partial` flush
+/// (flush_tlb_one_user), else the whole ASID (flush_tlb_local). Its time and the pages flushed
+/// (-1: all, as the tlb_flush tracepoint says).
+fn flush_asid_range(
+    p: Parts,
+    cpu: CpuId,
+    task: Option<TaskId>,
+    asid: u8,
+    f: &FlushInfo,
+    partial: bool,
+) -> (Time, i64) {
+    let (m, a, obs) = (p.m, p.arch, p.obs);
+    let local = cpu == f.initiating_cpu;
     if partial {
         let step = 1u64 << (f.stride_shift - 12);
         let n = (f.end - f.start).div_ceil(step);
@@ -325,23 +348,20 @@ pub fn flush_tlb_func(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, sende
             vpn += step;
         }
         let t = n * m.cost[Cost::Invlpg];
-        pages = n as i64;
         obs.stats.charge(task, Func::NativeFlushTlbOneUser, t);
-        cost += t;
         if local {
             obs.stats.vm(Vm::TlbLocalFlushOne, n);
         }
+        (t, n as i64)
     } else {
         a.tlb[cpu].flush_asid(asid);
         let t = m.cost[Cost::Cr3Flush];
         obs.stats.charge(task, Func::NativeFlushTlbLocal, t);
-        cost += t;
         if local {
             obs.stats.vm(Vm::TlbLocalFlushAll, 1);
         }
+        (t, -1)
     }
-    trace_flush_done(obs, trace_at, local, f.mm.is_none(), pages);
-    cost
 }
 
 fn trace_flush_done(obs: &mut Observe, at: Option<LineAt>, local: bool, no_mm: bool, pages: i64) {
