@@ -33,7 +33,8 @@ def test_kernel_version_and_preset(tmp_path: Path) -> None:
     assert version.startswith("6.1.0-56-amd64")
     assert qemu.preset_for(version) == "linux-6.1"
     assert qemu.preset_for("6.2.16") == "linux-6.1"
-    assert qemu.preset_for("6.12.0") == "linux-6.4"
+    assert qemu.preset_for("6.12.0") == "linux-6.4"  # not linux-6.5-arm64: the guest is x86_64
+    assert qemu.preset_for("6.16.1") == "linux-6.15"
     assert qemu.preset_for("6.18.44-fc") == "linux-6.18"
     (tmp_path / "vmlinux").write_bytes(b"\x7fELF" + bytes(100))
     assert qemu.kernel_version(tmp_path / "vmlinux") == ""

@@ -255,8 +255,10 @@ def kernel_version(image: Path) -> str:
 def preset_for(version: str) -> str:
     """The newest built-in kernel preset not newer than `version` ("6.1.0-56-amd64 ..." -> linux-6.1)."""
     want = _version_key(version)[:2]
+    # The guest is x86_64: presets of other architectures (linux-6.5-arm64) are not candidates.
     names = [k["name"] for k in ipisim.list_builtins()["kernels"]]
-    older = [n for n in names if _version_key(n)[:2] <= want]
+    x86 = [n for n in names if re.fullmatch(r"linux-\d+\.\d+", n)]
+    older = [n for n in x86 if _version_key(n)[:2] <= want]
     if not want or not older:
         raise Unavailable(f"no kernel preset for version {version!r}: pass --preset")
     return max(older, key=_version_key)
