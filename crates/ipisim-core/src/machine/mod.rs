@@ -15,6 +15,9 @@ named_enum! {
         PowerpcRadix = "powerpc_radix",
         /// ARMv8 (arch/arm64): `TLBI ... IS` broadcast in hardware, completed by `DSB ISH`; no IPIs.
         Arm64 = "arm64",
+        /// RISC-V (arch/riscv, 6.7-6.8): local `sfence.vma`; remote flushes through the SBI RFENCE
+        /// extension, whose firmware IPIs the other harts and waits for their `sfence.vma`.
+        Riscv = "riscv",
     }
 }
 
@@ -42,7 +45,7 @@ params! {
     pub const PARAMS = {
         name: String = "machine.name", Kind::Str, "", "custom", "profile name, shown in results";
         description: String = "machine.description", Kind::Str, "", "", "one line about the machine this profile models";
-        arch: Arch = "machine.arch", Kind::Choice(Arch::NAMES), "", "x86", "how TLBs are flushed: x86 sends IPIs; powerpc_radix broadcasts tlbie, keeps mm_cpumask bits until the mm exits, and serializes huge-PMD clears against lockless walkers; arm64 broadcasts TLBI ... IS and waits for it with DSB ISH (arch/arm64)";
+        arch: Arch = "machine.arch", Kind::Choice(Arch::NAMES), "", "x86", "how TLBs are flushed: x86 sends IPIs; powerpc_radix broadcasts tlbie, keeps mm_cpumask bits until the mm exits, and serializes huge-PMD clears against lockless walkers; arm64 broadcasts TLBI ... IS and waits for it with DSB ISH (arch/arm64); riscv flushes locally with sfence.vma and remotely through an SBI RFENCE ecall, the firmware IPIing the other harts and waiting (arch/riscv)";
         clean_write_traps: bool = "machine.clean_write_traps", Kind::Bool, "", "true", "a write through a cached clean TLB entry walks the page table to set the dirty bit, so it faults if the PTE is gone (x86; the guarantee batched reclaim relies on, seed 001 v6 2/4); false models an architecture without it";
         nodes: usize = "machine.nodes", Kind::Int { min: 1, max: 64 }, "nodes", "1", "NUMA nodes (one socket each)";
         cpus_per_node: usize = "machine.cpus_per_node", Kind::Int { min: 1, max: 1024 }, "CPUs", "2", "logical CPUs per node";
