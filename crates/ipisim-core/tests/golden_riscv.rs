@@ -105,8 +105,8 @@ fn madvise(batch: &str, remote: &str) -> (u64, u64) {
 }
 
 /// tlb_flush_all_threshold = 64: a local range of up to 64 pages is one sfence.vma a page, from
-/// 65 one sfence.vma of the ASID. A remote range is one SBI call, and the firmware (OpenSBI's
-/// 4 KiB tlb_range_flush_limit) flushes the whole ASID on each hart for anything above a page.
+/// 65 one sfence.vma of the ASID. A remote range is one SBI call, and the firmware flushes the
+/// whole ASID on each hart above the platform's tlb_range_flush_limit (0 on the FU740).
 #[test]
 fn full_flush_threshold() {
     // Local only (no other thread): 1024 = 16 x 64, a page each; 65-page calls: 15 + 1 of 49.

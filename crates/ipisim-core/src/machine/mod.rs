@@ -61,6 +61,7 @@ params! {
         invlpgb: bool = "machine.invlpgb", Kind::Bool, "", "false", "x86: the CPU has AMD's INVLPGB and TLBSYNC (X86_FEATURE_INVLPGB, CPUID 0x80000008 EBX[3]; Zen 3 and later): broadcast TLB invalidation by ASID and address, which kernels with kernel.broadcast_tlb_flush = invlpgb (6.15) use for processes with a global ASID";
         invlpgb_count_max: u64 = "machine.invlpgb_count_max", Kind::Int { min: 1, max: 65536 }, "pages", "1", "x86 with INVLPGB: the most pages one INVLPGB invalidates (invlpgb_count_max = CPUID 0x80000008 EDX[15:0] + 1, arch/x86/kernel/cpu/amd.c cpu_detect_tlb_amd); broadcast_tlb_flush() splits a longer range";
         tlbi_range: bool = "machine.tlbi_range", Kind::Bool, "", "false", "arm64 FEAT_TLBIRANGE (ARMv8.4): __flush_tlb_range() uses range TLBIs (TLBI RVALE1IS) and flushes the whole ASID only from MAX_TLBI_RANGE_PAGES pages, not from MAX_TLBI_OPS (512) strides; unused elsewhere";
+        sbi_tlb_range_flush_limit: u64 = "machine.sbi_tlb_range_flush_limit", Kind::Int { min: 0, max: 1 << 20 }, "pages", "1", "riscv: the firmware's tlb_range_flush_limit (OpenSBI, per platform): a remote fence of more pages than this flushes the whole ASID on each hart (default SBI_PLATFORM_TLB_RANGE_FLUSH_LIMIT_DEFAULT, 4 KiB = 1 page; 0 on FU540/FU740 for the CIP-1200 errata); unused elsewhere";
         swap_latency: Time = "machine.swap_latency", Kind::Duration, "s", "0", "swap device: from a write leaving the request queue to its completion interrupt (end_swap_bio_write)";
     }
 }
@@ -90,6 +91,8 @@ pub struct Machine {
     pub invlpgb_count_max: u64,
     /// arm64 FEAT_TLBIRANGE (machine.tlbi_range).
     pub tlbi_range: bool,
+    /// riscv: the firmware's remote-fence range limit (machine.sbi_tlb_range_flush_limit).
+    pub sbi_tlb_range_flush_limit: u64,
     pub cost: Costs,
 }
 
@@ -162,6 +165,7 @@ impl Machine {
             invlpgb: p.invlpgb,
             invlpgb_count_max: p.invlpgb_count_max,
             tlbi_range: p.tlbi_range,
+            sbi_tlb_range_flush_limit: p.sbi_tlb_range_flush_limit,
             cost,
         })
     }

@@ -37,10 +37,6 @@ use crate::step::Outcome;
 /// this many strides is one sfence.vma of the whole ASID instead of one a stride.
 pub const TLB_FLUSH_ALL_THRESHOLD: u64 = 64;
 
-/// OpenSBI's default tlb_range_flush_limit (SBI_PLATFORM_TLB_RANGE_FLUSH_LIMIT_DEFAULT, 4 KiB):
-/// a remote request for more than one page is a flush of the whole ASID on each hart.
-pub const FIRMWARE_RANGE_FLUSH_PAGES: u64 = 1;
-
 /// What one hart's flush drops: one page of an mm, a whole mm (its ASID), or everything
 /// (FLUSH_TLB_NO_ASID with FLUSH_TLB_MAX_SIZE: sfence.vma x0, x0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -82,13 +78,12 @@ fn local_flush(p: &mut Parts, cpu: CpuId, what: What) -> Time {
     }
 }
 
-/// The flush the firmware runs on each hart for a request of `what` (sbi_tlb_local_sfence_vma_asid
-/// / sbi_tlb_local_sfence_vma): above its range limit a request is the whole ASID.
-fn firmware_what(what: What) -> What {
+/// The flush the firmware runs on each hart for a request of `what`: above the platform's
+/// tlb_range_flush_limit (`machine.sbi_tlb_range_flush_limit` pages; OpenSBI's default is 4 KiB,
+/// the FU740's 0 for its CIP-1200 erratum) a request is the whole ASID.
+fn firmware_what(what: What, limit: u64) -> What {
     match what {
-        What::Pages { mm, start, end } if end - start > FIRMWARE_RANGE_FLUSH_PAGES => {
-            What::Asid(mm)
-        }
+        What::Pages { mm, start, end } if end - start > limit => What::Asid(mm),
         w => w,
     }
 }
@@ -109,7 +104,7 @@ fn flush_range(p: &mut Parts, cpu: CpuId, t: TaskId, mask: &CpuMask, what: What)
     // the profiles have at most 64 harts.
     p.obs.stats.sbi_rfences += 1;
     let mut ps = p.m.cost[Cost::SbiEcall];
-    let fw = firmware_what(what);
+    let fw = firmware_what(what, p.m.sbi_tlb_range_flush_limit);
     let mut targets = 0;
     for c in mask.iter() {
         let fence = local_flush(p, c, fw);
@@ -170,4 +165,29 @@ pub fn arch_tlbbatch_flush(mut p: Parts, cpu: CpuId, t: TaskId, mask: &CpuMask) 
         return 0;
     }
     flush_range(&mut p, cpu, t, mask, What::All)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn firmware_range_limit() {
+        let one = What::Pages {
+            mm: 0,
+            start: 7,
+            end: 8,
+        };
+        // OpenSBI's default 4 KiB: one page is flushed by address, two are the ASID.
+        assert_eq!(firmware_what(one, 1), one);
+        let two = What::Pages {
+            mm: 0,
+            start: 7,
+            end: 9,
+        };
+        assert_eq!(firmware_what(two, 1), What::Asid(0));
+        // The FU740's 0 (CIP-1200): every request is the ASID.
+        assert_eq!(firmware_what(one, 0), What::Asid(0));
+        assert_eq!(firmware_what(What::All, 0), What::All);
+    }
 }
