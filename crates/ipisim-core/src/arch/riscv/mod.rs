@@ -8,7 +8,7 @@
 //! only when riscv_use_ipi_for_rfence() is true: when the IPI driver can send S-mode IPIs
 //! without the firmware (the AIA IMSIC), not with the SBI IPI driver that HiFive Unmatched,
 //! TH1520 and QEMU virt without AIA use (riscv_ipi_set_virq_range(virq, nr, false) in
-//! drivers/irqchip/irq-riscv-intc.c's SBI path). So the model has the SBI path only.
+//! arch/riscv/kernel/sbi-ipi.c). So the model has the SBI path only.
 //!
 //! The firmware's IPIs are real interrupts on the targets, counted as IPIs sent and received, but
 //! the kernel does not see them (no /proc/interrupts row, no tracepoint). The model charges the
