@@ -80,6 +80,10 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         // The broadcast TLB maintenance (no kernel counter has it); only arm64 results carry it.
         json["arm64"] = json!({"tlbi": st.tlbis, "dsb_ish": st.dsbs});
     }
+    if s.m.arch == crate::machine::Arch::Riscv {
+        // The SBI remote fences (no kernel counter has them); only riscv results carry it.
+        json["riscv"] = json!({"sbi_rfence": st.sbi_rfences, "sfence_vma": st.sfences});
+    }
     RunOutput {
         json,
         events: s.q.popped(),

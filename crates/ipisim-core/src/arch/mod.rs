@@ -5,6 +5,7 @@
 
 pub mod arm64;
 pub mod powerpc;
+pub mod riscv;
 mod tlb;
 pub mod x86;
 
@@ -36,6 +37,8 @@ params! {
         arm64_batched_unmap: bool = "kernel.arm64_batched_unmap", Kind::Bool, "", "true", "arm64 selects ARCH_WANT_BATCHED_UNMAP_TLB_FLUSH (43b3dfdd0455, 6.5): reclaim and migration defer their flushes, arch_tlbbatch_add_pending() issues each page's TLBI without a DSB and arch_tlbbatch_flush() is one dsb(ish); false (to 6.4): ptep_clear_flush() per page, TLBI then DSB; unused elsewhere";
         arm64_batch_min_cpus: u64 = "kernel.arm64_batch_min_cpus", Kind::Int { min: 0, max: 1024 }, "CPUs", "0", "arm64 arch_tlbbatch_should_defer() is false below this many online CPUs (num_online_cpus() < CONFIG_ARM64_NR_CPUS_FOR_BATCHED_TLB in the v5-v9 postings, 8 from v6); 0: no threshold, as merged in 6.5";
         arm64_tlbbatch_dsb: bool = "kernel.arm64_tlbbatch_dsb", Kind::Bool, "", "true", "arm64 arch_tlbbatch_flush() issues its dsb(ish), as 6.5 does; false is an unsafe what-if that frees the batch's pages with their TLBIs still outstanding, which the checker reports (use-after-free at free)";
+        riscv_batched_unmap: bool = "kernel.riscv_batched_unmap", Kind::Bool, "", "true", "riscv selects ARCH_WANT_BATCHED_UNMAP_TLB_FLUSH (54d7431af73e, 6.8): arch_tlbbatch_should_defer() is always true, arch_tlbbatch_add_pending() only ORs the mm's cpumask into the batch, and arch_tlbbatch_flush() is one __flush_tlb_range() of everything (no ASID) on the batch's harts; false (to 6.7): ptep_clear_flush() -> flush_tlb_page(), an SBI remote fence a page; unused elsewhere";
+        riscv_tlbbatch_flush: bool = "kernel.riscv_tlbbatch_flush", Kind::Bool, "", "true", "riscv arch_tlbbatch_flush() flushes, as 6.8 does; false is an unsafe what-if that frees the batch's pages before any fence, which the checker reports (use-after-free at free)";
         pmd_clear: PmdClear = "kernel.pmd_clear", Kind::Choice(PmdClear::NAMES), "", "lockless_flush", "powerpc radix huge-PMD clear: serialize_ipi (serialize_against_pte_lookup, an empty waiting IPI to mm_cpumask per PMD, to 5.7), lockless (walkers tolerate a stale PMD, no IPI), lockless_flush (as merged in 5.8: also flush_pmd_tlb_range unless fullmm); x86 never did either";
     }
 }
@@ -182,6 +185,8 @@ pub fn switch_mm_irqs_off(s: &mut impl Host, cpu: CpuId, next: Option<usize>) ->
             arm64::complete(&mut s.arch_parts(), cpu);
             false
         }
+        // riscv's switch_mm() clears the old mm's bit (arch/riscv/mm/context.c, 6.7-6.8).
+        Arch::Riscv => a.cfg.mm_cpumask == MmCpumask::ClearOnSwitch,
     };
     x86::switch_mm_irqs_off(s, cpu, next, clear_old)
 }
@@ -195,6 +200,7 @@ pub fn enter_lazy_tlb(s: &mut impl Host, cpu: CpuId) {
 pub fn flush_tlb_mm_range(s: &mut impl Host, cpu: CpuId, t: TaskId, r: FlushRange) -> Outcome {
     match s.arch_view().1.arch {
         Arch::Arm64 => arm64::flush_tlb_range(s.arch_parts(), cpu, t, r),
+        Arch::Riscv => riscv::flush_tlb_range(s.arch_parts(), cpu, t, r),
         _ => x86::flush_tlb_mm_range(s, cpu, t, r),
     }
 }
@@ -206,6 +212,7 @@ pub fn tlbbatch_should_defer(a: &ArchState, m: &Machine, cpu: CpuId, mm: usize) 
         // x86: only when another CPU may cache the translation (arch/x86/include/asm/tlbflush.h).
         Arch::X86 | Arch::PowerpcRadix => a.mm[mm].cpumask.any_but(cpu),
         Arch::Arm64 => arm64::arch_tlbbatch_should_defer(&a.cfg, m),
+        Arch::Riscv => riscv::arch_tlbbatch_should_defer(a),
     }
 }
 
@@ -214,7 +221,8 @@ pub fn tlbbatch_add_pending(p: Parts, cpu: CpuId, mm: usize, vpn: u64) -> Time {
     match p.m.arch {
         // With PCID (4.14) x86 bumps the mm's tlb_gen, so a CPU that switches back to the mm
         // flushes the ASID it left behind.
-        Arch::X86 | Arch::PowerpcRadix => {
+        // riscv (6.8): cpumask_or() only, which the caller does; tlb_gen as x86's, see riscv/.
+        Arch::X86 | Arch::PowerpcRadix | Arch::Riscv => {
             if p.arch.cfg.pcid {
                 p.arch.mm[mm].tlb_gen += 1;
             }
@@ -224,19 +232,26 @@ pub fn tlbbatch_add_pending(p: Parts, cpu: CpuId, mm: usize, vpn: u64) -> Time {
     }
 }
 
-/// arch_tlbbatch_flush() where it needs no call to other CPUs (arm64: one dsb(ish)): its time,
-/// charged; None where the batch is flushed by IPIs, as mm's `tlbbatch_flush` policy says.
-pub fn tlbbatch_flush_broadcast(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Option<Time> {
+/// arch_tlbbatch_flush() where it is no kernel call to other CPUs (arm64: one dsb(ish); riscv:
+/// one SBI remote fence of the batch's `mask`): its time, charged; None where the batch is
+/// flushed by IPIs, as mm's `tlbbatch_flush` policy says.
+pub fn tlbbatch_flush_broadcast(
+    s: &mut impl Host,
+    cpu: CpuId,
+    t: TaskId,
+    mask: &CpuMask,
+) -> Option<Time> {
     match s.arch_view().1.arch {
         Arch::X86 | Arch::PowerpcRadix => None,
         Arch::Arm64 => Some(arm64::arch_tlbbatch_flush(s.arch_parts(), cpu, t)),
+        Arch::Riscv => Some(riscv::arch_tlbbatch_flush(s.arch_parts(), cpu, t, mask)),
     }
 }
 
 /// The CPUs whose TLB may hold a translation of `mm` (the checker's candidates).
 pub fn may_cache<'a>(a: &'a ArchState, m: &Machine, mm: usize) -> &'a CpuMask {
     match m.arch {
-        Arch::X86 | Arch::PowerpcRadix => &a.mm[mm].cpumask,
+        Arch::X86 | Arch::PowerpcRadix | Arch::Riscv => &a.mm[mm].cpumask,
         // TLBs are tagged by ASID and nothing flushes on a switch: any CPU may.
         Arch::Arm64 => &a.arm64.all,
     }
@@ -249,7 +264,9 @@ pub fn cached_asid(a: &ArchState, m: &Machine, cpu: CpuId, mm: usize) -> Option<
         // A lazy CPU runs no user code of the mm until switch_mm_irqs_off() takes it back, which
         // flushes the ASID if the mm's tlb_gen moved on (with PCID every batch bumps it): why
         // 4.20's flush may skip it (tlb_is_not_lazy). A use before that is caught at the access.
-        Arch::X86 | Arch::PowerpcRadix => (a.loaded_mm(cpu) == Some(mm)
+        // riscv: as x86 (switch_mm() clears the old mm's bit; the mm's tlb_gen moves with every
+        // flush, so a hart that comes back flushes its ASID).
+        Arch::X86 | Arch::PowerpcRadix | Arch::Riscv => (a.loaded_mm(cpu) == Some(mm)
             && !(a.is_lazy(cpu) && a.cfg.pcid))
             .then(|| a.loaded_asid(cpu)),
         // The mm's ASID, loaded or not: arm64 flushes nothing when it switches back.
@@ -327,7 +344,7 @@ pub fn after_huge_pmd_clear(s: &impl Host) -> AfterPmdClear {
         // munmap's gather is never fullmm.
         Arch::PowerpcRadix => powerpc::pmdp_huge_get_and_clear_full(a.cfg.pmd_clear, false),
         // The generic pmdp_huge_get_and_clear_full(); the gather flushes at the end.
-        Arch::Arm64 => AfterPmdClear::Nothing,
+        Arch::Arm64 | Arch::Riscv => AfterPmdClear::Nothing,
     }
 }
 
@@ -337,7 +354,7 @@ pub fn flush_huge_range(s: &mut impl Host, mm: u32, first: u64, end: u64) -> Ste
     match p.m.arch {
         // tlb_finish_mmu -> flush_tlb_mm_range(2 MiB stride): above the ceiling, a full flush.
         // arm64: tlb_flush() -> __flush_tlb_range(PMD_SIZE stride), the same range.
-        Arch::X86 | Arch::Arm64 => Step::FlushTlbMmRange(FlushRange {
+        Arch::X86 | Arch::Arm64 | Arch::Riscv => Step::FlushTlbMmRange(FlushRange {
             mm,
             start: first * PMD_PAGES,
             end: end * PMD_PAGES,

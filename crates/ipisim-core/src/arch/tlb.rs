@@ -130,6 +130,11 @@ impl Tlb {
         }
     }
 
+    /// sfence.vma with no address and no ASID (RISC-V): drop every translation.
+    pub fn flush_all(&mut self) {
+        self.keys.fill(NO_KEY);
+    }
+
     /// A flushing CR3 write: drop every translation of one ASID.
     pub fn flush_asid(&mut self, asid: u8) {
         // Epochs live in 30 bits; on a wrap, empty the whole TLB so no old entry revives.

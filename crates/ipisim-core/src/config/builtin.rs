@@ -34,6 +34,11 @@ const MACHINES: &[(&str, &str)] = &[
         "snapdragon888",
         include_str!("../../data/machines/snapdragon888.toml"),
     ),
+    (
+        "hifive-unmatched",
+        include_str!("../../data/machines/hifive-unmatched.toml"),
+    ),
+    ("th1520", include_str!("../../data/machines/th1520.toml")),
     // Written by `ipisim calibrate --experiment ID` from the profiles above (published.json).
     (
         "xeon-4n-48c-64g-calibrated",
@@ -109,6 +114,14 @@ const KERNELS: &[(&str, &str)] = &[
     (
         "linux-6.5-arm64",
         include_str!("../../data/kernels/linux-6.5-arm64.toml"),
+    ),
+    (
+        "linux-6.7-riscv",
+        include_str!("../../data/kernels/linux-6.7-riscv.toml"),
+    ),
+    (
+        "linux-6.8-riscv",
+        include_str!("../../data/kernels/linux-6.8-riscv.toml"),
     ),
     (
         "linux-6.18",

@@ -15,6 +15,9 @@ named_enum! {
         PowerpcRadix = "powerpc_radix",
         /// ARMv8 (arch/arm64): `TLBI ... IS` broadcast in hardware, completed by `DSB ISH`; no IPIs.
         Arm64 = "arm64",
+        /// RISC-V (arch/riscv, 6.7-6.8): local `sfence.vma`; remote flushes through the SBI RFENCE
+        /// extension, whose firmware IPIs the other harts and waits for their `sfence.vma`.
+        Riscv = "riscv",
     }
 }
 
@@ -42,7 +45,7 @@ params! {
     pub const PARAMS = {
         name: String = "machine.name", Kind::Str, "", "custom", "profile name, shown in results";
         description: String = "machine.description", Kind::Str, "", "", "one line about the machine this profile models";
-        arch: Arch = "machine.arch", Kind::Choice(Arch::NAMES), "", "x86", "how TLBs are flushed: x86 sends IPIs; powerpc_radix broadcasts tlbie, keeps mm_cpumask bits until the mm exits, and serializes huge-PMD clears against lockless walkers; arm64 broadcasts TLBI ... IS and waits for it with DSB ISH (arch/arm64)";
+        arch: Arch = "machine.arch", Kind::Choice(Arch::NAMES), "", "x86", "how TLBs are flushed: x86 sends IPIs; powerpc_radix broadcasts tlbie, keeps mm_cpumask bits until the mm exits, and serializes huge-PMD clears against lockless walkers; arm64 broadcasts TLBI ... IS and waits for it with DSB ISH (arch/arm64); riscv flushes locally with sfence.vma and remotely through an SBI RFENCE ecall, the firmware IPIing the other harts and waiting (arch/riscv)";
         clean_write_traps: bool = "machine.clean_write_traps", Kind::Bool, "", "true", "a write through a cached clean TLB entry walks the page table to set the dirty bit, so it faults if the PTE is gone (x86; the guarantee batched reclaim relies on, seed 001 v6 2/4); false models an architecture without it";
         nodes: usize = "machine.nodes", Kind::Int { min: 1, max: 64 }, "nodes", "1", "NUMA nodes (one socket each)";
         cpus_per_node: usize = "machine.cpus_per_node", Kind::Int { min: 1, max: 1024 }, "CPUs", "2", "logical CPUs per node";
@@ -58,6 +61,7 @@ params! {
         invlpgb: bool = "machine.invlpgb", Kind::Bool, "", "false", "x86: the CPU has AMD's INVLPGB and TLBSYNC (X86_FEATURE_INVLPGB, CPUID 0x80000008 EBX[3]; Zen 3 and later): broadcast TLB invalidation by ASID and address, which kernels with kernel.broadcast_tlb_flush = invlpgb (6.15) use for processes with a global ASID";
         invlpgb_count_max: u64 = "machine.invlpgb_count_max", Kind::Int { min: 1, max: 65536 }, "pages", "1", "x86 with INVLPGB: the most pages one INVLPGB invalidates (invlpgb_count_max = CPUID 0x80000008 EDX[15:0] + 1, arch/x86/kernel/cpu/amd.c cpu_detect_tlb_amd); broadcast_tlb_flush() splits a longer range";
         tlbi_range: bool = "machine.tlbi_range", Kind::Bool, "", "false", "arm64 FEAT_TLBIRANGE (ARMv8.4): __flush_tlb_range() uses range TLBIs (TLBI RVALE1IS) and flushes the whole ASID only from MAX_TLBI_RANGE_PAGES pages, not from MAX_TLBI_OPS (512) strides; unused elsewhere";
+        sbi_tlb_range_flush_limit: u64 = "machine.sbi_tlb_range_flush_limit", Kind::Int { min: 0, max: 1 << 20 }, "pages", "1", "riscv: the firmware's tlb_range_flush_limit (OpenSBI, per platform): a remote fence of more pages than this flushes the whole ASID on each hart (default SBI_PLATFORM_TLB_RANGE_FLUSH_LIMIT_DEFAULT, 4 KiB = 1 page; 0 on FU540/FU740 for the CIP-1200 errata); unused elsewhere";
         swap_latency: Time = "machine.swap_latency", Kind::Duration, "s", "0", "swap device: from a write leaving the request queue to its completion interrupt (end_swap_bio_write)";
     }
 }
@@ -87,6 +91,8 @@ pub struct Machine {
     pub invlpgb_count_max: u64,
     /// arm64 FEAT_TLBIRANGE (machine.tlbi_range).
     pub tlbi_range: bool,
+    /// riscv: the firmware's remote-fence range limit (machine.sbi_tlb_range_flush_limit).
+    pub sbi_tlb_range_flush_limit: u64,
     pub cost: Costs,
 }
 
@@ -159,6 +165,7 @@ impl Machine {
             invlpgb: p.invlpgb,
             invlpgb_count_max: p.invlpgb_count_max,
             tlbi_range: p.tlbi_range,
+            sbi_tlb_range_flush_limit: p.sbi_tlb_range_flush_limit,
             cost,
         })
     }

@@ -178,8 +178,9 @@ pub fn try_to_unmap_flush(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
     };
     obs.check
         .record(now, cpu, u32::MAX, PageEvent::BatchFlush { batch });
-    // arm64: arch_tlbbatch_flush() is a dsb(ish) on this CPU, no call to the others.
-    if let Some(ps) = arch::tlbbatch_flush_broadcast(s, cpu, t) {
+    // arm64: arch_tlbbatch_flush() is a dsb(ish) on this CPU, no call to the others; riscv:
+    // one SBI remote fence, the firmware IPIing the other harts.
+    if let Some(ps) = arch::tlbbatch_flush_broadcast(s, cpu, t, &mask) {
         s.push_step(t, Step::TlbUbcClear);
         return match ps {
             0 => Outcome::Next,

@@ -64,5 +64,7 @@ named_enum! {
         Arm64FlushTlbRange = "__flush_tlb_range",
         TryToUnmapFlush = "try_to_unmap_flush",
         GicIpiSendMask = "gic_ipi_send_mask",
+        SbiRfenceV02Call = "__sbi_rfence_v02_call",
+        SbiSendIpi = "sbi_send_ipi",
     }
 }

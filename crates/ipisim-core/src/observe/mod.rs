@@ -131,6 +131,10 @@ pub struct Stats {
     /// kernel has no counter for either).
     pub tlbis: u64,
     pub dsbs: u64,
+    /// RISC-V: SBI RFENCE calls (ecalls into the firmware, each waiting for its remote harts),
+    /// and sfence.vma instructions run by the kernel or, for those calls, the firmware.
+    pub sbi_rfences: u64,
+    pub sfences: u64,
 }
 
 /// The width of a bin of `Stats::irq_bins`.
@@ -151,6 +155,8 @@ impl Stats {
             tlbies: 0,
             tlbis: 0,
             dsbs: 0,
+            sbi_rfences: 0,
+            sfences: 0,
             irq_bins: Vec::new(),
             direct_reclaim_latency: Vec::new(),
             direct_reclaim_drained_latency: Vec::new(),

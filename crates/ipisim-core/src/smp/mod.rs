@@ -224,6 +224,8 @@ fn send_ipi_func(m: &Machine) -> Func {
         Arch::PowerpcRadix => Func::XiveCauseIpi,
         // arm64: smp_cross_call() -> __ipi_send_mask() -> the GICv3 SGI write.
         Arch::Arm64 => Func::GicIpiSendMask,
+        // riscv with the SBI IPI driver: sbi_send_ipi() -> an SBI IPI ecall.
+        Arch::Riscv => Func::SbiSendIpi,
     }
 }
 

@@ -32,6 +32,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     metrics: &[("drain_s", true)],
     powerpc: false,
     arm64: false,
+    riscv: false,
     machine: None,
     check: &[],
 };

@@ -71,6 +71,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     metrics: &[("hackbench_s", true)],
     powerpc: false,
     arm64: false,
+    riscv: false,
     machine: None,
     check: &[],
 };

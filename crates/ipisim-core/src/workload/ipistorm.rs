@@ -33,6 +33,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     metrics: &[("interrupts_per_s", false)],
     powerpc: true,
     arm64: false,
+    riscv: false,
     // Le Goater's machine, where the default offset 8 skips a core's threads.
     machine: Some("power9-128c"),
     check: &[],

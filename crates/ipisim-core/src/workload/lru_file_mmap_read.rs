@@ -23,6 +23,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     ],
     powerpc: false,
     arm64: false,
+    riscv: false,
     machine: None,
     check: &[("scale", "0.001")],
 };

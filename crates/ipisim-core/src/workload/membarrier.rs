@@ -32,6 +32,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     metrics: &[("ns_per_call", true)],
     powerpc: false,
     arm64: false,
+    riscv: false,
     machine: None,
     check: &[],
 };

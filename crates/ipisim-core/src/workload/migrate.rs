@@ -32,6 +32,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     metrics: &[("pages_migrated_per_s", false), ("tlb_shootdowns", true)],
     powerpc: false,
     arm64: true,
+    riscv: true,
     machine: Some("xeon-2s-2013"),
     check: &[("scale", "0.01"), ("memory", "32MiB"), ("passes", "2")],
 };

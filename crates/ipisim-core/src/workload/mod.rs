@@ -32,6 +32,8 @@ pub struct ScenarioDecl {
     pub powerpc: bool,
     /// It models arm64's flushes too (broadcast TLBI, no flush IPIs).
     pub arm64: bool,
+    /// It models RISC-V's flushes too (sfence.vma, SBI remote fences).
+    pub riscv: bool,
     /// The machine profile when none is given (else the global default, host-2cpu).
     pub machine: Option<&'static str>,
     /// The small shape `ipisim check` runs each seed at, as `--set` pairs (it may override them).
@@ -293,6 +295,13 @@ impl Workload {
         if m.arch == crate::machine::Arch::Arm64 && !decl(r).arm64 {
             let msg = format!(
                 "scenario {} has no arm64 flush paths; machine {} is arm64",
+                r.scenario, m.name
+            );
+            return Err(r.error("machine.arch", msg));
+        }
+        if m.arch == crate::machine::Arch::Riscv && !decl(r).riscv {
+            let msg = format!(
+                "scenario {} has no riscv flush paths; machine {} is riscv",
                 r.scenario, m.name
             );
             return Err(r.error("machine.arch", msg));

@@ -34,6 +34,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     metrics: &[("munmap_ms", true)],
     powerpc: true,
     arm64: false,
+    riscv: false,
     machine: Some("power9-128c"),
     check: &[],
 };

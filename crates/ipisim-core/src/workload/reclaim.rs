@@ -39,6 +39,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     metrics: &[("tlb_shootdowns", true)],
     powerpc: false,
     arm64: true,
+    riscv: true,
     machine: None,
     check: &[],
 };

@@ -36,6 +36,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     metrics: &[("ns_per_syscall", true)],
     powerpc: false,
     arm64: true,
+    riscv: true,
     machine: None,
     check: &[],
 };

@@ -27,6 +27,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     metrics: &[("swapout_mb_per_s", false)],
     powerpc: false,
     arm64: true,
+    riscv: true,
     // Seed 003's machine: the default 10 threads need more than host-2cpu's 2 CPUs.
     machine: Some("xeon-2s-2013"),
     check: &[("scale", "0.002")],

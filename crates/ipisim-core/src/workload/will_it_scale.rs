@@ -33,6 +33,7 @@ pub const TLB_FLUSH1: ScenarioDecl = ScenarioDecl {
     metrics: &[("loops_per_s", false)],
     powerpc: false,
     arm64: true,
+    riscv: true,
     machine: None,
     check: &[],
 };
@@ -43,6 +44,7 @@ pub const TLB_FLUSH2: ScenarioDecl = ScenarioDecl {
     metrics: &[("loops_per_s", false)],
     powerpc: false,
     arm64: true,
+    riscv: true,
     machine: None,
     check: &[],
 };
@@ -53,6 +55,7 @@ pub const TLB_FLUSH3: ScenarioDecl = ScenarioDecl {
     metrics: &[("loops_per_s", false)],
     powerpc: false,
     arm64: true,
+    riscv: true,
     machine: None,
     check: &[],
 };

@@ -1,0 +1,193 @@
+//! RISC-V (arch/riscv/mm/tlbflush.c, Linux 6.7 and 6.8): a hart flushes its own TLB with
+//! `sfence.vma`; there is no broadcast invalidation. __flush_tlb_range() flushes locally when
+//! mm_cpumask holds no other hart, else asks the firmware: sbi_remote_sfence_vma_asid() ->
+//! __sbi_rfence_v02() -> __sbi_rfence_v02_call(), one `ecall` per 64 harts. The firmware
+//! (OpenSBI sbi_tlb_request()) flushes the calling hart itself, sends every other hart of the
+//! mask an M-mode IPI, and returns only when each of them has run its `sfence.vma` and
+//! acknowledged. The kernel's own IPIs (on_each_cpu_mask(__ipi_flush_tlb_range_asid)) are used
+//! only when riscv_use_ipi_for_rfence() is true: when the IPI driver can send S-mode IPIs
+//! without the firmware (the AIA IMSIC), not with the SBI IPI driver that HiFive Unmatched,
+//! TH1520 and QEMU virt without AIA use (riscv_ipi_set_virq_range(virq, nr, false) in
+//! arch/riscv/kernel/sbi-ipi.c). So the model has the SBI path only.
+//!
+//! The firmware's IPIs are real interrupts on the targets, counted as IPIs sent and received, but
+//! the kernel does not see them (no /proc/interrupts row, no tracepoint). The model charges the
+//! whole call to the caller, in `__sbi_rfence_v02_call` (what perf shows: firmware time is
+//! invisible to it): ecall, one IPI a target, then the wait; the targets' TLBs drop the entries
+//! when the call returns. The time the targets spend in M-mode is not taken from their tasks.
+//!
+//! TLB state reuses x86's per-CPU context tracking (which mm and ASID a hart has loaded, and the
+//! mm's tlb_gen, bumped by every flush so a hart that left the mm flushes when it comes back) and
+//! its mm_cpumask (`kernel.mm_cpumask = clear_on_switch`, as riscv's switch_mm() clears the old
+//! mm's bit).
+//!
+//! The batched unmap flush (54d7431af73e, 6.8): arch_tlbbatch_should_defer() is true,
+//! arch_tlbbatch_add_pending() is cpumask_or() of the mm's cpumask into the batch (no flush, not
+//! even locally), arch_tlbbatch_flush() is __flush_tlb_range(&batch->cpumask, FLUSH_TLB_NO_ASID,
+//! 0, FLUSH_TLB_MAX_SIZE, PAGE_SIZE): one remote fence of everything, every ASID, on the batch's
+//! harts (or one local sfence.vma when the batch holds only this hart).
+
+use super::{ArchState, FlushRange, Parts, TLB_FLUSH_ALL};
+use crate::engine::{CpuId, CpuMask, TaskId, Time};
+use crate::machine::Cost;
+use crate::observe::Func;
+use crate::step::Outcome;
+
+/// tlb_flush_all_threshold (arch/riscv/mm/tlbflush.c, 6.7 and 6.8): a local range of more than
+/// this many strides is one sfence.vma of the whole ASID instead of one a stride.
+pub const TLB_FLUSH_ALL_THRESHOLD: u64 = 64;
+
+/// What one hart's flush drops: one page of an mm, a whole mm (its ASID), or everything
+/// (FLUSH_TLB_NO_ASID with FLUSH_TLB_MAX_SIZE: sfence.vma x0, x0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum What {
+    Pages { mm: usize, start: u64, end: u64 },
+    Asid(usize),
+    All,
+}
+
+/// local_flush_tlb_range_asid() on `cpu`: its sfence.vma instructions; their time.
+fn local_flush(p: &mut Parts, cpu: CpuId, what: What) -> Time {
+    let a = &mut *p.arch;
+    match what {
+        What::Pages { mm, start, end } => {
+            let n = end - start;
+            if n > TLB_FLUSH_ALL_THRESHOLD {
+                return local_flush(p, cpu, What::Asid(mm));
+            }
+            if let Some(slot) = super::arm64::asid_slot(a, cpu, mm) {
+                for vpn in start..end {
+                    a.tlb[cpu].flush_one(slot, vpn);
+                }
+            }
+            p.obs.stats.sfences += n;
+            n * p.m.cost[Cost::SfenceVma]
+        }
+        What::Asid(mm) => {
+            if let Some(slot) = super::arm64::asid_slot(a, cpu, mm) {
+                a.tlb[cpu].flush_asid(slot);
+            }
+            p.obs.stats.sfences += 1;
+            p.m.cost[Cost::SfenceVmaAll]
+        }
+        What::All => {
+            a.tlb[cpu].flush_all();
+            p.obs.stats.sfences += 1;
+            p.m.cost[Cost::SfenceVmaAll]
+        }
+    }
+}
+
+/// The flush the firmware runs on each hart for a request of `what`: above the platform's
+/// tlb_range_flush_limit (`machine.sbi_tlb_range_flush_limit` pages; OpenSBI's default is 4 KiB,
+/// the FU740's 0 for its CIP-1200 erratum) a request is the whole ASID.
+fn firmware_what(what: What, limit: u64) -> What {
+    match what {
+        What::Pages { mm, start, end } if end - start > limit => What::Asid(mm),
+        w => w,
+    }
+}
+
+/// __flush_tlb_range(cmask, asid, start, size, stride) with 4 KiB strides: nothing with an empty
+/// mask; a local flush when no other hart is in it; else sbi_remote_sfence_vma_asid(). Its time,
+/// charged to `t` (`__flush_tlb_range` locally, `__sbi_rfence_v02_call` for the SBI call).
+fn flush_range(p: &mut Parts, cpu: CpuId, t: TaskId, mask: &CpuMask, what: What) -> Time {
+    if mask.is_empty() {
+        return 0;
+    }
+    if !mask.any_but(cpu) {
+        let ps = local_flush(p, cpu, what);
+        p.obs.stats.charge(Some(t), Func::Arm64FlushTlbRange, ps);
+        return ps;
+    }
+    // One ecall for up to 64 harts (__sbi_rfence_v02: one call per BITS_PER_LONG hart window);
+    // the profiles have at most 64 harts.
+    p.obs.stats.sbi_rfences += 1;
+    let mut ps = p.m.cost[Cost::SbiEcall];
+    let fw = firmware_what(what, p.m.sbi_tlb_range_flush_limit);
+    let mut targets = 0;
+    for c in mask.iter() {
+        let fence = local_flush(p, c, fw);
+        if c == cpu {
+            // The firmware flushes the calling hart itself: no IPI, the caller's time.
+            ps += fence;
+        } else {
+            targets += 1;
+        }
+    }
+    p.obs.stats.ipis_sent += targets;
+    p.obs.stats.ipis_received += targets;
+    ps += targets * p.m.cost[Cost::SbiIpiSend] + p.m.cost[Cost::SbiRfenceWait];
+    p.obs.stats.charge(Some(t), Func::SbiRfenceV02Call, ps);
+    ps
+}
+
+/// flush_tlb_mm_range() / flush_tlb_page() / flush_tlb_mm() for `r`: __flush_tlb_range() over
+/// mm_cpumask(mm) with the mm's ASID. Bumps the mm's tlb_gen (the model's stand-in for a hart
+/// that left the mm flushing its ASID when it comes back).
+pub fn flush_tlb_range(mut p: Parts, cpu: CpuId, t: TaskId, r: FlushRange) -> Outcome {
+    let mm = r.mm as usize;
+    p.arch.mm[mm].tlb_gen += 1;
+    let stride = 1u64 << (r.stride_shift - 12);
+    let what = if r.end == TLB_FLUSH_ALL {
+        What::Asid(mm)
+    } else if stride > 1 {
+        // 2 MiB strides (huge-PMD zaps): the model flushes the ASID, one sfence.vma, instead of
+        // one a stride up to the threshold (not a path this architecture's scenarios measure).
+        What::Asid(mm)
+    } else {
+        What::Pages {
+            mm,
+            start: r.start,
+            end: r.end,
+        }
+    };
+    let mask = p.arch.mm[mm].cpumask;
+    let ps = flush_range(&mut p, cpu, t, &mask, what);
+    match ps {
+        0 => Outcome::Next,
+        ps => Outcome::Busy {
+            ps,
+            irqs_off: false,
+        },
+    }
+}
+
+/// arch_tlbbatch_should_defer() (6.8): always true; before 6.8 riscv had no batched flush.
+pub fn arch_tlbbatch_should_defer(a: &ArchState) -> bool {
+    a.cfg.riscv_batched_unmap
+}
+
+/// arch_tlbbatch_flush() (6.8): __flush_tlb_range() of everything, no ASID, over the batch's
+/// cpumask. With `riscv_tlbbatch_flush = false` (the unsafe what-if) nothing. Its time.
+pub fn arch_tlbbatch_flush(mut p: Parts, cpu: CpuId, t: TaskId, mask: &CpuMask) -> Time {
+    if !p.arch.cfg.riscv_tlbbatch_flush {
+        return 0;
+    }
+    flush_range(&mut p, cpu, t, mask, What::All)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn firmware_range_limit() {
+        let one = What::Pages {
+            mm: 0,
+            start: 7,
+            end: 8,
+        };
+        // OpenSBI's default 4 KiB: one page is flushed by address, two are the ASID.
+        assert_eq!(firmware_what(one, 1), one);
+        let two = What::Pages {
+            mm: 0,
+            start: 7,
+            end: 9,
+        };
+        assert_eq!(firmware_what(two, 1), What::Asid(0));
+        // The FU740's 0 (CIP-1200): every request is the ASID.
+        assert_eq!(firmware_what(one, 0), What::Asid(0));
+        assert_eq!(firmware_what(What::All, 0), What::All);
+    }
+}
