@@ -622,7 +622,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--strict", action="store_true", help="exit 1 unless every prediction is within tolerance"
     )
     rp.add_argument(
-        "--experiment", action="append", metavar="ID", help="only this experiment of published.json (repeatable)"
+        "--experiment",
+        action="append",
+        metavar="ID",
+        help="only this experiment of published.json (repeatable)",
     )
     rp.set_defaults(func=cmd_reproduce)
 

@@ -326,8 +326,11 @@ impl Memory {
     pub fn new_anon_page(&mut self, pfn: u32) {
         let i = pfn as usize;
         if i >= self.page.len() {
-            let len = (i + 1).next_power_of_two().min(self.frames.total() as usize);
-            self.page.resize(len.max(i + 1), filemap::PageInfo::default());
+            let len = (i + 1)
+                .next_power_of_two()
+                .min(self.frames.total() as usize);
+            self.page
+                .resize(len.max(i + 1), filemap::PageInfo::default());
         }
         let p = &mut self.page[i];
         (p.file, p.index, p.flags) = (NONE, 0, filemap::PG_ANON_PRIVATE);
