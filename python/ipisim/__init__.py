@@ -221,10 +221,12 @@ def calibrate(
     jobs: int = 1,
     scheduler: str | None = None,
     progress: Callable[[str], None] | None = None,
+    variants: Mapping[str, Sets] | None = None,
 ) -> Calibration:
     """Fit at most three costs of `machine` (`"machine.cost.NAME[=LO:HI]"` or FreeCost) so that a
     run of `scenario` gives the `measured` figures (result path -> value), as `ipisim calibrate`
-    does; `.profile_toml` is the calibrated profile, `.table()` what the command prints."""
+    does; `.profile_toml` is the calibrated profile, `.table()` what the command prints. With
+    `variants` (label -> sets added to `sets`), each figure is `LABEL:PATH` of that variant's run."""
     from ipisim.calibration import FreeCost, parse_free
     from ipisim.calibration import calibrate as fit
 
@@ -239,6 +241,7 @@ def calibrate(
         jobs=jobs,
         scheduler=scheduler,
         progress=progress,
+        variants={k: _set_pairs(v) for k, v in variants.items()} if variants else None,
     )
 
 

@@ -204,6 +204,32 @@ def _figures(
     return figures, {k: v for k, v in r.config.items() if k.startswith("machine.")}
 
 
+def _figures_multi(
+    scenario: str,
+    machine: str | None,
+    kernel: str | None,
+    runs: Sequence[tuple[list[tuple[str, str]], list[str]]],
+) -> tuple[list[float], dict[str, Any]]:
+    """The figures of several runs (one per variant: its sets and its paths), concatenated, and the
+    first run's resolved machine.* config."""
+    figures: list[float] = []
+    config: dict[str, Any] = {}
+    for i, (sets, paths) in enumerate(runs):
+        figs, cfg = _figures(scenario, machine, kernel, sets, paths)
+        figures += figs
+        if i == 0:
+            config = cfg
+    return figures, config
+
+
+def split_variant_path(key: str, variants: Mapping[str, Any]) -> tuple[str, str]:
+    """A measured key of a multi-variant calibration, LABEL:PATH, as (label, path)."""
+    label, sep, path = key.partition(":")
+    if not sep or label not in variants:
+        raise ConfigError(f"--measured {key}: give LABEL:PATH with LABEL one of {', '.join(variants)}")
+    return label, path
+
+
 def _cycles_text(x: float) -> str:
     """Cycles as written into sets and the profile: 6 significant digits, so files stay readable."""
     return f"{x:.6g}"
@@ -222,6 +248,7 @@ def calibrate(
     scheduler: str | None = None,
     command: str | None = None,
     progress: Callable[[str], None] | None = None,
+    variants: Mapping[str, Sequence[tuple[str, str]]] | None = None,
 ) -> Calibration:
     """Fit the `free` costs so that the run's figures match `measured` (result path -> value).
 
@@ -248,6 +275,17 @@ def calibrate(
             raise ConfigError(f"--free {f.key}: unknown cost (see `ipisim describe machine`)")
     base_sets = [(k, v) for k, v in sets if not k.startswith(PREFIX) or k[len(PREFIX) :] not in names]
     ipisim.check_config(scenario, machine=machine, kernel=kernel, sets=base_sets)
+    # Several variants (e.g. one per thread count): each figure is LABEL:PATH, and every point of
+    # the fit runs each variant once, with its own sets on top of `sets`.
+    groups: dict[str, list[str]] = {"": list(measured)}
+    if variants:
+        groups = {label: [] for label in variants}
+        for key in measured:
+            label, path = split_variant_path(key, variants)
+            groups[label].append(path)
+        groups = {label: ps for label, ps in groups.items() if ps}
+        for label in groups:
+            ipisim.check_config(scenario, machine=machine, kernel=kernel, sets=[*base_sets, *variants[label]])
     if inner_scale is not None:
         scaled = [*base_sets, ("scale", inner_scale)]
         ipisim.check_config(scenario, machine=machine, kernel=kernel, sets=scaled)
@@ -264,8 +302,9 @@ def calibrate(
             raise ConfigError(f"--free {f.key}: its profile value is 0 cycles; give bounds LO:HI")
         if not lo <= start[f.name] <= hi:
             raise ConfigError(f"--free {f.spec()}: the profile's {start[f.name]:g} cycles is out of bounds")
-    paths = list(measured)
-    target = [measured[p] for p in paths]
+    keys = [f"{label}:{p}" if label else p for label, ps in groups.items() for p in ps]
+    paths = keys
+    target = [measured[k] for k in keys]
 
     # Multi-fidelity correction: figure i at full scale ~ inner figure i x ratio[i].
     ratio = [1.0] * len(measured)
@@ -280,19 +319,23 @@ def calibrate(
             extra = [("scale", scale)] if scale is not None else []
             return [*base_sets, *extra, *((PREFIX + n, v) for n, v in zip(names, p, strict=True))]
 
+        def runs_of(p: Sequence[str]) -> list[tuple[list[tuple[str, str]], list[str]]]:
+            own = variants or {}
+            return [([*sets_of(p), *own.get(label, ())], ps) for label, ps in groups.items()]
+
         t0 = time.perf_counter()
         if scheduler:
             from distributed import Client
 
             with Client(scheduler, timeout="10s") as client:
                 futures = [
-                    client.submit(_figures, scenario, machine, kernel, sets_of(p), paths, pure=False)
+                    client.submit(_figures_multi, scenario, machine, kernel, runs_of(p), pure=False)
                     for p in todo
                 ]
                 found = client.gather(futures)
         else:
             with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-                found = list(pool.map(lambda p: _figures(scenario, machine, kernel, sets_of(p), paths), todo))
+                found = list(pool.map(lambda p: _figures_multi(scenario, machine, kernel, runs_of(p)), todo))
         took = time.perf_counter() - t0
         for p, (figs, config) in zip(todo, found, strict=True):
             counter[0] += 1

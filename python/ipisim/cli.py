@@ -490,11 +490,13 @@ def cmd_reproduce(args: argparse.Namespace) -> int:
             progress=progress,
             jobs=_jobs(args),
             markdown=Path(args.markdown) if args.markdown else None,
+            only=args.experiment or (),
         )
     except OSError as e:
         raise UsageError(f"{e.filename}: cannot write: {e.strerror}") from e
     print(reproduce.render_table(entries))
-    print(reproduce.score(entries, reproduce.load_calibrations()), end="")
+    ran = {e.experiment for e in entries}
+    print(reproduce.score(entries, [c for c in reproduce.load_calibrations() if c.experiment in ran]), end="")
     print(f"took {time.perf_counter() - t0:.0f} s with {_jobs(args)} job(s); report: {out / 'report.html'}")
     missed = any(e.calibrated_pass is False for e in entries)
     return 1 if args.strict and missed else 0
@@ -512,6 +514,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         spec = reproduce.calibration_spec(args.experiment)
         scenario, machine, kernel, sets = spec.scenario, spec.machine_profile, spec.kernel, spec.sets
         measured, free, scale = spec.measured, spec.free, spec.inner_scale
+        variants = spec.variant_sets or None
         command = f"ipisim calibrate --experiment {args.experiment}"
     else:
         if not args.scenario or not args.measured or not args.free:
@@ -521,6 +524,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         measured = calibration.load_measured(Path(args.measured))
         free = [calibration.parse_free(f) for f in args.free]
         scale = args.scale
+        variants = None
         command = calibration.command_line(scenario, machine, kernel, sets, free, scale, args.measured)
     _writable("--out", args.out)
     t0 = time.perf_counter()
@@ -536,6 +540,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         scheduler=args.scheduler,
         command=command,
         progress=progress,
+        variants=variants,
     )
     _write(args.out, cal.profile_toml)
     print(cal.table(), end="")
@@ -616,6 +621,12 @@ def build_parser() -> argparse.ArgumentParser:
     rp.add_argument("--markdown", metavar="PATH", help="also write the table as Markdown (docs/fidelity.md)")
     rp.add_argument(
         "--strict", action="store_true", help="exit 1 unless every prediction is within tolerance"
+    )
+    rp.add_argument(
+        "--experiment",
+        action="append",
+        metavar="ID",
+        help="only this experiment of published.json (repeatable)",
     )
     rp.set_defaults(func=cmd_reproduce)
 

@@ -13,14 +13,14 @@ import json
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import ipisim
 from ipisim import ConfigError
-from ipisim.calibration import FreeCost, parse_free
+from ipisim.calibration import FreeCost, parse_free, split_variant_path
 from ipisim.mmtests import metrics_of, pdiff, pndiff, render_compare, render_duration, series_of
 
 CALIBRATED_SUFFIX = "-calibrated"
@@ -61,6 +61,15 @@ class CalibrationSpec:
     measured: dict[str, float]
     free: list[FreeCost]
     inner_scale: str | None
+    # A calibration on several variants of one kernel (e.g. one per thread count): label -> sets,
+    # and `measured` keys are LABEL:PATH. Empty for a one-variant calibration.
+    variant_sets: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+
+    def targets(self) -> list[tuple[str, str]]:
+        """(variant label, result path) of every fitted figure."""
+        if not self.variant_sets:
+            return [(self.variant, path) for path in self.measured]
+        return [split_variant_path(key, self.variant_sets) for key in self.measured]
 
 
 def _load() -> dict[str, Any]:
@@ -81,7 +90,12 @@ def load_calibrations() -> list[CalibrationSpec]:
     out = []
     for c in _load()["calibrations"]:
         e = experiments[c["experiment"]]
-        v = next(v for v in e["variants"] if v["label"] == c["variant"])
+        labels = c.get("variants") or [c["variant"]]
+        vs = [next(v for v in e["variants"] if v["label"] == label) for label in labels]
+        v = vs[0]
+        if any(x["kernel"] != v["kernel"] for x in vs):
+            raise ConfigError(f"published.json: calibration of {e['id']}: its variants must share a kernel")
+        multi = "variants" in c
         out.append(
             CalibrationSpec(
                 machine_profile=c["machine_profile"],
@@ -89,10 +103,11 @@ def load_calibrations() -> list[CalibrationSpec]:
                 variant=v["label"],
                 scenario=e["scenario"],
                 kernel=v["kernel"],
-                sets=sorted(v["sets"].items()),
+                sets=[] if multi else sorted(v["sets"].items()),
                 measured={k: float(x) for k, x in c["figures"].items()},
                 free=[parse_free(f) for f in c["free"]],
                 inner_scale=c["inner_scale"],
+                variant_sets={x["label"]: sorted(x["sets"].items()) for x in vs} if multi else {},
             )
         )
     return out
@@ -176,7 +191,7 @@ def evaluate(
 ) -> list[Entry]:
     """Every metric of one experiment, physics-only and calibrated, each checked on its tolerance and
     on the direction its publication asserts."""
-    targets = {(c.experiment, c.variant, path) for c in calibrations for path in c.measured}
+    targets = {(c.experiment, label, path) for c in calibrations for label, path in c.targets()}
     p_values, c_values = _values(experiment, physics), _values(experiment, calibrated)
     entries = []
     for m in experiment["metrics"]:
@@ -432,10 +447,17 @@ def reproduce(
     progress: Callable[[str], None],
     jobs: int = 1,
     markdown: Path | None = None,
+    only: Sequence[str] = (),
 ) -> list[Entry]:
-    """Run everything, `jobs` runs at a time; write DIR/report.html and the JSON (and the Markdown
-    table where asked); return the entries."""
+    """Run everything (or the experiments `only` names), `jobs` runs at a time; write
+    DIR/report.html and the JSON (and the Markdown table where asked); return the entries."""
     experiments = load_published()
+    if only:
+        known = [e["id"] for e in experiments]
+        for x in only:
+            if x not in known:
+                raise ConfigError(f"--experiment: unknown {x!r} (one of {', '.join(known)})")
+        experiments = [e for e in experiments if e["id"] in only]
     calibrations = load_calibrations()
     results = run_all(experiments, quick=quick, progress=progress, jobs=jobs, calibrations=calibrations)
     entries = []

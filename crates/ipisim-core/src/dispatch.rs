@@ -47,7 +47,7 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         } => mm::free_pgtables(s, t, start, end, floor, ceiling),
         Step::TlbFlushMmu => mm::tlb_flush_mmu(s, t),
         Step::TlbFinishMmu => mm::tlb_finish_mmu(s, t),
-        Step::TlbBatchPagesFlush => mm::tlb_batch_pages_flush(s, t),
+        Step::TlbBatchPagesFlush => mm::tlb_batch_pages_flush(s, cpu, t),
         Step::FlushTlbMmRange(r) => arch::flush_tlb_mm_range(s, cpu, t, r),
         Step::FlushTlbOthers => arch::flush_tlb_others(s, cpu, t),
         Step::ConsiderGlobalAsid { mm } => arch::consider_global_asid(s, cpu, t, mm as usize),

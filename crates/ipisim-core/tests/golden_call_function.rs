@@ -118,9 +118,15 @@ fn a_locked_call_queue_pays_a_line_transfer_per_hand_off() {
     let m = machine("xeon-4n-48c-64g");
     assert_eq!(ps(&locked) - ps(&llist), 1023 * m.line_transfer(0, 1));
     for f in ["_raw_spin_lock_irqsave", "_raw_spin_lock"] {
-        assert!(profile_percent(&locked, f) > 0.0, "{f}");
-        assert_eq!(profile_percent(&llist, f), 0.0, "{f}");
+        assert!(
+            profile_percent(&locked, f) > profile_percent(&llist, f),
+            "{f}"
+        );
     }
+    // The llist queue takes no lock; the little `_raw_spin_lock` left is release_pages() taking
+    // the freed pages off the LRU (the lru_lock's line, docs/kernel/lru-anon-zap.md).
+    assert_eq!(profile_percent(&llist, "_raw_spin_lock_irqsave"), 0.0);
+    assert!(profile_percent(&llist, "_raw_spin_lock") < 0.01);
 }
 
 /// csd_lock(): a request sent without waiting leaves its csd locked until the target has run

@@ -52,6 +52,10 @@ const MACHINES: &[(&str, &str)] = &[
         "power9-128c-calibrated",
         include_str!("../../data/machines/power9-128c-calibrated.toml"),
     ),
+    (
+        "amd-milan-72c-calibrated",
+        include_str!("../../data/machines/amd-milan-72c-calibrated.toml"),
+    ),
 ];
 
 const KERNELS: &[(&str, &str)] = &[

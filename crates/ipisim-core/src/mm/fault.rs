@@ -64,7 +64,8 @@ pub fn touch(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: 
                         .unwrap_or_else(|| panic!("workload touched unmapped page {v:#x}")),
                 );
             }
-            let (new, cost, stop) = touch_fault(s, t, vma.unwrap(), (v, end), write, (tab, idx));
+            let (new, cost, stop) =
+                touch_fault(s, cpu, t, vma.unwrap(), (v, end), write, (tab, idx));
             fault += cost;
             if stop {
                 break;
@@ -89,6 +90,7 @@ pub fn touch(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: 
 /// to use, the fault's time, and whether the touch stops here for the flush.
 fn touch_fault(
     s: &mut impl Host,
+    cpu: CpuId,
     t: TaskId,
     vma: Vma,
     (v, end): (u64, u64),
@@ -96,7 +98,7 @@ fn touch_fault(
     (tab, idx): (usize, usize),
 ) -> (Pte, Time, bool) {
     let pte = s.mm_view().0.tables[tab].pte[idx];
-    let (new, mut cost) = handle_mm_fault(s, t, vma, v, write);
+    let (new, mut cost) = handle_mm_fault(s, cpu, t, vma, v, write);
     if !pte.present() {
         s.mm_parts().mem.tables[tab].present += 1;
         if !write {
@@ -154,8 +156,16 @@ fn fault_around(s: &mut impl Host, t: TaskId, vma: Vma, v: u64, tab: usize) -> T
     cost
 }
 
-/// handle_mm_fault(): the PTE to install for `v`, and the kernel time spent.
-fn handle_mm_fault(s: &mut impl Host, t: TaskId, vma: Vma, v: u64, write: bool) -> (Pte, Time) {
+/// handle_mm_fault(): the PTE to install for `v`, and the kernel time spent. A new private
+/// anonymous page goes onto the LRU through this CPU's batch (folio_add_lru_vma()).
+fn handle_mm_fault(
+    s: &mut impl Host,
+    cpu: CpuId,
+    t: TaskId,
+    vma: Vma,
+    v: u64,
+    write: bool,
+) -> (Pte, Time) {
     assert!(
         !write || vma.write,
         "workload wrote to read-only page {v:#x}"
@@ -174,6 +184,7 @@ fn handle_mm_fault(s: &mut impl Host, t: TaskId, vma: Vma, v: u64, write: bool) 
         Backing::Anon => {
             // do_anonymous_page() (or do_wp_page() on the zero page): a zeroed page of our own.
             let pfn = mem.frames.alloc();
+            mem.new_anon_page(pfn);
             (
                 Pte::anon(pfn, vma.write, write),
                 c[Cost::FaultAnon],
@@ -206,6 +217,7 @@ fn handle_mm_fault(s: &mut impl Host, t: TaskId, vma: Vma, v: u64, write: bool) 
             } else {
                 // do_cow_fault(): copy the page-cache page into a private anonymous one.
                 let pfn = mem.frames.alloc();
+                mem.new_anon_page(pfn);
                 (
                     Pte::anon(pfn, true, true),
                     c[Cost::FaultCow],
@@ -217,7 +229,12 @@ fn handle_mm_fault(s: &mut impl Host, t: TaskId, vma: Vma, v: u64, write: bool) 
     };
     obs.stats.charge(Some(t), Func::HandleMmFault, cost);
     obs.stats.charge(Some(t), extra_func, extra);
-    (pte, cost + extra)
+    let lru = if pte.is_anon() {
+        super::lru::lru_cache_add(s, cpu, t, pte.pfn())
+    } else {
+        0
+    };
+    (pte, cost + extra + lru)
 }
 
 #[cfg(test)]

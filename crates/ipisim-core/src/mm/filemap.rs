@@ -35,6 +35,14 @@ pub const PG_WRITEBACK: u16 = 1024;
 /// Program text mapped VM_EXEC by many processes (hackbench's): its PTEs are not kept, so
 /// PG_REFERENCED, set by every access, stands in for the accessed bits page_referenced() finds.
 pub const PG_EXEC: u16 = 2048;
+/// A page of a private anonymous mapping (do_anonymous_page, do_cow_fault): on the LRU as the
+/// kernel puts it there (the per-CPU batch, then the node's lru_lock), but on no list of
+/// `NodeLru`: no reclaim path of the model takes these pages (the reclaim workloads' anonymous
+/// memory is the `anon` file regions of `map_new_anon`).
+pub const PG_ANON_PRIVATE: u16 = 4096;
+/// A PG_ANON_PRIVATE page zapped while it sat in a per-CPU LRU-add batch: the batch holds its
+/// last reference, so it is freed when the batch drains (folio_batch_move_lru -> folios_put).
+pub const PG_FREE_PENDING: u16 = 8192;
 
 /// A PG_EXEC page referenced since reclaim last looked (VM_EXEC text in use).
 pub fn exec_referenced(flags: u16) -> bool {

@@ -2,7 +2,7 @@
 //! and the pages to free, flushes the TLB once for all of them, and only then frees the pages.
 
 use crate::arch::{FlushRange, TLB_FLUSH_ALL};
-use crate::engine::TaskId;
+use crate::engine::{CpuId, TaskId};
 use crate::step::{Outcome, Step};
 
 use super::Host;
@@ -99,8 +99,9 @@ pub fn tlb_finish_mmu(s: &mut impl Host, t: TaskId) -> Outcome {
     tlb_flush_mmu(s, t)
 }
 
-/// tlb_batch_pages_flush(): the TLB is clean, the gathered pages can go back to the allocator.
-pub fn tlb_batch_pages_flush(s: &mut impl Host, t: TaskId) -> Outcome {
+/// tlb_batch_pages_flush(): the TLB is clean, the gathered pages can go back to the allocator
+/// (free_pages_and_swap_cache(): off the LRU first, see mm/lru.rs).
+pub fn tlb_batch_pages_flush(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
     let g = s.gather(t);
     let (mm, finishing) = (g.mm, std::mem::take(&mut g.finishing));
     let mut pages = std::mem::take(&mut g.pages);
@@ -108,10 +109,19 @@ pub fn tlb_batch_pages_flush(s: &mut impl Host, t: TaskId) -> Outcome {
     if finishing {
         mem.mms[mm].tlb_flush_pending -= 1;
     }
-    for &pfn in &pages {
-        mem.frames.free(pfn);
-    }
+    let ps = if pages.is_empty() {
+        0
+    } else {
+        super::lru::free_pages_and_swap_cache(s, cpu, t, &mut pages)
+    };
     pages.clear();
     s.gather(t).pages = pages;
-    Outcome::Next
+    if ps == 0 {
+        Outcome::Next
+    } else {
+        Outcome::Busy {
+            ps,
+            irqs_off: false,
+        }
+    }
 }

@@ -192,6 +192,7 @@ params! {
         flush_before_free: bool = "kernel.flush_before_free", Kind::Bool, "", "true", "try_to_unmap_flush() before the reclaimed pages are freed, as every kernel does; false is an unsafe what-if that the checker reports (use-after-free at free)";
         migrate_flush: MigrateFlush = "kernel.migrate_flush", Kind::Choice(MigrateFlush::NAMES), "", "batched", "how migrate_pages flushes the pages it unmaps: immediate (ptep_clear_flush per page, to 6.3), batched (unmap up to 512 pages, one try_to_unmap_flush, then copy; 7e12beb8ca2a, 6.4), batched_unsafe (a what-if that copies, restores and frees before the flush; the checker catches it)";
         table_batch_alloc_fails: bool = "kernel.table_batch_alloc_fails", Kind::Bool, "", "false", "what-if: tlb_remove_table() cannot allocate its mmu_table_batch page (GFP_NOWAIT), so each freed page-table page goes through tlb_remove_table_one() -> tlb_remove_table_sync_one(): an empty IPI to every online CPU, waiting (mm/mmu_gather.c)";
+        zap_lru_add_drain: bool = "kernel.zap_lru_add_drain", Kind::Bool, "", "false", "free_pages_and_swap_cache() drains this CPU's LRU-add batch (lru_add_drain()) before it frees an mmu_gather's pages, as every kernel did until 1aa43598c03b \"mm: remove unnecessary calls to lru_add_drain\" (Rik van Riel, 6.14)";
         pagevec_size: usize = "kernel.pagevec_size", Kind::Int { min: 1, max: 64 }, "pages", "31", "PAGEVEC_SIZE: per-CPU LRU-add batch (14 in 4.x, 15 later, 31 today)";
         pcp_batch: usize = "kernel.pcp_batch", Kind::Int { min: 1, max: 1024 }, "pages", "63", "per-CPU page list refill/drain batch (zone_batchsize)";
         pcp_high: usize = "kernel.pcp_high", Kind::Int { min: 1, max: 65536 }, "pages", "378", "per-CPU page list high mark: above it, free a batch back to the buddy allocator";
@@ -319,10 +320,27 @@ impl Memory {
         self.map_region(mm, pages, true)
     }
 
+    /// A new private anonymous page (do_anonymous_page, do_cow_fault): its `struct page` is
+    /// tracked from now on (the table grows to cover it; frames come from the zones' low ends, so
+    /// it stays small for workloads that never map files), PG_ANON_PRIVATE and nothing else.
+    pub fn new_anon_page(&mut self, pfn: u32) {
+        let i = pfn as usize;
+        if i >= self.page.len() {
+            let len = (i + 1)
+                .next_power_of_two()
+                .min(self.frames.total() as usize);
+            self.page
+                .resize(len.max(i + 1), filemap::PageInfo::default());
+        }
+        let p = &mut self.page[i];
+        (p.file, p.index, p.flags) = (NONE, 0, filemap::PG_ANON_PRIVATE);
+    }
+
     fn map_region(&mut self, mm: usize, pages: u64, anon: bool) -> u64 {
-        if self.page.is_empty() {
+        if self.page.len() < self.frames.total() as usize {
             // Page-cache workloads track `struct page` state for every frame.
-            self.page = vec![filemap::PageInfo::default(); self.frames.total() as usize];
+            self.page
+                .resize(self.frames.total() as usize, filemap::PageInfo::default());
         }
         let file = self.new_file(pages, false);
         self.files[file as usize].anon = anon;

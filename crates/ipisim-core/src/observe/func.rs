@@ -39,6 +39,7 @@ named_enum! {
         PageAlloc = "get_page_from_freelist",
         FreePage = "free_hot_cold_page",
         LruAdd = "__pagevec_lru_add_fn",
+        ReleasePages = "release_pages",
         IsolateLruPages = "isolate_lru_pages",
         PutbackLruPages = "putback_inactive_pages",
         PageReferenced = "page_referenced",
