@@ -5,8 +5,7 @@
 //! the unsafe what-if that skips arch_tlbbatch_flush().
 
 mod common;
-use common::{request, run_json, tlb};
-use ipisim_core::run;
+use common::{run_json, tlb};
 use serde_json::Value;
 
 const UNMATCHED: &str = "hifive-unmatched";
@@ -147,45 +146,7 @@ fn skipping_the_batch_flush_is_caught() {
 /// eras on both machines.
 #[test]
 fn checker_clean_over_seeds() {
-    let perturb = [("sched.jitter", "0.05"), ("sched.placement", "shuffled")];
-    let shapes: [&[(&str, &str)]; 4] = [
-        &[("processes", "3"), ("pages", "64")],
-        &[("processes", "3"), ("pages", "64"), ("remote", "sleeping")],
-        &[
-            ("processes", "2"),
-            ("pages", "64"),
-            ("access", "write"),
-            ("reclaimer", "kswapd"),
-        ],
-        &[
-            ("processes", "2"),
-            ("pages", "64"),
-            ("memory", "anon"),
-            ("access", "write"),
-        ],
-    ];
-    let mut runs = 0;
-    for machine in [UNMATCHED, TH1520] {
-        for kernel in [OLD, NEW] {
-            for (i, shape) in shapes.iter().enumerate() {
-                for seed in 1..=25u64 {
-                    let mut sets: Vec<(&str, &str)> = shape.to_vec();
-                    sets.extend_from_slice(&perturb);
-                    let mut req = request("reclaim", machine, kernel, &sets);
-                    req.seed = seed + 100 * i as u64;
-                    let j = run(&req).unwrap().json;
-                    assert_eq!(
-                        n(&j["check"]["violations"]),
-                        0,
-                        "{machine} {kernel} {shape:?} seed {}: {}",
-                        req.seed,
-                        j["check"]
-                    );
-                    runs += 1;
-                }
-            }
-        }
-    }
+    let runs = common::reclaim_checker_clean_over_seeds(&[UNMATCHED, TH1520], &[OLD, NEW]);
     assert_eq!(runs, 400);
 }
 

@@ -38,3 +38,49 @@ pub fn profile_percent(j: &Value, function: &str) -> f64 {
         .find(|p| p["function"] == function)
         .map_or(0.0, |p| p["percent"].as_f64().unwrap())
 }
+
+/// The coherence checker on `reclaim` over seeds: 4 shapes (file and anon, direct reclaim and
+/// kswapd, busy and sleeping readers) x 25 seeds, with timing jitter and shuffled placement, on
+/// each machine and kernel. Panics on the first violation; returns the number of runs.
+pub fn reclaim_checker_clean_over_seeds(machines: &[&str], kernels: &[&str]) -> usize {
+    let perturb = [("sched.jitter", "0.05"), ("sched.placement", "shuffled")];
+    let shapes: [&[(&str, &str)]; 4] = [
+        &[("processes", "3"), ("pages", "64")],
+        &[("processes", "3"), ("pages", "64"), ("remote", "sleeping")],
+        &[
+            ("processes", "2"),
+            ("pages", "64"),
+            ("access", "write"),
+            ("reclaimer", "kswapd"),
+        ],
+        &[
+            ("processes", "2"),
+            ("pages", "64"),
+            ("memory", "anon"),
+            ("access", "write"),
+        ],
+    ];
+    let mut runs = 0;
+    for &machine in machines {
+        for &kernel in kernels {
+            for (i, shape) in shapes.iter().enumerate() {
+                for seed in 1..=25u64 {
+                    let mut sets: Vec<(&str, &str)> = shape.to_vec();
+                    sets.extend_from_slice(&perturb);
+                    let mut req = request("reclaim", machine, kernel, &sets);
+                    req.seed = seed + 100 * i as u64;
+                    let j = run(&req).unwrap().json;
+                    assert_eq!(
+                        j["check"]["violations"].as_u64().unwrap(),
+                        0,
+                        "{machine} {kernel} {shape:?} seed {}: {}",
+                        req.seed,
+                        j["check"]
+                    );
+                    runs += 1;
+                }
+            }
+        }
+    }
+    runs
+}
