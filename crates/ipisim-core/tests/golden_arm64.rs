@@ -4,27 +4,15 @@
 //! checker on the unsafe what-if that skips arch_tlbbatch_flush()'s dsb(ish).
 
 mod common;
-use common::{run_json, tlb};
+use common::{n, reclaim_json, run_json, tlb};
 use serde_json::Value;
 
 const KUNPENG: &str = "kunpeng920-96c";
 const SD888: &str = "snapdragon888";
 
-fn n(v: &Value) -> u64 {
-    v.as_u64().unwrap()
-}
-
 /// (TLBIs issued, dsb(ish) executed).
 fn tlbi_dsb(j: &Value) -> (u64, u64) {
     (n(&j["arm64"]["tlbi"]), n(&j["arm64"]["dsb_ish"]))
-}
-
-/// `processes` readers on CPUs 1..N each read 512 pages of their own file; CPU 0 reclaims them
-/// all by direct reclaim, SWAP_CLUSTER_MAX (32) pages a shrink_page_list() pass.
-fn reclaim(machine: &str, kernel: &str, processes: &str, extra: &[(&str, &str)]) -> Value {
-    let mut sets = vec![("processes", processes)];
-    sets.extend_from_slice(extra);
-    run_json("reclaim", machine, kernel, &sets)
 }
 
 /// One TLBI per unmapped page in both eras; 6.4 waits for each with its own DSB
@@ -33,8 +21,8 @@ fn reclaim(machine: &str, kernel: &str, processes: &str, extra: &[(&str, &str)])
 fn one_tlbi_per_page_one_dsb_per_page_or_per_batch() {
     for machine in [KUNPENG, SD888] {
         for (procs, pages) in [("1", 512), ("4", 2048)] {
-            let before = reclaim(machine, "linux-6.4-arm64", procs, &[]);
-            let after = reclaim(machine, "linux-6.5-arm64", procs, &[]);
+            let before = reclaim_json(machine, "linux-6.4-arm64", procs, &[]);
+            let after = reclaim_json(machine, "linux-6.5-arm64", procs, &[]);
             for j in [&before, &after] {
                 assert_eq!(n(&j["vmstat"]["pgsteal_direct"]), pages);
                 assert_eq!(n(&j["check"]["violations"]), 0);
@@ -54,7 +42,7 @@ fn one_tlbi_per_page_one_dsb_per_page_or_per_batch() {
 fn dirty_ptes_flush_before_each_pageout() {
     let sets = [("memory", "anon"), ("access", "write")];
     for kernel in ["linux-6.4-arm64", "linux-6.5-arm64"] {
-        let j = reclaim(KUNPENG, kernel, "1", &sets);
+        let j = reclaim_json(KUNPENG, kernel, "1", &sets);
         assert_eq!(n(&j["vmstat"]["pswpout"]), 512);
         assert_eq!(tlbi_dsb(&j), (512, 512), "{kernel}");
         assert_eq!(n(&j["check"]["violations"]), 0);
@@ -66,15 +54,15 @@ fn dirty_ptes_flush_before_each_pageout() {
 /// is "more than 8 CPUs", batching is off at 8 CPUs and on at 96.
 #[test]
 fn batching_below_the_cpu_threshold_is_off() {
-    let merged = reclaim(SD888, "linux-6.5-arm64", "1", &[]);
+    let merged = reclaim_json(SD888, "linux-6.5-arm64", "1", &[]);
     assert_eq!(tlbi_dsb(&merged), (512, 16));
     let more_than_8 = [("kernel.arm64_batch_min_cpus", "9")];
-    let sd = reclaim(SD888, "linux-6.5-arm64", "1", &more_than_8);
+    let sd = reclaim_json(SD888, "linux-6.5-arm64", "1", &more_than_8);
     assert_eq!(tlbi_dsb(&sd), (512, 512));
-    let kp = reclaim(KUNPENG, "linux-6.5-arm64", "1", &more_than_8);
+    let kp = reclaim_json(KUNPENG, "linux-6.5-arm64", "1", &more_than_8);
     assert_eq!(tlbi_dsb(&kp), (512, 16));
     // v6's own default: on from 8 CPUs (">= 8 rather than > 8").
-    let v6 = reclaim(
+    let v6 = reclaim_json(
         SD888,
         "linux-6.5-arm64",
         "1",
@@ -82,7 +70,7 @@ fn batching_below_the_cpu_threshold_is_off() {
     );
     assert_eq!(tlbi_dsb(&v6), (512, 16));
     // Fewer CPUs than that: 4.
-    let four = reclaim(
+    let four = reclaim_json(
         SD888,
         "linux-6.5-arm64",
         "1",
@@ -130,7 +118,7 @@ fn full_asid_flush_from_512_pages() {
 #[test]
 fn skipping_the_batch_dsb_is_caught() {
     for machine in [KUNPENG, SD888] {
-        let j = reclaim(
+        let j = reclaim_json(
             machine,
             "linux-6.5-arm64",
             "1",

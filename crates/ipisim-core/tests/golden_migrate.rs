@@ -1,7 +1,7 @@
 //! Page migration's TLB flushes (migrate_pages, 6.3 vs 6.4) and the TLB-coherence checker.
 
 mod common;
-use common::{run_json, tlb};
+use common::{n, run_json, tlb};
 use serde_json::Value;
 
 /// One pmbench thread on CPU 0 of xeon-2s-2013 populates 2 MiB (512 pages) on node 0; one pass
@@ -16,10 +16,6 @@ fn one_pass(kernel: &str, extra: &[(&str, &str)]) -> Value {
     ];
     sets.extend_from_slice(extra);
     run_json("migrate", "xeon-2s-2013", kernel, &sets)
-}
-
-fn n(v: &Value) -> u64 {
-    v.as_u64().unwrap()
 }
 
 /// The events of a violation report's page history, in order.

@@ -5,17 +5,13 @@
 //! the unsafe what-if that skips arch_tlbbatch_flush().
 
 mod common;
-use common::{run_json, tlb};
+use common::{n, reclaim_json, run_json, tlb};
 use serde_json::Value;
 
 const UNMATCHED: &str = "hifive-unmatched";
 const TH1520: &str = "th1520";
 const OLD: &str = "linux-6.7-riscv";
 const NEW: &str = "linux-6.8-riscv";
-
-fn n(v: &Value) -> u64 {
-    v.as_u64().unwrap()
-}
 
 /// (SBI RFENCE calls, sfence.vma run by kernel or firmware, firmware IPIs).
 fn counts(j: &Value) -> (u64, u64, u64) {
@@ -26,14 +22,6 @@ fn counts(j: &Value) -> (u64, u64, u64) {
     )
 }
 
-/// `processes` readers on harts 1..N (spinning after their reads, so their mm stays loaded),
-/// reclaimed by hart 0, 32 pages a shrink_folio_list() pass.
-fn reclaim(machine: &str, kernel: &str, processes: &str, extra: &[(&str, &str)]) -> Value {
-    let mut sets = vec![("processes", processes)];
-    sets.extend_from_slice(extra);
-    run_json("reclaim", machine, kernel, &sets)
-}
-
 /// 6.7: ptep_clear_flush() -> flush_tlb_page(): one SBI call a page, each IPIing the one hart
 /// that runs the page's mm and waiting for it. 6.8: one SBI call a batch of 32, which IPIs every
 /// hart of the batch's cpumask (the union of the mms' cpumasks) once. No kernel IPI, no TLB row.
@@ -41,8 +29,8 @@ fn reclaim(machine: &str, kernel: &str, processes: &str, extra: &[(&str, &str)])
 fn sbi_calls_per_page_and_per_batch() {
     for machine in [UNMATCHED, TH1520] {
         for (procs, pages, harts) in [("1", 512, 1), ("3", 1536, 3)] {
-            let before = reclaim(machine, OLD, procs, &[]);
-            let after = reclaim(machine, NEW, procs, &[]);
+            let before = reclaim_json(machine, OLD, procs, &[]);
+            let after = reclaim_json(machine, NEW, procs, &[]);
             for j in [&before, &after] {
                 assert_eq!(n(&j["vmstat"]["pgsteal_direct"]), pages);
                 assert_eq!(n(&j["check"]["violations"]), 0);
@@ -65,8 +53,8 @@ fn sbi_calls_per_page_and_per_batch() {
 /// a page each in 6.7, a batch each in 6.8. The share of __sbi_rfence_v02_call falls with them.
 #[test]
 fn firmware_waits_per_batch_with_and_without_batching() {
-    let before = reclaim(UNMATCHED, OLD, "3", &[]);
-    let after = reclaim(UNMATCHED, NEW, "3", &[]);
+    let before = reclaim_json(UNMATCHED, OLD, "3", &[]);
+    let after = reclaim_json(UNMATCHED, NEW, "3", &[]);
     assert_eq!(counts(&before).0, 1536);
     assert_eq!(counts(&after).0, 48);
     let share = |j: &Value| common::profile_percent(j, "__sbi_rfence_v02_call");
@@ -82,7 +70,7 @@ fn firmware_waits_per_batch_with_and_without_batching() {
 fn dirty_ptes_flush_before_each_pageout() {
     let sets = [("memory", "anon"), ("access", "write")];
     for kernel in [OLD, NEW] {
-        let j = reclaim(TH1520, kernel, "1", &sets);
+        let j = reclaim_json(TH1520, kernel, "1", &sets);
         assert_eq!(n(&j["vmstat"]["pswpout"]), 512);
         assert_eq!(counts(&j).0, 512, "{kernel}");
         assert_eq!(n(&j["check"]["violations"]), 0);
@@ -127,7 +115,7 @@ fn full_flush_threshold() {
 #[test]
 fn skipping_the_batch_flush_is_caught() {
     for (machine, caught) in [(UNMATCHED, 496), (TH1520, 512)] {
-        let j = reclaim(
+        let j = reclaim_json(
             machine,
             NEW,
             "1",

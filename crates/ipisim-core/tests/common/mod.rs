@@ -23,6 +23,19 @@ pub fn run_json(scenario: &str, machine: &str, kernel: &str, sets: &[(&str, &str
     run(&request(scenario, machine, kernel, sets)).unwrap().json
 }
 
+/// A JSON count.
+pub fn n(v: &Value) -> u64 {
+    v.as_u64().unwrap()
+}
+
+/// `reclaim` with `processes` readers on CPUs 1..N, each reading its own file, reclaimed by CPU 0
+/// (SWAP_CLUSTER_MAX pages a pass), plus `extra` sets: the result JSON.
+pub fn reclaim_json(machine: &str, kernel: &str, processes: &str, extra: &[(&str, &str)]) -> Value {
+    let mut sets = vec![("processes", processes)];
+    sets.extend_from_slice(extra);
+    run_json("reclaim", machine, kernel, &sets)
+}
+
 /// The TLB row of /proc/interrupts, summed over CPUs.
 pub fn tlb(j: &Value) -> u64 {
     let row = j["interrupts"]["TLB"].as_array().unwrap();
@@ -71,7 +84,7 @@ pub fn reclaim_checker_clean_over_seeds(machines: &[&str], kernels: &[&str]) -> 
                     req.seed = seed + 100 * i as u64;
                     let j = run(&req).unwrap().json;
                     assert_eq!(
-                        j["check"]["violations"].as_u64().unwrap(),
+                        n(&j["check"]["violations"]),
                         0,
                         "{machine} {kernel} {shape:?} seed {}: {}",
                         req.seed,
