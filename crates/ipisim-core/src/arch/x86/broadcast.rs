@@ -438,16 +438,18 @@ mod tests {
     use super::*;
     use crate::testing::{cost, machine, run_until, Then, MM};
 
+    /// A 4-CPU test machine with INVLPGB, at Milan's placeholder costs.
+    const INVLPGB: [(&str, &str); 3] = [
+        ("machine.invlpgb", "true"),
+        ("machine.cost.invlpgb", "260"),
+        ("machine.cost.tlbsync", "2000"),
+    ];
+
     /// Each CPU's TLBSYNC waits for its own INVLPGBs only, and each INVLPGB drops its page from
     /// every TLB holding that global ASID exactly when it completes.
     #[test]
     fn tlbsync_waits_for_its_own_cpus_invlpgbs_only() {
-        let sets = [
-            ("machine.invlpgb", "true"),
-            ("machine.cost.invlpgb", "260"),
-            ("machine.cost.tlbsync", "2000"),
-        ];
-        let mut s = machine(4, "linux-6.15", Then::Sleep, &sets);
+        let mut s = machine(4, "linux-6.15", Then::Sleep, &INVLPGB);
         let l = cost(&s, Cost::Tlbsync);
         assert!(l > 0);
         // CPU 2 caches page 10 under global ASID 6, CPU 3 the same page under ASID 7.
@@ -488,12 +490,8 @@ mod tests {
     /// a full flush is one; the issuing CPU is busy for their issue only.
     #[test]
     fn broadcast_tlb_flush_issues_count_max_strides_a_go() {
-        let sets = [
-            ("machine.invlpgb", "true"),
-            ("machine.invlpgb_count_max", "8"),
-            ("machine.cost.invlpgb", "260"),
-            ("machine.cost.tlbsync", "2000"),
-        ];
+        let mut sets = INVLPGB.to_vec();
+        sets.push(("machine.invlpgb_count_max", "8"));
         let mut s = machine(4, "linux-6.15", Then::Sleep, &sets);
         s.arch.mm[MM].global_asid = 6;
         let each = cost(&s, Cost::Invlpgb);
@@ -532,12 +530,7 @@ mod tests {
     /// TLB_NR_DYN_ASIDS; a freed ASID is reused only after the next reset.
     #[test]
     fn global_asids_are_allocated_from_6_and_freed_at_exit() {
-        let sets = [
-            ("machine.invlpgb", "true"),
-            ("machine.cost.invlpgb", "260"),
-            ("machine.cost.tlbsync", "2000"),
-        ];
-        let mut s = machine(4, "linux-6.15", Then::Sleep, &sets);
+        let mut s = machine(4, "linux-6.15", Then::Sleep, &INVLPGB);
         assert!(matches!(
             use_global_asid(&mut s, 0, MM),
             Outcome::Busy { .. }
