@@ -134,7 +134,7 @@ pub fn unmap_batch(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
         let defer = policy != MigrateFlush::Immediate
             && crate::arch::tlbbatch_should_defer(arch, m, cpu, mm);
         if defer {
-            let tlbi = rmap::set_tlb_ubc_flush_pending(s, cpu, t, mm, src, dirty);
+            let tlbi = rmap::set_tlb_ubc_flush_pending(s, cpu, t, (mm, vpn), src, dirty);
             if tlbi > 0 {
                 // arm64's arch_tlbbatch_add_pending(), inlined into try_to_migrate_one().
                 s.mm_parts()

@@ -99,7 +99,7 @@ pub fn try_to_unmap_one(
         s.push_step(t, flush_tlb_page(mm, vpn));
         return (cost, true);
     }
-    let tlbi = set_tlb_ubc_flush_pending(s, cpu, t, mm, pfn, dirty);
+    let tlbi = set_tlb_ubc_flush_pending(s, cpu, t, (mm, vpn), pfn, dirty);
     if tlbi > 0 {
         // arm64's arch_tlbbatch_add_pending() is inlined into try_to_unmap_one().
         s.mm_parts()
@@ -128,13 +128,12 @@ pub fn set_tlb_ubc_flush_pending(
     s: &mut impl Host,
     cpu: CpuId,
     t: TaskId,
-    mm: usize,
+    (mm, vpn): (usize, u64),
     pfn: u32,
     dirty: bool,
 ) -> Time {
     let now = s.now();
     let Parts { m, mem, arch, obs } = s.mm_parts();
-    let (_, vpn) = mapping_of(mem, pfn);
     let ps = arch::tlbbatch_add_pending(arch::Parts { m, arch, obs }, cpu, mm, vpn);
     let mask = arch.mm[mm].cpumask;
     let ubc = &mut mem.tasks[t].reclaim.ubc;
