@@ -281,3 +281,35 @@ fn young_flush_adds_a_flush_per_deactivated_page() {
         assert_eq!((c.stale, c.stale_at_pageout), (0, 0));
     }
 }
+
+/// From 5.9 (b518154e59aa) new anonymous pages start on the inactive list: the first scan finds
+/// the accessed bit and keeps the page, the second swaps it out, so every page is scanned twice
+/// (as a clean file page is). Before, they started active and one inactive scan swapped them.
+/// One flush a page either way: its PTE is dirty (try_to_unmap_flush_dirty() before pageout()).
+#[test]
+fn anonymous_pages_start_inactive_from_5_9() {
+    let anon = [("memory", "anon"), ("access", "write")];
+    for (kernel, scans) in [("linux-4.3", 1), ("linux-6.1", 2)] {
+        let c = reclaim(kernel, 3, "busy", &anon);
+        let pages = 3 * 512;
+        assert_eq!((c.scanned, c.swapped), (scans * pages, pages), "{kernel}");
+        assert_eq!(
+            (c.tlb, c.stale, c.stale_at_pageout),
+            (pages, 0, 0),
+            "{kernel}"
+        );
+    }
+}
+
+/// `touch = in_turn`: each reader's pages lie together on the LRU, so with a 15-page pagevec
+/// (the pages reach the LRU in other batches than reclaim's 32) every reclaim batch still holds
+/// one reader's pages, but where one reader's pages end and the next one's begin.
+#[test]
+fn readers_in_turn_leave_one_reader_per_batch() {
+    let in_turn = [("kernel.pagevec_size", "15"), ("touch", "in_turn")];
+    let c = reclaim("linux-6.1", 3, "busy", &in_turn);
+    // 1536 pages in 48 batches; the boundaries at 512 and 1024 fall on batch edges.
+    assert_eq!(c.tlb, 48);
+    let together = [("kernel.pagevec_size", "15")];
+    assert!(reclaim("linux-6.1", 3, "busy", &together).tlb > 48);
+}

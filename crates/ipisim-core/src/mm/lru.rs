@@ -115,10 +115,15 @@ pub fn lru_add_drain(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time {
             if page.flags & PG_ANON_PRIVATE != 0 {
                 // lru_add(): onto the anon LRU (by flag only; see PG_ANON_PRIVATE).
                 page.flags |= super::filemap::PG_LRU;
-            } else if page.flags & super::filemap::PG_SWAPBACKED != 0 {
-                // lru_cache_add_active_or_unevictable(): new anonymous pages start active (4.x).
+            } else if page.flags & super::filemap::PG_SWAPBACKED != 0 && !mem.cfg.anon_lru_inactive
+            {
+                // lru_cache_add_active_or_unevictable(): new anonymous pages start active (to 5.8).
                 page.flags |= super::filemap::PG_LRU | super::filemap::PG_ACTIVE;
                 mem.lru[node].anon.active.push_front(p);
+            } else if page.flags & super::filemap::PG_SWAPBACKED != 0 {
+                // lru_cache_add_inactive_or_unevictable() (b518154e59aa, 5.9).
+                page.flags |= super::filemap::PG_LRU;
+                mem.lru[node].anon.inactive.push_front(p);
             } else {
                 page.flags |= super::filemap::PG_LRU;
                 mem.lru[node].file.inactive.push_front(p);

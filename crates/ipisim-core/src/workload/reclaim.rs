@@ -1,10 +1,11 @@
 //! `reclaim`: a microbenchmark of reclaim's TLB flushing. `processes` processes on CPUs 1..N each
-//! map their own file (MAP_SHARED) and read (or write) `pages` pages of it, then spin in user
-//! space (`busy`) or sleep. Then a reclaimer on CPU 0 shrinks the LRU until it is empty. A clean
+//! map their own file (MAP_SHARED) and read (or write) `pages` pages of it (all at once, or with
+//! `touch = in_turn` one after another), then spin in user space (`busy`) or sleep. Then a reclaimer on CPU 0 shrinks the LRU until it is empty. A clean
 //! page is seen twice: the first scan finds its accessed bit and rotates it, the second reclaims.
 //! A written page is seen three times by a `kswapd` reclaimer: rotated, unmapped but kept (it was
 //! referenced, PAGEREF_RECLAIM_CLEAN), then written out and reclaimed. With `memory = anon` the
-//! processes write private anonymous memory instead: deactivated once, then swapped out.
+//! processes write private anonymous memory instead, swapped out: from 5.9 it starts inactive and is
+//! scanned twice like a clean file page; before, it started active and was deactivated once.
 
 use super::{Host, Scenario, ScenarioDecl};
 use crate::config::{params, ConfigError, Kind, Resolved};
@@ -16,6 +17,7 @@ const REMOTE: &[&str] = &["busy", "sleeping"];
 const ACCESS: &[&str] = &["read", "write"];
 const RECLAIMER: &[&str] = &["direct", "kswapd"];
 const MEMORY: &[&str] = &["file", "anon"];
+const TOUCH: &[&str] = &["together", "in_turn"];
 
 params! {
     /// The reclaim parameters as declared, read once per run.
@@ -28,6 +30,7 @@ params! {
         memory: String = "memory", Kind::Choice(MEMORY), "", "file", "each process maps its own file (MAP_SHARED), or private anonymous memory (swapped out)";
         access: String = "access", Kind::Choice(ACCESS), "", "read", "the processes read their pages (PROT_READ) or write them (PROT_WRITE: dirty)";
         reclaimer: String = "reclaimer", Kind::Choice(RECLAIMER), "", "direct", "the reclaimer counts as direct reclaim, or as node 0's kswapd (which alone writes dirty file pages)";
+        touch: String = "touch", Kind::Choice(TOUCH), "", "together", "the processes touch their pages all at once, or one after another (each process's pages then lie together on the LRU)";
     }
 }
 
@@ -51,6 +54,7 @@ pub struct Reclaim {
     write: bool,
     kswapd: bool,
     anon: bool,
+    in_turn: bool,
     /// Per reader: (first page, pages read so far).
     readers: Vec<(u64, u64)>,
     done_reading: usize,
@@ -93,6 +97,7 @@ impl Reclaim {
             write,
             kswapd,
             anon,
+            in_turn: p.touch == "in_turn",
             readers: Vec::new(),
             done_reading: 0,
             reclaimer: 0,
@@ -149,6 +154,10 @@ impl Scenario for Reclaim {
             };
         }
         let (start, read) = self.readers[t];
+        if self.in_turn && read == 0 && self.done_reading < t {
+            // Not its turn: the previous process wakes it when it has read everything.
+            return Outcome::Sleep(NEVER);
+        }
         if read < pages {
             let n = s.mem().cfg.fault_around_pages.min(pages - read);
             self.readers[t].1 += n;
@@ -172,6 +181,8 @@ impl Scenario for Reclaim {
         self.done_reading += 1;
         if self.done_reading == self.processes {
             sched::wake(s, reclaimer);
+        } else if self.in_turn {
+            sched::wake(s, t + 1);
         }
         Outcome::Busy {
             ps,
