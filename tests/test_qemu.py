@@ -94,6 +94,25 @@ def test_reclaim_and_migrate_jobs_compare_counts_and_vmstat_within_5_percent() -
     assert "pgscan" in qemu.format_rows(rows)
 
 
+def test_reclaim_jobs_reclaim_a_cgroup_in_turn_with_swap_only_for_anon() -> None:
+    todo = qemu.jobs(4, 2, ["reclaim"], memory_mib=512)
+    assert [j.label for j in todo] == [
+        "reclaim file busy x1",
+        "reclaim file busy x3",
+        "reclaim file sleeping x3",
+        "reclaim anon busy x3",
+    ]
+    anon = todo[3]
+    assert ("touch", "in_turn") in anon.sets and ("access", "write") in anon.sets
+    assert ("pages", 3 * qemu.SWAP_PAGES // 4 // 3) in anon.sets
+    lines = qemu.jobs_script(todo).splitlines()
+    assert [ln.split()[0] for ln in lines] == ["mntfs", "memcg", "job", "job", "job", "swap", "job"]
+    # memory.reclaim counts its scans in the cgroup's memory.stat only.
+    sample = qemu.hw.parse_sample("syscalls=3 ns=1 tlb=0,10 cal=0,10")
+    vm = {"pgscan_direct": 0, "memcg_pgscan_direct": 2000, "memcg_pgscan_kswapd": 7}
+    assert qemu.Row(anon, [sample], 2000, vm, "pgscan").real_count == 2000
+
+
 def test_the_file_programs_take_the_modules_of_the_image(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -109,7 +128,7 @@ def test_the_file_programs_take_the_modules_of_the_image(
     assert names.index("crc16.ko") < names.index("ext4.ko") and names.index("jbd2.ko") < names.index(
         "ext4.ko"
     )
-    assert "crc32c_generic.ko" in names and any(ln.startswith(b"brd.ko rd_nr=1") for ln in lines)
+    assert "crc32c_generic.ko" in names and any(ln.startswith(b"brd.ko rd_nr=2") for ln in lines)
 
 
 def test_qemu_command_has_the_shape(tmp_path: Path) -> None:
@@ -133,7 +152,7 @@ def test_qemu_command_has_the_shape(tmp_path: Path) -> None:
         (["--cpus", "4", "--nodes", "3"], "--nodes: must divide"),
         (["--memory", "lots"], "expected a size"),
         (["--kernel-image", "/no/such/bzImage"], "no such kernel image"),
-        (["--programs", "shootdown,reclaim"], "--programs: unknown reclaim"),
+        (["--programs", "shootdown,swap_bench"], "--programs: unknown swap_bench"),
         (["--preset", "linux-0.1", "--kernel-image", __file__], "linux-0.1"),
     ],
 )

@@ -718,7 +718,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--programs",
         default="shootdown,membarrier,tlb_flush",
         help="comma-separated native programs to run (default shootdown,membarrier,tlb_flush;"
-        " also lru_file_mmap_read and, with 2+ nodes, migrate)",
+        " also lru_file_mmap_read, reclaim and, with 2+ nodes, migrate)",
     )
     q.add_argument("--accel", choices=["kvm", "tcg"], help="default: kvm where /dev/kvm opens, else tcg")
     q.add_argument(

@@ -27,16 +27,18 @@ from pathlib import Path
 import ipisim
 from ipisim import hw
 
-PROGRAMS = ("shootdown", "membarrier", "tlb_flush", "lru_file_mmap_read", "migrate")
+PROGRAMS = ("shootdown", "membarrier", "tlb_flush", "lru_file_mmap_read", "reclaim", "migrate")
 DEFAULT_PROGRAMS = ("shootdown", "membarrier", "tlb_flush")
-"""What `--programs` runs by default: lru_file_mmap_read takes minutes under TCG, migrate needs
+"""What `--programs` runs by default: lru_file_mmap_read and reclaim take minutes under TCG, migrate needs
 2 nodes."""
-FILE_PROGRAMS = ("lru_file_mmap_read",)
+FILE_PROGRAMS = ("lru_file_mmap_read", "reclaim")
 """Programs whose files must be on a filesystem reclaim can unmap and drop pages of (not tmpfs)."""
 VMSTAT_PREFIXES = ("nr_tlb", "pgscan", "pgsteal", "pgmigrate")
 VMSTAT_COUNTS = {
-    "pgscan": ("pgscan_kswapd", "pgscan_direct", "pgscan_khugepaged"),
-    "pgsteal": ("pgsteal_kswapd", "pgsteal_direct", "pgsteal_khugepaged"),
+    # With the reclaim cgroup's memory.stat (memory.reclaim counts there only); its processes are
+    # not reclaimed globally, so nothing is counted twice.
+    "pgscan": ("pgscan_kswapd", "pgscan_direct", "pgscan_khugepaged", "memcg_pgscan_direct"),
+    "pgsteal": ("pgsteal_kswapd", "pgsteal_direct", "pgsteal_khugepaged", "memcg_pgsteal_direct"),
     "pgmigrate": ("pgmigrate_success",),
 }
 """The /proc/vmstat sums a job may compare: pages scanned, reclaimed, migrated."""
@@ -61,7 +63,13 @@ echo -1 > /proc/sys/kernel/sched_rt_runtime_us
 echo 0 > /proc/sys/kernel/numa_balancing 2>/dev/null
 stty -F /dev/ttyS1 raw -echo 2>/dev/null
 exec 3>/dev/ttyS1
-vm() { grep -E '^(nr_tlb|pgscan|pgsteal|pgmigrate)' /proc/vmstat | sed "s/^/@vm$1 /"; }
+# memory.reclaim's scans count in its cgroup's memory.stat only (6.1 shrink_inactive_list():
+# `if (!cgroup_reclaim(sc)) __count_vm_events(item, nr_scanned)`): read both.
+vm() {
+    { grep -E '^(nr_tlb|pgscan|pgsteal|pgmigrate)' /proc/vmstat
+      grep -E '^(pgscan|pgsteal)_' /sys/fs/cgroup/reclaim/memory.stat 2>/dev/null | sed 's/^/memcg_/'
+    } | sed "s/^/@vm$1 /"
+}
 irq() { grep -E '^ *(TLB|CAL):' /proc/interrupts | sed "s/^ */@irq$1 /"; }
 # The filesystem of the file programs: the modules appended to the initramfs (one per line of
 # /lib/modules/order, dependencies first, with their parameters), then ext4 on the RAM disk at /mnt.
@@ -69,6 +77,13 @@ mntfs() {
     while read -r m args; do insmod "/lib/modules/$m" $args || return 1; done < /lib/modules/order
     mke2fs -q -b 4096 /dev/ram0 >/dev/null && mkdir -p /mnt && mount -t ext4 /dev/ram0 /mnt
 }
+# The reclaim program's memory cgroup (v2), whose memory.reclaim it writes.
+memcg() {
+    mkdir -p /sys/fs/cgroup && mount -t cgroup2 none /sys/fs/cgroup &&
+        echo +memory > /sys/fs/cgroup/cgroup.subtree_control && mkdir -p /sys/fs/cgroup/reclaim
+}
+# Swap on the second RAM disk, for the anonymous-memory runs (after the file ones).
+swap() { mkswap /dev/ram1 >/dev/null && swapon /dev/ram1; }
 job() {
     id=$1; shift
     echo "@begin $id" >&3
@@ -176,8 +191,11 @@ def build_initramfs() -> Path:
     return path
 
 
-BRD_PARAMS = "rd_nr=1 rd_size=16384"
-"""One 16 MiB RAM disk: the sparse files take no blocks, only ext4's metadata does."""
+BRD_PARAMS = "rd_nr=2 rd_size=65536"
+"""Two 64 MiB RAM disks, their pages allocated as written: ext4 for the sparse files (which take
+no blocks, only ext4's metadata does), and swap for `reclaim --memory anon`."""
+SWAP_PAGES = 65536 * 1024 // 4096
+"""The swap disk's size in pages: `reclaim --memory anon` touches at most 3/4 of it."""
 
 
 def modules_cpio(release: str) -> bytes:
@@ -424,6 +442,40 @@ def jobs(
             tolerance=0.05,
         )
     )
+    # reclaim: processes on CPUs 1..n touch a quarter of memory in all (anonymous memory: what
+    # the swap disk holds), one after another, then memory.reclaim on CPU 0 reclaims it (direct).
+    total = memory_mib * 256 // 4
+    for memory, remote, n in (
+        ("file", "busy", 1),
+        ("file", "busy", cpus - 1),
+        ("file", "sleeping", cpus - 1),
+        ("anon", "busy", cpus - 1),
+    ):
+        pages = (total if memory == "file" else min(total, 3 * SWAP_PAGES // 4)) // n
+        out.append(
+            Job(
+                f"reclaim {memory} {remote} x{n}",
+                "TLB",
+                "reclaim",
+                (
+                    *("--processes", str(n), "--pages", str(pages), "--remote", remote),
+                    *("--memory", memory, "--cgroup", "/sys/fs/cgroup/reclaim"),
+                    *("--repeats", str(min(repeats, 2))),
+                ),
+                "reclaim",
+                (
+                    ("processes", n),
+                    ("pages", pages),
+                    ("remote", remote),
+                    ("memory", memory),
+                    ("access", "read" if memory == "file" else "write"),
+                    ("reclaimer", "direct"),
+                    ("touch", "in_turn"),
+                ),
+                also=("CAL", "pgscan", "pgsteal"),
+                tolerance=0.05,
+            )
+        )
     # migrate: N-1 threads at random pages of 4 MiB, migrate_pages() 4 times from the last CPU.
     migrate_bytes = 4 << 20
     out.append(
@@ -450,9 +502,18 @@ def jobs(
 
 
 def jobs_script(todo: Sequence[Job]) -> str:
-    lines = [f"job {i} /bin/{j.program} {' '.join(j.args)}\n" for i, j in enumerate(todo)]
+    lines = []
     if any(j.program in FILE_PROGRAMS for j in todo):
-        lines.insert(0, "mntfs >&3 2>&1 || echo '@fs mntfs failed' >&3\n")
+        lines.append("mntfs >&3 2>&1 || echo '@fs mntfs failed' >&3\n")
+    if any(j.program == "reclaim" for j in todo):
+        lines.append("memcg >&3 2>&1 || echo '@fs memcg failed' >&3\n")
+    swapped = False
+    for i, j in enumerate(todo):
+        if "anon" in j.args and not swapped:
+            # Only now: with swap on, the file runs' reclaim would scan anonymous pages too.
+            lines.append("swap >&3 2>&1 || echo '@fs swap failed' >&3\n")
+            swapped = True
+        lines.append(f"job {i} /bin/{j.program} {' '.join(j.args)}\n")
     return "".join(lines)
 
 
