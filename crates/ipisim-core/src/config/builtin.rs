@@ -60,6 +60,10 @@ const MACHINES: &[(&str, &str)] = &[
         "amd-milan-72c-calibrated",
         include_str!("../../data/machines/amd-milan-72c-calibrated.toml"),
     ),
+    (
+        "skylake-2s-104c-calibrated",
+        include_str!("../../data/machines/skylake-2s-104c-calibrated.toml"),
+    ),
 ];
 
 const KERNELS: &[(&str, &str)] = &[
