@@ -39,6 +39,10 @@ const MACHINES: &[(&str, &str)] = &[
         include_str!("../../data/machines/hifive-unmatched.toml"),
     ),
     ("th1520", include_str!("../../data/machines/th1520.toml")),
+    (
+        "skylake-2s-104c",
+        include_str!("../../data/machines/skylake-2s-104c.toml"),
+    ),
     // Written by `ipisim calibrate --experiment ID` from the profiles above (published.json).
     (
         "xeon-4n-48c-64g-calibrated",
@@ -55,6 +59,10 @@ const MACHINES: &[(&str, &str)] = &[
     (
         "amd-milan-72c-calibrated",
         include_str!("../../data/machines/amd-milan-72c-calibrated.toml"),
+    ),
+    (
+        "skylake-2s-104c-calibrated",
+        include_str!("../../data/machines/skylake-2s-104c-calibrated.toml"),
     ),
 ];
 

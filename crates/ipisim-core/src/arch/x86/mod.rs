@@ -25,6 +25,10 @@ named_enum! {
         /// Bits stay set; flush_tlb_func clears a CPU found on another mm, and flush_tlb_mm_range
         /// asks those CPUs at most once per second (209954cbc7d0 + 6db2526c1d69, 6.13).
         LazyTrim = "lazy_trim",
+        /// 209954cbc7d0 alone (tip x86/mm, 2024-11-19): bits stay set, and every flush still IPIs
+        /// every non-lazy CPU of the mask (tlb_is_not_lazy), so the first flush after a CPU left
+        /// the mm reaches it and it clears its bit on the wrong-mm path (remote CPUs only).
+        LazyEveryFlush = "lazy_every_flush",
     }
 }
 

@@ -246,6 +246,9 @@ pub fn should_flush_tlb(a: &ArchState, cpu: CpuId, sender: CpuId) -> bool {
     }
     match info.mm {
         None => true,
+        // 209954cbc7d0 kept tlb_is_not_lazy(): a CPU left in the mask on another mm gets every
+        // flush; 6db2526c1d69 sends it one only when should_trim_cpumask() said so.
+        Some(_) if a.cfg.mm_cpumask == MmCpumask::LazyEveryFlush => true,
         Some(mm) => st.loaded_mm == Some(mm) || info.trim_cpumask,
     }
 }
@@ -267,8 +270,15 @@ pub fn flush_tlb_func(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, sende
     }
     let loaded = a.x86.cpu[cpu].loaded_mm;
     if let Some(target) = f.mm.filter(|&mm| Some(mm) != loaded) {
-        // The CPU was left in the mm_cpumask of the target mm: clear it (6.13+).
-        if a.cfg.mm_cpumask == MmCpumask::LazyTrim {
+        // The CPU was left in the mm_cpumask of the target mm: clear it (6.13+). 209954cbc7d0
+        // cleared it on remote CPUs only ("Can only happen on remote CPUs"); "x86/mm/tlb: Also
+        // remove local CPU from mm_cpumask if stale" (tip, 2024-12-05) added the initiator.
+        let clears = match a.cfg.mm_cpumask {
+            MmCpumask::ClearOnSwitch => false,
+            MmCpumask::LazyEveryFlush => !local,
+            MmCpumask::LazyTrim => true,
+        };
+        if clears {
             a.mm[target].cpumask.clear(cpu);
             obs.tlb_flush(trace_at, TLB_REMOTE_WRONG_CPU, 0);
         }
@@ -470,4 +480,145 @@ pub fn arch_tlbbatch_flush(s: &mut impl Host, cpu: CpuId, t: TaskId, mask: &CpuM
         return smp::run_local(s, cpu, t, CallFunc::FlushTlbFunc);
     }
     Outcome::Next
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::engine::Time;
+    use crate::observe::{Irq, Trace};
+    use crate::sched::{self, Step};
+    use crate::sim::Sim;
+    use crate::step::FlushRange;
+    use crate::testing::{machine, run_until, spawn, work, Then, MM};
+
+    const MS: Time = 1_000_000_000;
+
+    /// A one-page flush of MM (page 10), with or without freed page tables.
+    fn flush(freed_tables: bool) -> Step {
+        Step::FlushTlbMmRange(FlushRange {
+            mm: MM as u32,
+            start: 10,
+            end: 11,
+            stride_shift: 12,
+            freed_tables,
+        })
+    }
+
+    fn tlb_irqs(s: &Sim, cpu: usize) -> u64 {
+        s.obs.stats.irqs[Irq::Tlb as usize][cpu]
+    }
+
+    fn wrong_cpu_traces(s: &Sim) -> u64 {
+        s.obs.stats.trace[Trace::TlbFlushRemoteWrongCpu as usize]
+    }
+
+    /// 3 CPUs. MM's thread on CPU 1 runs 1 ms and sleeps (CPU 1 goes lazy on MM); at 2 ms a
+    /// thread of a second process starts there and runs for good (switch_mm MM -> mm2). CPU 0
+    /// runs MM's thread that flushes one page at 5, 10, 15 and 20 ms (jiffies 1-5 at HZ 250).
+    fn left_for_another_mm(variant: &str, next_trim: u64) -> Sim {
+        let mut s = machine(
+            3,
+            "linux-6.18",
+            Then::Sleep,
+            &[("kernel.mm_cpumask", variant)],
+        );
+        let j = super::jiffies(0, s.arch.cfg.hz);
+        s.arch.init_new_context(j);
+        let mm2 = s.mem.new_mm();
+        s.arch.mm[MM].next_trim_cpumask = next_trim;
+        spawn(&mut s, MM, 1, &[work(MS, false)]);
+        let b = sched::spawn_at(&mut s, mm2, 1, 2 * MS);
+        s.sched.tasks[b].steps = vec![work(1000 * MS, false)];
+        let mut steps = Vec::new();
+        for _ in 0..4 {
+            steps.push(work(5 * MS, false));
+            steps.push(flush(false));
+        }
+        spawn(&mut s, MM, 0, &steps);
+        s
+    }
+
+    /// Each mm_cpumask variant on a CPU that left MM for another process: how many of MM's four
+    /// flushes IPI it, and whether its bit is still set after each. clear_on_switch (to 6.12)
+    /// clears it at the switch: no IPI. 209954cbc7d0 alone leaves it set and IPIs it at the
+    /// first flush, whose wrong-mm path clears it: one IPI. 6db2526c1d69 IPIs it only on the
+    /// once-a-second trim flush: none in the first second; with next_trim_cpumask at jiffy 2,
+    /// the flush at jiffy 3 (strictly after) trims it: one IPI, then none.
+    #[test]
+    fn a_cpu_on_another_mm_gets_ipis_as_each_variant_says() {
+        // (variant, next_trim_cpumask, CPU 1 TLB IPIs after each flush, bit after each flush)
+        let cases: [(&str, u64, [u64; 4], [bool; 4]); 4] = [
+            ("clear_on_switch", 250, [0, 0, 0, 0], [false; 4]),
+            ("lazy_every_flush", 250, [1, 1, 1, 1], [false; 4]),
+            ("lazy_trim", 250, [0, 0, 0, 0], [true; 4]),
+            ("lazy_trim", 2, [0, 0, 1, 1], [true, true, false, false]),
+        ];
+        for (variant, next_trim, ipis, bits) in cases {
+            let mut s = left_for_another_mm(variant, next_trim);
+            run_until(&mut s, 3 * MS);
+            assert_eq!(
+                s.arch.mm[MM].cpumask.test(1),
+                variant != "clear_on_switch",
+                "{variant}: the bit after the switch to mm2"
+            );
+            for (i, (&n, &bit)) in ipis.iter().zip(&bits).enumerate() {
+                // Flush i is sent at 5 (i + 1) ms and done well before the next.
+                run_until(&mut s, (5 * (i as u64 + 1) + 3) * MS);
+                assert_eq!(tlb_irqs(&s, 1), n, "{variant} {next_trim}: flush {i}");
+                assert_eq!(s.arch.mm[MM].cpumask.test(1), bit, "{variant}: flush {i}");
+            }
+            // Every IPI CPU 1 took found it on mm2: one cpumask clear (and trace) each.
+            assert_eq!(wrong_cpu_traces(&s), ipis[3], "{variant}");
+            // CPU 2 never ran MM: never in its mask, never an IPI.
+            assert_eq!(tlb_irqs(&s, 2), 0);
+            // should_trim_cpumask() moved the deadline once, to the trimming jiffy + HZ.
+            let want = match (variant, next_trim) {
+                ("lazy_trim", 2) => 3 + 250,
+                _ => next_trim,
+            };
+            assert_eq!(s.arch.mm[MM].next_trim_cpumask, want, "{variant}");
+        }
+    }
+
+    /// A lazy CPU (MM's thread slept, MM still loaded) gets no IPI for a plain flush in any
+    /// variant; a flush that freed page tables IPIs it and it leaves MM for init_mm. Before
+    /// 209954cbc7d0 that switch cleared its bit; after, it stays set. 209954cbc7d0 then IPIs it
+    /// at the next plain flush (it is on init_mm, not lazy) and it clears its bit; with
+    /// 6db2526c1d69 it gets none and keeps its bit until a trim flush or another freed-tables
+    /// flush (which then IPIs it a second time and clears it).
+    #[test]
+    fn a_lazy_cpu_after_a_freed_tables_flush() {
+        // (variant, CPU 1 IPIs after flushes 1..=5, bit after flush 4, after flush 5)
+        let cases = [
+            ("clear_on_switch", [0, 1, 1, 1, 1], false, false),
+            ("lazy_every_flush", [0, 1, 2, 2, 2], false, false),
+            ("lazy_trim", [0, 1, 1, 1, 2], true, false),
+        ];
+        for (variant, ipis, bit4, bit5) in cases {
+            let mut s = machine(
+                2,
+                "linux-6.18",
+                Then::Sleep,
+                &[("kernel.mm_cpumask", variant)],
+            );
+            spawn(&mut s, MM, 1, &[work(MS, false)]);
+            let mut steps = Vec::new();
+            for freed in [false, true, false, false, true] {
+                steps.push(work(5 * MS, false));
+                steps.push(flush(freed));
+            }
+            spawn(&mut s, MM, 0, &steps);
+            run_until(&mut s, 3 * MS);
+            assert!(s.arch.is_lazy(1), "{variant}: CPU 1 idles lazily on MM");
+            for (i, &n) in ipis.iter().enumerate() {
+                run_until(&mut s, (5 * (i as u64 + 1) + 3) * MS);
+                assert_eq!(tlb_irqs(&s, 1), n, "{variant}: flush {i}");
+                if i == 3 {
+                    assert_eq!(s.arch.mm[MM].cpumask.test(1), bit4, "{variant}");
+                }
+            }
+            assert_eq!(s.arch.loaded_mm(1), None, "{variant}: on init_mm");
+            assert_eq!(s.arch.mm[MM].cpumask.test(1), bit5, "{variant}");
+        }
+    }
 }
