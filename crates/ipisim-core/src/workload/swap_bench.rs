@@ -32,7 +32,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     name: "swap-bench",
     description: "the batched-unmap changelogs' microbenchmark: memset a 1 MiB shared anonymous region, then swap it in by reading and out by MADV_PAGEOUT, loops times",
     params: PARAMS,
-    metrics: &[("ms_per_loop", true)],
+    metrics: &[("ms_per_loop", true), ("loops_per_s", false)],
     powerpc: false,
     arm64: true,
     riscv: true,
@@ -182,6 +182,9 @@ impl Scenario for SwapBench {
             "ms_per_loop".into(),
             (self.window.ns_per(loops) / 1e6).into(),
         );
+        let secs = self.window.seconds();
+        let rate = if secs > 0.0 { loops as f64 / secs } else { 0.0 };
+        m.insert("loops_per_s".into(), rate.into());
         m
     }
 }
