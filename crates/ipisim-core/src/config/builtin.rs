@@ -56,6 +56,14 @@ const MACHINES: &[(&str, &str)] = &[
         "amd-milan-72c-calibrated",
         include_str!("../../data/machines/amd-milan-72c-calibrated.toml"),
     ),
+    (
+        "kunpeng920-96c-calibrated",
+        include_str!("../../data/machines/kunpeng920-96c-calibrated.toml"),
+    ),
+    (
+        "snapdragon888-calibrated",
+        include_str!("../../data/machines/snapdragon888-calibrated.toml"),
+    ),
 ];
 
 const KERNELS: &[(&str, &str)] = &[
