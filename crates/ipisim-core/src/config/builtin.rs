@@ -39,6 +39,10 @@ const MACHINES: &[(&str, &str)] = &[
         include_str!("../../data/machines/hifive-unmatched.toml"),
     ),
     ("th1520", include_str!("../../data/machines/th1520.toml")),
+    (
+        "qemu-virt-riscv",
+        include_str!("../../data/machines/qemu-virt-riscv.toml"),
+    ),
     // Written by `ipisim calibrate --experiment ID` from the profiles above (published.json).
     (
         "xeon-4n-48c-64g-calibrated",
@@ -63,6 +67,10 @@ const MACHINES: &[(&str, &str)] = &[
     (
         "snapdragon888-calibrated",
         include_str!("../../data/machines/snapdragon888-calibrated.toml"),
+    ),
+    (
+        "qemu-virt-riscv-calibrated",
+        include_str!("../../data/machines/qemu-virt-riscv-calibrated.toml"),
     ),
 ];
 
