@@ -436,6 +436,8 @@ pub fn madvise_pageout(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u6
         if pfn >= SWAPPED || mem.page[pfn as usize].flags & PTE_MAPPED == 0 {
             continue;
         }
+        // The walk's work a present PTE (read it, vm_normal_folio(), the checks, clear the
+        // accessed bit): change_pte_range()'s per-PTE cost stands in for it.
         walk += m.cost[Cost::PteProtect];
         let p = &mut mem.page[pfn as usize];
         if p.flags & PTE_YOUNG != 0 {
