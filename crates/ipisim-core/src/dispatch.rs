@@ -72,6 +72,7 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
             mm::vmscan::shrink_node(s, cpu, t, node as usize, nr as usize)
         }
         Step::ShrinkPageList => mm::vmscan::shrink_page_list(s, cpu, t),
+        Step::MadvisePageout { vpn, n } => mm::vmscan::madvise_pageout(s, cpu, t, vpn, n),
         Step::ShrinkFinish => mm::vmscan::shrink_finish(s, cpu, t),
         Step::Pageout { pfn } => mm::vmscan::pageout(s, cpu, t, pfn),
         Step::TryToUnmapFlush => mm::rmap::try_to_unmap_flush(s, cpu, t),

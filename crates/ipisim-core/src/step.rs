@@ -15,6 +15,8 @@ pub enum Syscall {
     Munmap { vpn: u64, n: u64 },
     /// mprotect(addr, len, PROT_READ)
     MprotectRead { vpn: u64, n: u64 },
+    /// madvise(addr, len, MADV_PAGEOUT) of a region reclaim tracks (map_new_anon / map_new_file)
+    MadvisePageout { vpn: u64, n: u64 },
 }
 
 /// The arguments of flush_tlb_mm_range (addresses as page numbers).
@@ -153,6 +155,8 @@ pub enum Step {
     ShrinkNode { node: u32, nr: u32 },
     /// shrink_page_list over the isolated pages.
     ShrinkPageList,
+    /// madvise_cold_or_pageout_pte_range() over [vpn, vpn + n), then reclaim_pages().
+    MadvisePageout { vpn: u64, n: u64 },
     /// pageout() of a dirty page, then on with shrink_page_list.
     Pageout { pfn: u32 },
     /// Free the reclaimed pages and put the others back.
@@ -218,6 +222,7 @@ impl Step {
             Step::DirectReclaim { .. } => "try_to_free_pages",
             Step::ShrinkNode { .. } => "shrink_inactive_list",
             Step::ShrinkPageList => "shrink_page_list",
+            Step::MadvisePageout { .. } => "madvise_cold_or_pageout_pte_range",
             Step::ShrinkFinish => "putback_inactive_pages",
             Step::Pageout { .. } => "pageout",
             Step::TryToUnmapFlush => "try_to_unmap_flush",

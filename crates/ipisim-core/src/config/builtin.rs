@@ -43,6 +43,10 @@ const MACHINES: &[(&str, &str)] = &[
         "skylake-2s-104c",
         include_str!("../../data/machines/skylake-2s-104c.toml"),
     ),
+    (
+        "qemu-virt-riscv",
+        include_str!("../../data/machines/qemu-virt-riscv.toml"),
+    ),
     // Written by `ipisim calibrate --experiment ID` from the profiles above (published.json).
     (
         "xeon-4n-48c-64g-calibrated",
@@ -63,6 +67,18 @@ const MACHINES: &[(&str, &str)] = &[
     (
         "skylake-2s-104c-calibrated",
         include_str!("../../data/machines/skylake-2s-104c-calibrated.toml"),
+    ),
+    (
+        "kunpeng920-96c-calibrated",
+        include_str!("../../data/machines/kunpeng920-96c-calibrated.toml"),
+    ),
+    (
+        "snapdragon888-calibrated",
+        include_str!("../../data/machines/snapdragon888-calibrated.toml"),
+    ),
+    (
+        "qemu-virt-riscv-calibrated",
+        include_str!("../../data/machines/qemu-virt-riscv-calibrated.toml"),
     ),
 ];
 

@@ -239,6 +239,9 @@ pub fn file_fault(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64) -> Outcome
     let mm = s.task_mm(t);
     let Parts { m, mem, obs, .. } = s.mm_parts();
     let (file, index, vma) = mapping_at(mem, mm, vpn);
+    if mem.files[file].anon && mem.files[file].pages[index as usize] == SWAPPED {
+        return shmem_swapin(s, cpu, t, file, index, vpn);
+    }
     if mem.files[file].pages[index as usize] == NONE {
         return read_in(s, t, file, index, Step::FileFault { vpn });
     }
@@ -290,6 +293,48 @@ pub fn file_write_fault(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64) -> O
     let ps = m.cost[Cost::FaultFile] + touch_page(m, mem, cpu, pfn);
     mem.page[pfn as usize].flags |= PTE_MAPPED | PTE_YOUNG | PTE_DIRTY | PG_DIRTY;
     obs.stats.charge(Some(t), Func::FilemapFault, ps);
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}
+
+/// A read fault on a swapped-out page of an `anon` region, as shmem_fault() ->
+/// shmem_swapin_folio() does it for the MAP_SHARED | MAP_ANONYMOUS region of the batched-unmap
+/// changelogs (the model's only swap-in; its regions' reclaim is shmem's too, add_to_swap and
+/// pageout each time): a new page, read from the RAM-backed swap device (zram fills a same-filled
+/// page, zram_fill_page(): a page's clear), removed from the swap cache (delete_from_swap_cache())
+/// and dirtied (folio_mark_dirty(): memory holds the only copy again), back on the LRU, and mapped
+/// clean and young by finish_fault(). No fault-around: its neighbours are swap entries.
+fn shmem_swapin(
+    s: &mut impl Host,
+    cpu: CpuId,
+    t: TaskId,
+    file: usize,
+    index: u64,
+    vpn: u64,
+) -> Outcome {
+    let (pfn, alloc) = match alloc_page(s, cpu, t) {
+        Ok(got) => got,
+        Err(NeedReclaim) => {
+            s.push_step(t, Step::FileFault { vpn });
+            alloc_slowpath(s, t);
+            return Outcome::Next;
+        }
+    };
+    alloc_succeeded(s, t);
+    let Parts { m, mem, obs, .. } = s.mm_parts();
+    obs.stats.vm(Vm::PgFault, 1);
+    mem.files[file].pages[index as usize] = pfn;
+    mem.page[pfn as usize] = PageInfo {
+        file: file as u32,
+        index: index as u32,
+        flags: PG_SWAPBACKED | PG_DIRTY | PTE_MAPPED | PTE_YOUNG,
+        cpu: cpu as u16,
+    };
+    let work = m.cost[Cost::FaultFile] + m.cost[Cost::PageClear];
+    obs.stats.charge(Some(t), Func::ShmemSwapin, work);
+    let ps = alloc + work + super::lru::lru_cache_add(s, cpu, t, pfn);
     Outcome::Busy {
         ps,
         irqs_off: false,

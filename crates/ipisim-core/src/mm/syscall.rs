@@ -10,7 +10,10 @@ use crate::step::{Outcome, Step};
 
 pub fn syscall(s: &mut impl Host, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
     let mm = s.task_mm(t);
-    let writes_vmas = !matches!(sc, Syscall::MadviseDontneed { .. });
+    let writes_vmas = !matches!(
+        sc,
+        Syscall::MadviseDontneed { .. } | Syscall::MadvisePageout { .. }
+    );
     if writes_vmas && !mmap_write_lock(s, t) {
         s.push_step(t, Step::Syscall(sc));
         return Outcome::Sleep(crate::engine::NEVER);
@@ -41,6 +44,12 @@ pub fn syscall(s: &mut impl Host, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcom
                     reclaim_pt,
                 },
             );
+        }
+        Syscall::MadvisePageout { vpn, n } => {
+            // madvise_pageout(): the page walk (madvise_cold_or_pageout_pte_range, which calls
+            // reclaim_pages()), then tlb_finish_mmu() for the accessed bits it cleared.
+            s.push_step(t, Step::TlbFinishMmu);
+            s.push_step(t, Step::MadvisePageout { vpn, n });
         }
         Syscall::Munmap { vpn, n } => munmap(s, t, mm, vpn, n),
         Syscall::MprotectRead { vpn, n } => mprotect_read(s, t, mm, vpn, n),

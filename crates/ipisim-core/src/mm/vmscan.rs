@@ -8,7 +8,7 @@ use super::filemap::{
 use super::lru::lock_lru;
 use super::page_alloc::{free_page, zonelist, WMARK_HIGH};
 use super::rmap::{self, TlbUbc};
-use super::{ptl, Host, Memory, Parts, NONE, SWAPPED};
+use super::{ptl, Backing, Host, Memory, Parts, NONE, SWAPPED};
 use crate::config::named_enum;
 use crate::engine::{CpuId, TaskId, Time};
 use crate::machine::Cost;
@@ -44,6 +44,9 @@ pub struct Reclaim {
     free: Vec<u32>,
     /// The pass scans the anonymous lists.
     anon: bool,
+    /// The pass is reclaim_pages() for MADV_PAGEOUT: reclaim_folio_list() keeps its counts in a
+    /// dummy reclaim_stat, so no pgsteal and no reclaim progress (shrink_inactive_list() counts).
+    madvise: bool,
     /// Isolated pages that were dirty and not under writeback (nr_unqueued_dirty).
     unqueued_dirty: usize,
     /// The last shrink_inactive_list() slept in too_many_isolated().
@@ -403,6 +406,88 @@ fn too_many_isolated_wait(
     Some(Outcome::Sleep(until))
 }
 
+/// madvise_pageout() -> madvise_cold_or_pageout_pte_range() over [vpn, vpn + n) of a region
+/// reclaim tracks, as 6.5-6.8 have it: lru_add_drain(); for each mapped page, a set accessed bit
+/// is cleared (ptep_get_and_clear_full(), pte_mkold(), tlb_remove_tlb_entry(): the page joins the
+/// mmu_gather, flushed at tlb_finish_mmu(); 2864f3d0f583, 6.9, dropped this for ignore_references),
+/// folio_clear_referenced(), and folio_isolate_lru() onto a private list; then reclaim_pages() ->
+/// reclaim_folio_list() -> shrink_folio_list(), whose unmaps use TTU_BATCH_FLUSH like any
+/// reclaim, with try_to_unmap_flush() before the free. One PMD's pages at a time in the kernel
+/// (one pte-range walk each); the model takes the call's pages as one list.
+pub fn madvise_pageout(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u64) -> Outcome {
+    let mm = s.task_mm(t);
+    let drain = super::lru::lru_add_drain(s, cpu, t);
+    let Parts { m, mem, obs, .. } = s.mm_parts();
+    let vma = *mem
+        .vma_at(mm, vpn)
+        .expect("MADV_PAGEOUT of an unmapped range");
+    let Backing::File { file, pgoff, .. } = vma.backing else {
+        panic!(
+            "MADV_PAGEOUT is modelled on the regions reclaim tracks (map_new_anon, map_new_file)"
+        );
+    };
+    let (file, anon) = (file as usize, mem.files[file as usize].anon);
+    let mut isolated = std::mem::take(&mut mem.tasks[t].reclaim.isolated);
+    isolated.clear();
+    let mut walk: Time = 0;
+    for v in vpn..(vpn + n).min(vma.end) {
+        let pfn = mem.files[file].pages[(pgoff + v - vma.start) as usize];
+        // pte_none() or a swap entry: nothing to do.
+        if pfn >= SWAPPED || mem.page[pfn as usize].flags & PTE_MAPPED == 0 {
+            continue;
+        }
+        // The walk's work a present PTE (read it, vm_normal_folio(), the checks, clear the
+        // accessed bit): change_pte_range()'s per-PTE cost stands in for it.
+        walk += m.cost[Cost::PteProtect];
+        let p = &mut mem.page[pfn as usize];
+        if p.flags & PTE_YOUNG != 0 {
+            p.flags &= !PTE_YOUNG;
+            let g = &mut mem.tasks[t].gather;
+            g.adjust_range(v, v + 1);
+            g.cleared_ptes = true;
+        }
+        p.flags &= !PG_REFERENCED;
+        if p.flags & PG_LRU != 0 {
+            // folio_isolate_lru(); reclaim_pages() then clears PG_active.
+            p.flags &= !(PG_LRU | PG_ACTIVE);
+            isolated.push(pfn);
+        }
+    }
+    obs.stats.charge(Some(t), Func::MadvisePageout, walk);
+    let Some(&first) = isolated.first() else {
+        mem.tasks[t].reclaim.isolated = isolated;
+        return Outcome::Busy {
+            ps: drain + walk,
+            irqs_off: false,
+        };
+    };
+    let node = mem.frames.node_of(first);
+    debug_assert!(isolated.iter().all(|&p| mem.frames.node_of(p) == node));
+    let lists = mem.lru[node].lists(anon);
+    let page = &mem.page;
+    lists
+        .active
+        .retain(|&p| page[p as usize].flags & PG_LRU != 0);
+    lists
+        .inactive
+        .retain(|&p| page[p as usize].flags & PG_LRU != 0);
+    mem.lru[node].isolated[anon as usize] += isolated.len();
+    let lock = lock_lru(s, cpu, node, &isolated);
+    s.obs().stats.charge(Some(t), Func::IsolateLruPages, lock);
+    let r = &mut s.mem().tasks[t].reclaim;
+    r.isolated = isolated;
+    r.pos = 0;
+    r.node = node;
+    r.anon = anon;
+    r.unqueued_dirty = 0;
+    r.madvise = true;
+    s.push_step(t, Step::ShrinkPageList);
+    Outcome::Busy {
+        ps: drain + walk + lock,
+        irqs_off: false,
+    }
+}
+
 /// shrink_page_list(): decide each isolated page (page_check_references), unmap the ones to
 /// reclaim and take them out of the page cache. Stops when an unmap needs a flush now.
 pub fn shrink_page_list(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
@@ -707,19 +792,24 @@ pub fn shrink_finish(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
         ps += free_page(s, cpu, pfn);
     }
     s.obs().stats.charge(Some(t), Func::FreePage, ps);
-    let steal = if is_kswapd(s.mem(), t) {
-        Vm::PgStealKswapd
-    } else {
-        Vm::PgStealDirect
-    };
-    s.obs().stats.vm(steal, free.len() as u64);
+    let madvise = std::mem::take(&mut s.mem().tasks[t].reclaim.madvise);
+    if !madvise {
+        let steal = if is_kswapd(s.mem(), t) {
+            Vm::PgStealKswapd
+        } else {
+            Vm::PgStealDirect
+        };
+        s.obs().stats.vm(steal, free.len() as u64);
+    }
     s.obs().stats.vm(Vm::PgFree, free.len() as u64);
     let r = &mut s.mem().tasks[t].reclaim;
-    r.reclaimed += free.len() as u32;
-    r.zone_reclaimed += free.len() as u32;
+    if !madvise {
+        r.reclaimed += free.len() as u32;
+        r.zone_reclaimed += free.len() as u32;
+    }
     let node = r.node;
     // shrink_inactive_list(): dirty pages the flushers have not queued fill the whole pass.
-    if r.unqueued_dirty > 0 && r.unqueued_dirty == r.isolated.len() {
+    if !madvise && r.unqueued_dirty > 0 && r.unqueued_dirty == r.isolated.len() {
         s.mem().lru[node].zone_dirty = true;
     }
     let mem = s.mem();

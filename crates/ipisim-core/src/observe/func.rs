@@ -67,5 +67,7 @@ named_enum! {
         GicIpiSendMask = "gic_ipi_send_mask",
         SbiRfenceV02Call = "__sbi_rfence_v02_call",
         SbiSendIpi = "sbi_send_ipi",
+        MadvisePageout = "madvise_cold_or_pageout_pte_range",
+        ShmemSwapin = "shmem_swapin_folio",
     }
 }

@@ -347,7 +347,11 @@ fn close_period(s: &mut impl Host, cpu: CpuId) {
 
 /// Run the current task's steps until it is busy, spins, sleeps or exits.
 pub fn run(s: &mut impl Host, cpu: CpuId) {
-    for _ in 0..1_000_000 {
+    // Steps since simulated time last moved: a busy step that runs on (no event due before it
+    // ends) moves it too, so a lone task may run any number of steps here.
+    let mut zero_time = 0u32;
+    while zero_time < 1_000_000 {
+        zero_time += 1;
         // IRQs are on between steps: a pending IPI is taken first.
         if s.sched().cpus[cpu].irq_pending {
             irq_enter(s, cpu, Entry::Ipi);
@@ -383,6 +387,9 @@ pub fn run(s: &mut impl Host, cpu: CpuId) {
             Outcome::Next => continue,
             Outcome::Busy { ps, irqs_off } => {
                 if start_busy(s, cpu, step, ps, irqs_off) {
+                    if ps > 0 {
+                        zero_time = 0;
+                    }
                     continue;
                 }
                 return;

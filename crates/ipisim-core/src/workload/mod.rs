@@ -10,6 +10,7 @@ mod migrate;
 mod qemu_guest_ram_unplug;
 mod reclaim;
 mod shootdown;
+mod swap_bench;
 mod swapout;
 mod will_it_scale;
 
@@ -134,6 +135,7 @@ registry! {
     QemuGuestRamUnplug(qemu_guest_ram_unplug::QemuGuestRamUnplug) {
         qemu_guest_ram_unplug::DECL => qemu_guest_ram_unplug::QemuGuestRamUnplug::new
     }
+    SwapBench(swap_bench::SwapBench) { swap_bench::DECL => swap_bench::SwapBench::new }
 }
 
 /// A scenario's CPU demand against the machine: "<what> need <cpus> CPUs; the machine has N".

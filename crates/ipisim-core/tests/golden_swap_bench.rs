@@ -1,0 +1,172 @@
+//! `swap-bench`, the microbenchmark of the arm64 (43b3dfdd0455, 6.5) and RISC-V (54d7431af73e,
+//! 6.8) batched unmap flush changelogs: exact counts per pass of 256 pages (1 MiB), and the
+//! checker on the unsafe what-ifs that skip the batch's completion.
+//!
+//! A pass reads every page (a swap-in fault from the second pass on) and MADV_PAGEOUTs the
+//! region. In 6.5-6.8 madvise_cold_or_pageout_pte_range() first clears each young PTE's accessed
+//! bit into the mmu_gather (flushed by tlb_finish_mmu(): one __flush_tlb_range of the 256 pages),
+//! then reclaim_pages() unmaps the 256 pages with TTU_BATCH_FLUSH. The first pass's PTEs are the
+//! memset's dirty ones, so try_to_unmap_flush_dirty() flushes before each page's pageout; later
+//! passes' PTEs were mapped by a read, clean, so one try_to_unmap_flush() covers the call.
+
+mod common;
+use common::{n, run_json, tlb};
+use serde_json::Value;
+
+const KUNPENG: &str = "kunpeng920-96c";
+const SD888: &str = "snapdragon888";
+const UNMATCHED: &str = "hifive-unmatched";
+const TH1520: &str = "th1520";
+const PAGES: u64 = 256;
+const LOOPS: u64 = 3;
+
+fn bench(machine: &str, kernel: &str, extra: &[(&str, &str)]) -> Value {
+    let mut sets = vec![("loops", "3")];
+    sets.extend_from_slice(extra);
+    let j = run_json("swap-bench", machine, kernel, &sets);
+    assert_eq!(n(&j["ops"]["loops"]), LOOPS);
+    // The memset's faults, then a swap-in a page on every pass after the first.
+    assert_eq!(n(&j["vmstat"]["pgfault"]), PAGES * LOOPS);
+    assert_eq!(n(&j["vmstat"]["pswpout"]), PAGES * LOOPS);
+    assert_eq!(n(&j["vmstat"]["pgfree"]), PAGES * LOOPS);
+    // reclaim_folio_list() counts into a dummy reclaim_stat: no pgsteal, no pgscan.
+    assert_eq!(n(&j["vmstat"]["pgsteal_direct"]), 0);
+    assert_eq!(n(&j["vmstat"]["pgscan_direct"]), 0);
+    j
+}
+
+/// (TLBIs issued, dsb(ish) executed).
+fn tlbi_dsb(j: &Value) -> (u64, u64) {
+    (n(&j["arm64"]["tlbi"]), n(&j["arm64"]["dsb_ish"]))
+}
+
+/// arm64: two TLBIs a page a pass (the unmap's, the accessed-bit gather's). 6.4 waits for each
+/// unmap TLBI with its own DSB (ptep_clear_flush), plus one DSB for the gather: 257 a pass. 6.5:
+/// the first pass's dirty PTEs still take a DSB a page (try_to_unmap_flush_dirty), later passes
+/// one DSB for the batch (arch_tlbbatch_flush) and one for the gather. No IPI, no TLB row.
+#[test]
+fn arm64_tlbis_per_page_dsbs_per_page_or_per_batch() {
+    for machine in [KUNPENG, SD888] {
+        let before = bench(machine, "linux-6.4-arm64", &[]);
+        let after = bench(machine, "linux-6.5-arm64", &[]);
+        for j in [&before, &after] {
+            assert_eq!(n(&j["check"]["violations"]), 0);
+            assert_eq!(tlb(j), 0);
+            assert_eq!(n(&j["ipis_sent"]), 0);
+        }
+        assert_eq!(
+            tlbi_dsb(&before),
+            (2 * PAGES * LOOPS, (PAGES + 1) * LOOPS),
+            "{machine}"
+        );
+        assert_eq!(
+            tlbi_dsb(&after),
+            (2 * PAGES * LOOPS, (PAGES + 1) + 2 * (LOOPS - 1)),
+            "{machine}"
+        );
+    }
+}
+
+/// arm64 per pass, from the difference of two runs (3 and 5 passes): 512 TLBIs, and 257 DSBs in
+/// 6.4 against 2 in 6.5; 6.4's ptep_clear_flush and 6.5's try_to_unmap_flush carry them.
+#[test]
+fn arm64_per_pass_counts_and_where_perf_shows_them() {
+    for (kernel, dsbs) in [("linux-6.4-arm64", PAGES + 1), ("linux-6.5-arm64", 2)] {
+        let three = tlbi_dsb(&bench(KUNPENG, kernel, &[]));
+        let five = run_json("swap-bench", KUNPENG, kernel, &[("loops", "5")]);
+        let five_c = tlbi_dsb(&five);
+        assert_eq!(
+            (five_c.0 - three.0, five_c.1 - three.1),
+            (2 * 2 * PAGES, 2 * dsbs),
+            "{kernel}"
+        );
+        let ptep = common::profile_percent(&five, "ptep_clear_flush");
+        let batch = common::profile_percent(&five, "try_to_unmap_flush");
+        match kernel {
+            "linux-6.4-arm64" => assert!(ptep > 0.0 && batch == 0.0, "{ptep} {batch}"),
+            _ => assert!(ptep == 0.0 && batch > 0.0, "{ptep} {batch}"),
+        }
+    }
+}
+
+/// The violations of a what-if that skips every batch completion: the first pass's dirty PTEs
+/// are still cached writable at each pageout (try_to_unmap_flush_dirty() did nothing: a lost
+/// write each), and every pass's pages are still cached when reclaim frees them.
+fn assert_every_batch_caught(j: &Value) {
+    let c = &j["check"];
+    assert_eq!(n(&c["violations"]), PAGES * (LOOPS + 1), "{c}");
+    assert_eq!(n(&c["by_site"]["pageout"]), PAGES);
+    assert_eq!(n(&c["by_kind"]["lost-write"]), PAGES);
+    assert_eq!(n(&c["by_site"]["free"]), PAGES * LOOPS);
+    assert_eq!(n(&c["by_kind"]["use-after-free"]), PAGES * LOOPS);
+}
+
+/// The unsafe what-if that skips arch_tlbbatch_flush()'s dsb(ish) (kernel.arm64_tlbbatch_dsb =
+/// false): the TLBIs are still outstanding at the pageouts and frees.
+#[test]
+fn arm64_skipping_the_batch_dsb_is_caught() {
+    let j = bench(
+        KUNPENG,
+        "linux-6.5-arm64",
+        &[("kernel.arm64_tlbbatch_dsb", "false")],
+    );
+    assert_every_batch_caught(&j);
+}
+
+/// (SBI RFENCE calls, sfence.vma run by kernel or firmware, firmware IPIs).
+fn sbi(j: &Value) -> (u64, u64, u64) {
+    (
+        n(&j["riscv"]["sbi_rfence"]),
+        n(&j["riscv"]["sfence_vma"]),
+        n(&j["ipis_sent"]),
+    )
+}
+
+/// RISC-V with the changelog's 4 sleeping threads on harts 0-3 (the main thread on hart 0): every
+/// flush is remote. 6.7: an SBI call a page (flush_tlb_page) plus one for the gather's range, each
+/// IPIing the 3 other harts and fencing all 4: 257 a pass. 6.8: the first pass's dirty pages still
+/// one a page, then one call a batch (arch_tlbbatch_flush, everything on the batch's harts) and
+/// one for the gather: 2 a pass. No kernel IPI, no TLB row.
+#[test]
+fn riscv_sbi_calls_and_firmware_ipis_per_batch() {
+    for machine in [UNMATCHED, TH1520] {
+        let before = bench(machine, "linux-6.7-riscv", &[("sleepers", "4")]);
+        let after = bench(machine, "linux-6.8-riscv", &[("sleepers", "4")]);
+        for j in [&before, &after] {
+            assert_eq!(n(&j["check"]["violations"]), 0);
+            assert_eq!(tlb(j), 0);
+        }
+        let calls = (PAGES + 1) * LOOPS;
+        assert_eq!(sbi(&before), (calls, 4 * calls, 3 * calls), "{machine}");
+        let calls = (PAGES + 1) + 2 * (LOOPS - 1);
+        assert_eq!(sbi(&after), (calls, 4 * calls, 3 * calls), "{machine}");
+    }
+}
+
+/// Without the sleepers the mm runs on hart 0 alone: every flush is a local sfence.vma, no SBI
+/// call, no firmware IPI, in both kernels (what the RISC-V changelog's threads are there to avoid).
+#[test]
+fn riscv_without_sleepers_flushes_locally() {
+    for kernel in ["linux-6.7-riscv", "linux-6.8-riscv"] {
+        let j = bench(UNMATCHED, kernel, &[]);
+        assert_eq!(n(&j["riscv"]["sbi_rfence"]), 0, "{kernel}");
+        assert_eq!(n(&j["ipis_sent"]), 0, "{kernel}");
+        assert!(n(&j["riscv"]["sfence_vma"]) > 0, "{kernel}");
+        assert_eq!(n(&j["check"]["violations"]), 0);
+    }
+}
+
+/// The unsafe what-if whose batch flush fences nothing (kernel.riscv_tlbbatch_flush = false).
+#[test]
+fn riscv_skipping_the_batch_fence_is_caught() {
+    let sets = [("sleepers", "4"), ("kernel.riscv_tlbbatch_flush", "false")];
+    assert_every_batch_caught(&bench(UNMATCHED, "linux-6.8-riscv", &sets));
+}
+
+/// The same inputs give the same bytes.
+#[test]
+fn deterministic() {
+    let a = bench(SD888, "linux-6.5-arm64", &[]);
+    let b = bench(SD888, "linux-6.5-arm64", &[]);
+    assert_eq!(a.to_string(), b.to_string());
+}
