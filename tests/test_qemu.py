@@ -100,13 +100,15 @@ def test_reclaim_jobs_reclaim_a_cgroup_in_turn_with_swap_only_for_anon() -> None
         "reclaim file busy x1",
         "reclaim file busy x3",
         "reclaim file sleeping x3",
+        "reclaim file busy x3 kswapd",
         "reclaim anon busy x3",
     ]
-    anon = todo[3]
+    assert ("reclaimer", "kswapd") in todo[3].sets and "kswapd" in todo[3].args
+    anon = todo[4]
     assert ("touch", "in_turn") in anon.sets and ("access", "write") in anon.sets
     assert ("pages", 3 * qemu.SWAP_PAGES // 4 // 3) in anon.sets
     lines = qemu.jobs_script(todo).splitlines()
-    assert [ln.split()[0] for ln in lines] == ["mntfs", "memcg", "job", "job", "job", "swap", "job"]
+    assert [ln.split()[0] for ln in lines] == ["mntfs", "memcg", "job", "job", "job", "job", "swap", "job"]
     # memory.reclaim counts its scans in the cgroup's memory.stat only.
     sample = qemu.hw.parse_sample("syscalls=3 ns=1 tlb=0,10 cal=0,10")
     vm = {"pgscan_direct": 0, "memcg_pgscan_direct": 2000, "memcg_pgscan_kswapd": 7}

@@ -15,6 +15,13 @@
  *   syscalls=N ns=T cpu_ns=C tlb=a,b,... cal=a,b,...
  * (syscalls: processes; ns: wall time of the memory.reclaim write). Build: cc -O2 -o reclaim
  * reclaim.c
+ *
+ * --reclaimer kswapd: instead of memory.reclaim, the parent raises vm.watermark_scale_factor to
+ * its maximum and vm.min_free_kbytes until every zone's free memory is under its low watermark,
+ * one zone's above its min, with the high ones out of reach, and faults in one page: that wakes
+ * kswapd (wake_all_kswapds() in the slow path) and succeeds above min, so no task reclaims
+ * directly. kswapd then reclaims all it can (then gives up: kswapd_failures); the parent waits
+ * until pgsteal_kswapd in /proc/vmstat stops moving and puts both sysctls back.
  */
 #define _GNU_SOURCE
 #define PROGRAM "reclaim"
@@ -26,7 +33,8 @@
 static void usage(void)
 {
 	fprintf(stderr, "usage: reclaim --processes N --pages P --remote busy|sleeping"
-			" --memory file|anon --cgroup DIR [--dir DIR] [--repeats N]\n");
+			" --memory file|anon --cgroup DIR [--reclaimer direct|kswapd] [--dir DIR]"
+			" [--repeats N]\n");
 	exit(2);
 }
 
@@ -85,9 +93,106 @@ static void process(int i, const char *dir, const char *cgroup, long pages, int 
 			pause();
 }
 
+static long read_long(const char *path)
+{
+	char buf[64] = { 0 };
+	int fd = open(path, O_RDONLY);
+	if (fd < 0 || read(fd, buf, sizeof(buf) - 1) < 0)
+		die(path);
+	close(fd);
+	return atol(buf);
+}
+
+static void write_long(const char *path, long v)
+{
+	char buf[32];
+	snprintf(buf, sizeof(buf), "%ld", v);
+	write_file(path, buf);
+}
+
+/* All of a /proc file (procfs hands it out a page or a record per read). */
+static char *read_all(const char *path)
+{
+	static char buf[1 << 18];
+	int fd = open(path, O_RDONLY);
+	if (fd < 0)
+		die(path);
+	size_t len = 0;
+	ssize_t n;
+	while ((n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
+		len += (size_t)n;
+	close(fd);
+	buf[len] = 0;
+	return buf;
+}
+
+/* A /proc/meminfo or /proc/vmstat value ("Name: N" or "name N"). */
+static long read_stat(const char *path, const char *name)
+{
+	size_t len = strlen(name);
+	for (char *l = read_all(path); l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+		if (!strncmp(l, name, len) && (l[len] == ' ' || l[len] == ':'))
+			return atol(l + len + 1);
+	fprintf(stderr, PROGRAM ": %s has no %s\n", path, name);
+	exit(3);
+}
+
+#define WSF "/proc/sys/vm/watermark_scale_factor"
+#define MIN_FREE "/proc/sys/vm/min_free_kbytes"
+
+/* The largest free share of a zone (free / managed pages, from /proc/zoneinfo), and the managed
+ * pages of all zones (x86-64 has no highmem: all count as lowmem). */
+static double max_free_share(long *managed_total)
+{
+	char *buf = read_all("/proc/zoneinfo");
+	double best = 0;
+	long free = 0, managed;
+	*managed_total = 0;
+	for (char *l = strtok(buf, "\n"); l; l = strtok(NULL, "\n")) {
+		if (sscanf(l, " pages free %ld", &free) == 1)
+			continue;
+		if (sscanf(l, " managed %ld", &managed) == 1 && managed > 0) {
+			*managed_total += managed;
+			if ((double)free / managed > best)
+				best = (double)free / managed;
+		}
+	}
+	return best;
+}
+
+/* Wake kswapd with free memory under the low watermark of every zone, wait for it to finish. */
+static void kswapd_reclaim(void)
+{
+	long wsf0 = read_long(WSF), min0 = read_long(MIN_FREE), managed;
+	/* 6.1 __setup_per_zone_wmarks(): a zone's min is its share (by managed pages) of
+	 * min_free_kbytes, low = min + tmp and high = min + 2 tmp, tmp 30 % of the zone at
+	 * watermark_scale_factor 3000. With min at the largest free share less 28 %, every zone's
+	 * free memory is under its low watermark (else the fault takes its page there, in the fast
+	 * path) and over min in that zone, and high is out of reach in all (wakeup_kswapd() returns
+	 * at once for a node with one balanced zone). */
+	double share = max_free_share(&managed) - 0.28;
+	write_long(WSF, 3000);
+	write_long(MIN_FREE, (long)(share * managed) * 4);
+	volatile char *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				   -1, 0);
+	if (page == MAP_FAILED)
+		die("mmap");
+	page[0] = 1;
+	long last = -1, steal;
+	for (int same = 0; same < 20; usleep(50000)) {
+		steal = read_stat("/proc/vmstat", "pgsteal_kswapd");
+		same = steal == last ? same + 1 : 0;
+		last = steal;
+	}
+	write_long(MIN_FREE, min0);
+	write_long(WSF, wsf0);
+	munmap((void *)page, 4096);
+}
+
 int main(int argc, char **argv)
 {
 	const char *dir = "/mnt", *cgroup = NULL, *remote = "busy", *memory = "file";
+	const char *reclaimer = "direct";
 	long processes = 0, pages = 0, repeats = 1;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		const char *a = argv[i], *v = argv[i + 1];
@@ -103,14 +208,18 @@ int main(int argc, char **argv)
 			cgroup = v;
 		else if (!strcmp(a, "--dir"))
 			dir = v;
+		else if (!strcmp(a, "--reclaimer"))
+			reclaimer = v;
 		else if (!strcmp(a, "--repeats"))
 			repeats = atol(v);
 		else
 			usage();
 	}
 	int busy = !strcmp(remote, "busy"), anon = !strcmp(memory, "anon");
+	int kswapd = !strcmp(reclaimer, "kswapd");
 	if (argc % 2 == 0 || processes < 1 || pages < 1 || repeats < 1 || !cgroup ||
-	    (!busy && strcmp(remote, "sleeping")) || (!anon && strcmp(memory, "file")))
+	    (!busy && strcmp(remote, "sleeping")) || (!anon && strcmp(memory, "file")) ||
+	    (!kswapd && strcmp(reclaimer, "direct")))
 		usage();
 	int ncpus;
 	pin_home(processes, "processes", processes + 1, &ncpus);
@@ -152,8 +261,10 @@ int main(int argc, char **argv)
 			return 3;
 		}
 		double t0 = now_ns(), c0 = cpu_ns();
-		/* -EAGAIN when less than asked could be reclaimed: the pages that were are counted. */
-		write_file(reclaim_path, amount);
+		if (kswapd)
+			kswapd_reclaim();
+		else /* -EAGAIN when less than asked could be reclaimed: those that were count. */
+			write_file(reclaim_path, amount);
 		double t1 = now_ns(), c1 = cpu_ns();
 		read_irq_rows(tlb1, cal1, ncpus);
 		for (int i = 0; i < processes; i++) {
