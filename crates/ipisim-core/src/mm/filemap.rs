@@ -314,31 +314,13 @@ fn shmem_swapin(
     index: u64,
     vpn: u64,
 ) -> Outcome {
-    let (pfn, alloc) = match alloc_page(s, cpu, t) {
-        Ok(got) => got,
-        Err(NeedReclaim) => {
-            s.push_step(t, Step::FileFault { vpn });
-            alloc_slowpath(s, t);
-            return Outcome::Next;
-        }
-    };
-    alloc_succeeded(s, t);
-    let Parts { m, mem, obs, .. } = s.mm_parts();
-    obs.stats.vm(Vm::PgFault, 1);
-    mem.files[file].pages[index as usize] = pfn;
-    mem.page[pfn as usize] = PageInfo {
-        file: file as u32,
-        index: index as u32,
+    let new = NewPage {
+        retry: Step::FileFault { vpn },
         flags: PG_SWAPBACKED | PG_DIRTY | PTE_MAPPED | PTE_YOUNG,
-        cpu: cpu as u16,
+        cost: Cost::FaultFile,
+        func: Func::ShmemSwapin,
     };
-    let work = m.cost[Cost::FaultFile] + m.cost[Cost::PageClear];
-    obs.stats.charge(Some(t), Func::ShmemSwapin, work);
-    let ps = alloc + work + super::lru::lru_cache_add(s, cpu, t, pfn);
-    Outcome::Busy {
-        ps,
-        irqs_off: false,
-    }
+    fault_in_new_page(s, cpu, t, file, index, new)
 }
 
 /// do_anonymous_page() on a write: a new zeroed page, mapped writable and dirty, onto the LRU.
@@ -350,10 +332,38 @@ fn do_anonymous_page(
     index: u64,
     vpn: u64,
 ) -> Outcome {
+    let new = NewPage {
+        retry: Step::FileWriteFault { vpn },
+        flags: PG_SWAPBACKED | PTE_MAPPED | PTE_YOUNG | PTE_DIRTY,
+        cost: Cost::FaultAnon,
+        func: Func::DoAnonymousPage,
+    };
+    fault_in_new_page(s, cpu, t, file, index, new)
+}
+
+/// How a fault fills a page of an anonymous region: the step to retry after reclaim, the new
+/// page's flags, and the fault's work (besides clearing the page) and where it is charged.
+struct NewPage {
+    retry: Step,
+    flags: u16,
+    cost: Cost,
+    func: Func,
+}
+
+/// A new cleared page at `index` of `file`, mapped with `new.flags`, onto the LRU; or, when the
+/// allocation must reclaim first, `new.retry` after it.
+fn fault_in_new_page(
+    s: &mut impl Host,
+    cpu: CpuId,
+    t: TaskId,
+    file: usize,
+    index: u64,
+    new: NewPage,
+) -> Outcome {
     let (pfn, alloc) = match alloc_page(s, cpu, t) {
         Ok(got) => got,
         Err(NeedReclaim) => {
-            s.push_step(t, Step::FileWriteFault { vpn });
+            s.push_step(t, new.retry);
             alloc_slowpath(s, t);
             return Outcome::Next;
         }
@@ -365,11 +375,11 @@ fn do_anonymous_page(
     mem.page[pfn as usize] = PageInfo {
         file: file as u32,
         index: index as u32,
-        flags: PG_SWAPBACKED | PTE_MAPPED | PTE_YOUNG | PTE_DIRTY,
+        flags: new.flags,
         cpu: cpu as u16,
     };
-    let work = m.cost[Cost::FaultAnon] + m.cost[Cost::PageClear];
-    obs.stats.charge(Some(t), Func::DoAnonymousPage, work);
+    let work = m.cost[new.cost] + m.cost[Cost::PageClear];
+    obs.stats.charge(Some(t), new.func, work);
     let ps = alloc + work + super::lru::lru_cache_add(s, cpu, t, pfn);
     Outcome::Busy {
         ps,

@@ -259,13 +259,7 @@ pub fn shrink_node(s: &mut impl Host, cpu: CpuId, t: TaskId, node: usize, nr: us
         Vm::PgScanDirect
     };
     s.obs().stats.vm(scan, n as u64);
-    let r = &mut s.mem().tasks[t].reclaim;
-    r.isolated = isolated;
-    r.pos = 0;
-    r.node = node;
-    r.anon = anon;
-    r.unqueued_dirty = 0;
-    s.push_step(t, Step::ShrinkPageList);
+    begin_shrink_page_list(s, t, isolated, node, anon, false);
     if s.mem().cfg.young_flush {
         // Before 3.15, shrink_active_list's ptep_clear_flush_young() flushed each page whose
         // accessed bit it cleared, under its PTE lock; those flushes come before shrink_page_list.
@@ -474,18 +468,31 @@ pub fn madvise_pageout(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u6
     mem.lru[node].isolated[anon as usize] += isolated.len();
     let lock = lock_lru(s, cpu, node, &isolated);
     s.obs().stats.charge(Some(t), Func::IsolateLruPages, lock);
+    begin_shrink_page_list(s, t, isolated, node, anon, true);
+    Outcome::Busy {
+        ps: drain + walk + lock,
+        irqs_off: false,
+    }
+}
+
+/// Hand `isolated`, taken off `node`'s `anon` or file lists (by MADV_PAGEOUT if `madvise`), to
+/// shrink_page_list() as task `t`'s reclaim pass.
+fn begin_shrink_page_list(
+    s: &mut impl Host,
+    t: TaskId,
+    isolated: Vec<u32>,
+    node: usize,
+    anon: bool,
+    madvise: bool,
+) {
     let r = &mut s.mem().tasks[t].reclaim;
     r.isolated = isolated;
     r.pos = 0;
     r.node = node;
     r.anon = anon;
     r.unqueued_dirty = 0;
-    r.madvise = true;
+    r.madvise = madvise;
     s.push_step(t, Step::ShrinkPageList);
-    Outcome::Busy {
-        ps: drain + walk + lock,
-        irqs_off: false,
-    }
 }
 
 /// shrink_page_list(): decide each isolated page (page_check_references), unmap the ones to

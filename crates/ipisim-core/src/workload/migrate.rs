@@ -196,7 +196,7 @@ impl Scenario for Migrate {
         let w = &mut self.workers[t];
         if w.next < w.end {
             // Populate: write every page of its share once (pmbench's initial memset).
-            return super::write_next_pages(s, t, &mut w.next, w.end);
+            return super::touch_next_pages(s, t, &mut w.next, w.end, true);
         }
         if !w.joined {
             // Random accesses start on a fully populated region.

@@ -153,9 +153,15 @@ fn need_cpus(
     Err(r.error(key, msg))
 }
 
-/// A user loop writing pages [*next, end): the next up to 16 pages (the loop's granularity, not
-/// a kernel batch) as one step.
-fn write_next_pages(s: &mut impl Host, t: TaskId, next: &mut u64, end: u64) -> Outcome {
+/// A user loop reading or writing pages [*next, end): the next up to 16 pages (the loop's
+/// granularity, not a kernel batch) as one step.
+fn touch_next_pages(
+    s: &mut impl Host,
+    t: TaskId,
+    next: &mut u64,
+    end: u64,
+    write: bool,
+) -> Outcome {
     let n = 16.min(end - *next);
     let vpn = *next;
     *next += n;
@@ -164,7 +170,7 @@ fn write_next_pages(s: &mut impl Host, t: TaskId, next: &mut u64, end: u64) -> O
         Step::FileRead {
             vpn,
             n: n as u32,
-            write: true,
+            write,
         },
     );
     Outcome::Next

@@ -124,7 +124,7 @@ impl Scenario for SwapBench {
         let now = s.now();
         match self.phase {
             Phase::Memset if self.next < end => {
-                return super::write_next_pages(s, t, &mut self.next, end);
+                return super::touch_next_pages(s, t, &mut self.next, end, true);
             }
             Phase::Memset => {
                 // The timed passes start after the memset.
@@ -150,19 +150,8 @@ impl Scenario for SwapBench {
             }
             Phase::Read => {}
         }
-        // (void)p[i] for each page, 16 pages a step as write_next_pages.
-        let n = 16.min(end - self.next);
-        let vpn = self.next;
-        self.next += n;
-        s.push_step(
-            t,
-            Step::FileRead {
-                vpn,
-                n: n as u32,
-                write: false,
-            },
-        );
-        Outcome::Next
+        // (void)p[i] for each page.
+        super::touch_next_pages(s, t, &mut self.next, end, false)
     }
 
     /// The run ends when the main thread exits.
@@ -177,12 +166,12 @@ impl Scenario for SwapBench {
         let mut m = serde_json::Map::new();
         m.insert("loops".into(), loops.into());
         m.insert("pages".into(), self.pages.into());
-        m.insert("loops_s".into(), self.window.seconds().into());
+        let secs = self.window.seconds();
+        m.insert("loops_s".into(), secs.into());
         m.insert(
             "ms_per_loop".into(),
             (self.window.ns_per(loops) / 1e6).into(),
         );
-        let secs = self.window.seconds();
         let rate = if secs > 0.0 { loops as f64 / secs } else { 0.0 };
         m.insert("loops_per_s".into(), rate.into());
         m

@@ -85,7 +85,7 @@ impl Scenario for Swapout {
             w.finished = Some(now);
             return Outcome::Exit;
         }
-        super::write_next_pages(s, t, &mut w.next, w.end)
+        super::touch_next_pages(s, t, &mut w.next, w.end, true)
     }
 
     /// The run ends when the last writer exits.
