@@ -31,21 +31,28 @@ static void die(const char *what)
 	exit(1);
 }
 
-/* Parse the TLB and CAL rows of /proc/interrupts with one raw read (no stdio buffering). */
-static int read_irq_rows(uint64_t *tlb, uint64_t *cal, int ncpus)
+/* All of a /proc file with raw reads (no stdio buffering; procfs hands it out a page or a record
+ * per read), in a buffer the next call reuses. */
+static char *read_all(const char *path)
 {
 	static char buf[1 << 20];
-	int fd = open("/proc/interrupts", O_RDONLY);
+	int fd = open(path, O_RDONLY);
 	if (fd < 0)
-		die("open /proc/interrupts");
+		die(path);
 	size_t len = 0;
 	ssize_t n;
 	while ((n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
 		len += (size_t)n;
 	close(fd);
 	buf[len] = 0;
+	return buf;
+}
+
+/* Parse the TLB and CAL rows of /proc/interrupts. */
+static int read_irq_rows(uint64_t *tlb, uint64_t *cal, int ncpus)
+{
 	int found = 0;
-	for (char *line = buf; line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+	for (char *line = read_all("/proc/interrupts"); line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
 		char *p = line;
 		while (*p == ' ')
 			p++;
@@ -74,6 +81,16 @@ static void print_irq_deltas(const uint64_t *tlb0, const uint64_t *tlb1, const u
 	fflush(stdout);
 }
 
+/* Run only on `cpu` from now on. */
+static void pin_to(int cpu)
+{
+	cpu_set_t one;
+	CPU_ZERO(&one);
+	CPU_SET(cpu, &one);
+	if (sched_setaffinity(0, sizeof(one), &one))
+		die("sched_setaffinity");
+}
+
 /* Stay on the CPU this program started on (hw.py pins it before exec) and return it; set *ncpus.
  * The program needs `need` CPUs for `count` `what`: with fewer, say so and exit 2. */
 static int pin_home(long count, const char *what, long need, int *ncpus)
@@ -85,11 +102,7 @@ static int pin_home(long count, const char *what, long need, int *ncpus)
 			need, *ncpus);
 		exit(2);
 	}
-	cpu_set_t one;
-	CPU_ZERO(&one);
-	CPU_SET(home, &one);
-	if (sched_setaffinity(0, sizeof(one), &one))
-		die("sched_setaffinity");
+	pin_to(home);
 	return home;
 }
 

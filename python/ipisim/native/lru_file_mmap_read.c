@@ -31,11 +31,7 @@ static void usage(void)
 
 static void reader(const char *dir, int i, long long bytes)
 {
-	cpu_set_t one;
-	CPU_ZERO(&one);
-	CPU_SET(i, &one);
-	if (sched_setaffinity(0, sizeof(one), &one))
-		die("sched_setaffinity");
+	pin_to(i);
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/sparse-%d", dir, i);
 	int fd = open(path, O_RDWR | O_CREAT | O_TRUNC, 0644);

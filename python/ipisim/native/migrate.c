@@ -131,11 +131,7 @@ int main(int argc, char **argv)
 	int ncpus;
 	pin_home(nthreads, "threads and migratepages", nthreads + 1, &ncpus);
 	/* migratepages on the last CPU. */
-	cpu_set_t last;
-	CPU_ZERO(&last);
-	CPU_SET(ncpus - 1, &last);
-	if (sched_setaffinity(0, sizeof(last), &last))
-		die("sched_setaffinity");
+	pin_to(ncpus - 1);
 	sh = mmap(NULL, sizeof(*sh), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
 	if (sh == MAP_FAILED)
 		die("mmap shared");

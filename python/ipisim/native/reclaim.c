@@ -53,11 +53,7 @@ static void write_file(const char *path, const char *text)
 static void process(int i, const char *dir, const char *cgroup, long pages, int anon, int busy,
 		    int turn, int next, int ready)
 {
-	cpu_set_t one;
-	CPU_ZERO(&one);
-	CPU_SET(i, &one);
-	if (sched_setaffinity(0, sizeof(one), &one))
-		die("sched_setaffinity");
+	pin_to(i);
 	char path[4096];
 	snprintf(path, sizeof(path), "%s/cgroup.procs", cgroup);
 	write_file(path, "0");
@@ -108,22 +104,6 @@ static void write_long(const char *path, long v)
 	char buf[32];
 	snprintf(buf, sizeof(buf), "%ld", v);
 	write_file(path, buf);
-}
-
-/* All of a /proc file (procfs hands it out a page or a record per read). */
-static char *read_all(const char *path)
-{
-	static char buf[1 << 18];
-	int fd = open(path, O_RDONLY);
-	if (fd < 0)
-		die(path);
-	size_t len = 0;
-	ssize_t n;
-	while ((n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
-		len += (size_t)n;
-	close(fd);
-	buf[len] = 0;
-	return buf;
 }
 
 /* A /proc/meminfo or /proc/vmstat value ("Name: N" or "name N"). */
