@@ -80,6 +80,10 @@ const MACHINES: &[(&str, &str)] = &[
         "qemu-virt-riscv-calibrated",
         include_str!("../../data/machines/qemu-virt-riscv-calibrated.toml"),
     ),
+    (
+        "hifive-unmatched-calibrated",
+        include_str!("../../data/machines/hifive-unmatched-calibrated.toml"),
+    ),
 ];
 
 const KERNELS: &[(&str, &str)] = &[
