@@ -4,16 +4,10 @@
 //! checker on the unsafe what-if that skips arch_tlbbatch_flush()'s dsb(ish).
 
 mod common;
-use common::{n, reclaim_json, run_json, tlb};
-use serde_json::Value;
+use common::{n, reclaim_json, run_json, tlb, tlbi_dsb};
 
 const KUNPENG: &str = "kunpeng920-96c";
 const SD888: &str = "snapdragon888";
-
-/// (TLBIs issued, dsb(ish) executed).
-fn tlbi_dsb(j: &Value) -> (u64, u64) {
-    (n(&j["arm64"]["tlbi"]), n(&j["arm64"]["dsb_ish"]))
-}
 
 /// One TLBI per unmapped page in both eras; 6.4 waits for each with its own DSB
 /// (ptep_clear_flush), 6.5 with one DSB per batch (arch_tlbbatch_flush). No flush IPI either way.

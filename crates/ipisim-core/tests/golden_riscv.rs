@@ -5,22 +5,13 @@
 //! the unsafe what-if that skips arch_tlbbatch_flush().
 
 mod common;
-use common::{n, reclaim_json, run_json, tlb};
+use common::{n, reclaim_json, run_json, sbi_counts, tlb};
 use serde_json::Value;
 
 const UNMATCHED: &str = "hifive-unmatched";
 const TH1520: &str = "th1520";
 const OLD: &str = "linux-6.7-riscv";
 const NEW: &str = "linux-6.8-riscv";
-
-/// (SBI RFENCE calls, sfence.vma run by kernel or firmware, firmware IPIs).
-fn counts(j: &Value) -> (u64, u64, u64) {
-    (
-        n(&j["riscv"]["sbi_rfence"]),
-        n(&j["riscv"]["sfence_vma"]),
-        n(&j["ipis_sent"]),
-    )
-}
 
 /// 6.7: ptep_clear_flush() -> flush_tlb_page(): one SBI call a page, each IPIing the one hart
 /// that runs the page's mm and waiting for it. 6.8: one SBI call a batch of 32, which IPIs every
@@ -37,11 +28,15 @@ fn sbi_calls_per_page_and_per_batch() {
                 assert_eq!(tlb(j), 0);
             }
             // One remote hart a page; its firmware runs one sfence.vma of the page.
-            assert_eq!(counts(&before), (pages, pages, pages), "{machine} {procs}");
+            assert_eq!(
+                sbi_counts(&before),
+                (pages, pages, pages),
+                "{machine} {procs}"
+            );
             // A batch of 32: one call, one full sfence.vma and one IPI on each of its harts.
             let batches = pages / 32;
             assert_eq!(
-                counts(&after),
+                sbi_counts(&after),
                 (batches, batches * harts, batches * harts),
                 "{machine} {procs}"
             );
@@ -55,8 +50,8 @@ fn sbi_calls_per_page_and_per_batch() {
 fn firmware_waits_per_batch_with_and_without_batching() {
     let before = reclaim_json(UNMATCHED, OLD, "3", &[]);
     let after = reclaim_json(UNMATCHED, NEW, "3", &[]);
-    assert_eq!(counts(&before).0, 1536);
-    assert_eq!(counts(&after).0, 48);
+    assert_eq!(sbi_counts(&before).0, 1536);
+    assert_eq!(sbi_counts(&after).0, 48);
     let share = |j: &Value| common::profile_percent(j, "__sbi_rfence_v02_call");
     assert!(share(&before) > 0.0);
     assert!(share(&after) < share(&before));
@@ -72,7 +67,7 @@ fn dirty_ptes_flush_before_each_pageout() {
     for kernel in [OLD, NEW] {
         let j = reclaim_json(TH1520, kernel, "1", &sets);
         assert_eq!(n(&j["vmstat"]["pswpout"]), 512);
-        assert_eq!(counts(&j).0, 512, "{kernel}");
+        assert_eq!(sbi_counts(&j).0, 512, "{kernel}");
         assert_eq!(n(&j["check"]["violations"]), 0);
     }
 }
@@ -87,7 +82,7 @@ fn madvise(batch: &str, remote: &str) -> (u64, u64) {
     ];
     let j = run_json("shootdown", UNMATCHED, NEW, &sets);
     assert_eq!(tlb(&j), 0);
-    let (sbi, sfence, _) = counts(&j);
+    let (sbi, sfence, _) = sbi_counts(&j);
     (sbi, sfence)
 }
 
@@ -126,7 +121,7 @@ fn skipping_the_batch_flush_is_caught() {
         assert_eq!(n(&c["by_kind"]["use-after-free"]), caught);
         assert_eq!(c["first"][0]["kind"], "use-after-free");
         assert_eq!(c["first"][0]["at"], "free");
-        assert_eq!(counts(&j).0, 0);
+        assert_eq!(sbi_counts(&j).0, 0);
     }
 }
 
@@ -156,10 +151,10 @@ fn migration_batches_its_fences() {
         assert_eq!(n(&j["check"]["violations"]), 0);
     }
     assert!(
-        counts(&after).0 < counts(&before).0,
+        sbi_counts(&after).0 < sbi_counts(&before).0,
         "{:?} {:?}",
-        counts(&before),
-        counts(&after)
+        sbi_counts(&before),
+        sbi_counts(&after)
     );
 }
 

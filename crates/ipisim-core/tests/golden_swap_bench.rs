@@ -10,7 +10,7 @@
 //! passes' PTEs were mapped by a read, clean, so one try_to_unmap_flush() covers the call.
 
 mod common;
-use common::{n, run_json, tlb};
+use common::{n, run_json, sbi_counts, tlb, tlbi_dsb};
 use serde_json::Value;
 
 const KUNPENG: &str = "kunpeng920-96c";
@@ -33,11 +33,6 @@ fn bench(machine: &str, kernel: &str, extra: &[(&str, &str)]) -> Value {
     assert_eq!(n(&j["vmstat"]["pgsteal_direct"]), 0);
     assert_eq!(n(&j["vmstat"]["pgscan_direct"]), 0);
     j
-}
-
-/// (TLBIs issued, dsb(ish) executed).
-fn tlbi_dsb(j: &Value) -> (u64, u64) {
-    (n(&j["arm64"]["tlbi"]), n(&j["arm64"]["dsb_ish"]))
 }
 
 /// arm64: two TLBIs a page a pass (the unmap's, the accessed-bit gather's). 6.4 waits for each
@@ -113,15 +108,6 @@ fn arm64_skipping_the_batch_dsb_is_caught() {
     assert_every_batch_caught(&j);
 }
 
-/// (SBI RFENCE calls, sfence.vma run by kernel or firmware, firmware IPIs).
-fn sbi(j: &Value) -> (u64, u64, u64) {
-    (
-        n(&j["riscv"]["sbi_rfence"]),
-        n(&j["riscv"]["sfence_vma"]),
-        n(&j["ipis_sent"]),
-    )
-}
-
 /// RISC-V with the changelog's 4 sleeping threads on harts 0-3 (the main thread on hart 0): every
 /// flush is remote. 6.7: an SBI call a page (flush_tlb_page) plus one for the gather's range, each
 /// IPIing the 3 other harts and fencing all 4: 257 a pass. 6.8: the first pass's dirty pages still
@@ -137,9 +123,17 @@ fn riscv_sbi_calls_and_firmware_ipis_per_batch() {
             assert_eq!(tlb(j), 0);
         }
         let calls = (PAGES + 1) * LOOPS;
-        assert_eq!(sbi(&before), (calls, 4 * calls, 3 * calls), "{machine}");
+        assert_eq!(
+            sbi_counts(&before),
+            (calls, 4 * calls, 3 * calls),
+            "{machine}"
+        );
         let calls = (PAGES + 1) + 2 * (LOOPS - 1);
-        assert_eq!(sbi(&after), (calls, 4 * calls, 3 * calls), "{machine}");
+        assert_eq!(
+            sbi_counts(&after),
+            (calls, 4 * calls, 3 * calls),
+            "{machine}"
+        );
     }
 }
 

@@ -42,6 +42,20 @@ pub fn tlb(j: &Value) -> u64 {
     row.iter().map(|v| v.as_u64().unwrap()).sum()
 }
 
+/// arm64: (TLBIs issued, dsb(ish) executed).
+pub fn tlbi_dsb(j: &Value) -> (u64, u64) {
+    (n(&j["arm64"]["tlbi"]), n(&j["arm64"]["dsb_ish"]))
+}
+
+/// RISC-V: (SBI RFENCE calls, sfence.vma run by kernel or firmware, firmware IPIs).
+pub fn sbi_counts(j: &Value) -> (u64, u64, u64) {
+    (
+        n(&j["riscv"]["sbi_rfence"]),
+        n(&j["riscv"]["sfence_vma"]),
+        n(&j["ipis_sent"]),
+    )
+}
+
 /// A function's percent of CPU time in a result's profile (0 if it has none).
 pub fn profile_percent(j: &Value, function: &str) -> f64 {
     j["profile"]
