@@ -73,16 +73,22 @@ fn dirty_ptes_flush_before_each_pageout() {
 }
 
 /// madvise(MADV_DONTNEED) of 1024 pages in calls of `batch`, with `remote` threads of the mm on
-/// other harts: (SBI calls, sfence.vma).
-fn madvise(batch: &str, remote: &str) -> (u64, u64) {
+/// other harts of `machine`: (SBI calls, sfence.vma, of those without an address).
+fn madvise_on(machine: &str, batch: &str, remote: &str) -> (u64, u64, u64) {
     let sets = [
         ("pages", "1024"),
         ("batch", batch),
         ("remote_threads", remote),
     ];
-    let j = run_json("shootdown", UNMATCHED, NEW, &sets);
+    let j = run_json("shootdown", machine, NEW, &sets);
     assert_eq!(tlb(&j), 0);
     let (sbi, sfence, _) = sbi_counts(&j);
+    (sbi, sfence, n(&j["riscv"]["sfence_vma_all"]))
+}
+
+/// madvise_on() the Unmatched: (SBI calls, sfence.vma).
+fn madvise(batch: &str, remote: &str) -> (u64, u64) {
+    let (sbi, sfence, _) = madvise_on(UNMATCHED, batch, remote);
     (sbi, sfence)
 }
 
@@ -101,6 +107,20 @@ fn full_flush_threshold() {
     assert_eq!(madvise("1", "1"), (1024, 2048));
     // Three: four harts each call.
     assert_eq!(madvise("1024", "3"), (1, 4));
+}
+
+/// SiFive CIP-1200 on the FU740 (no ASIDs): each page of a local flush is a full sfence.vma
+/// (ALT_FLUSH_TLB_PAGE); the TH1520's C910 flushes them by address. Above the threshold both
+/// flush everything once; the FU740's firmware flushes whole address spaces (limit 0), the
+/// TH1520's one page by address (limit 1 page).
+#[test]
+fn cip_1200_makes_each_local_page_flush_a_full_one() {
+    assert_eq!(madvise_on(UNMATCHED, "64", "0"), (0, 1024, 1024));
+    assert_eq!(madvise_on(TH1520, "64", "0"), (0, 1024, 0));
+    assert_eq!(madvise_on(UNMATCHED, "1024", "0"), (0, 1, 1));
+    assert_eq!(madvise_on(TH1520, "1024", "0"), (0, 1, 1));
+    assert_eq!(madvise_on(UNMATCHED, "1", "1"), (1024, 2048, 2048));
+    assert_eq!(madvise_on(TH1520, "1", "1"), (1024, 2048, 0));
 }
 
 /// The what-if that frees the batch's pages without arch_tlbbatch_flush(): the reader's hart

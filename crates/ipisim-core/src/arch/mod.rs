@@ -30,7 +30,7 @@ params! {
         tlb_single_page_flush_ceiling: u64 = "kernel.tlb_single_page_flush_ceiling", Kind::Int { min: 0, max: 1 << 20 }, "pages", "33", "flush_tlb_mm_range flushes page by page up to this many pages, else the whole TLB (a5102476a2, 3.15)";
         mm_cpumask: MmCpumask = "kernel.mm_cpumask", Kind::Choice(MmCpumask::NAMES), "", "lazy_trim", "clear_on_switch: switch_mm clears the old mm's bit (to 6.12); lazy_trim: bits stay until a flush IPI finds the CPU on another mm, trimmed at most once per second (209954cbc7d0 + 6db2526c1d69, 6.13); lazy_every_flush: 209954cbc7d0 alone, every flush IPIs the mask's non-lazy CPUs, those on another mm clear their bit";
         lazy_tlb: LazyTlb = "kernel.lazy_tlb", Kind::Choice(LazyTlb::NAMES), "", "skip_lazy_cpus", "leave_mm_on_ipi: lazy CPUs get flush IPIs and leave the mm (to 4.19: merged for 4.19, reverted before its release); skip_lazy_cpus: no IPI to lazy CPUs unless page tables were freed (4.20)";
-        pcid: bool = "kernel.pcid", Kind::Bool, "", "true", "PCID with 6 dynamic ASIDs and per-mm tlb_gen (4.14); false: every mm switch flushes the TLB";
+        pcid: bool = "kernel.pcid", Kind::Bool, "", "true", "PCID with 6 dynamic ASIDs and per-mm tlb_gen (4.14); false: every mm switch flushes the TLB. On riscv the ASID allocator, used only where machine.asid_bits allows it";
         concurrent_local_flush: bool = "kernel.concurrent_local_flush", Kind::Bool, "", "true", "flush the local TLB after sending the IPIs, overlapping them (4ce94eabac16, 5.13); false: local flush first";
         broadcast_tlb_flush: BroadcastTlbFlush = "kernel.broadcast_tlb_flush", Kind::Choice(BroadcastTlbFlush::NAMES), "", "invlpgb", "x86 with machine.invlpgb: none (to 6.14: every remote flush is an IPI); invlpgb (CONFIG_BROADCAST_TLB_FLUSH, 6.15, 4afeb0ed1753): a process seen on more than global_asid_threshold CPUs at once gets a global ASID, and its flushes are INVLPGB + TLBSYNC instead of IPIs; invlpgb_no_tlbsync: an unsafe what-if that never waits with TLBSYNC, so pages are freed while broadcasts are in flight (the checker reports it)";
         global_asid_threshold: u64 = "kernel.global_asid_threshold", Kind::Int { min: 0, max: 4096 }, "CPUs", "3", "broadcast_tlb_flush = invlpgb: consider_global_asid() gives the mm a global ASID when mm_active_cpus_exceeds(mm, this): more CPUs than this run it at once, not lazy (3 as merged in 6.15: 4 or more CPUs)";
@@ -73,7 +73,9 @@ pub struct ArchState {
 }
 
 impl ArchState {
-    pub fn new(cfg: ArchConfig, m: &Machine) -> ArchState {
+    pub fn new(mut cfg: ArchConfig, m: &Machine) -> ArchState {
+        // riscv without the ASID allocator has one address space: each switch_mm() flushes.
+        cfg.pcid &= m.arch != Arch::Riscv || m.riscv_asids;
         let n = m.ncpus();
         ArchState {
             cfg,

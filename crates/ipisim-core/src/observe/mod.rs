@@ -132,9 +132,11 @@ pub struct Stats {
     pub tlbis: u64,
     pub dsbs: u64,
     /// RISC-V: SBI RFENCE calls (ecalls into the firmware, each waiting for its remote harts),
-    /// and sfence.vma instructions run by the kernel or, for those calls, the firmware.
+    /// and sfence.vma instructions run by the kernel or, for those calls, the firmware; of
+    /// those, the ones without an address (a whole ASID or every translation).
     pub sbi_rfences: u64,
     pub sfences: u64,
+    pub sfences_all: u64,
 }
 
 /// The width of a bin of `Stats::irq_bins`.
@@ -157,6 +159,7 @@ impl Stats {
             dsbs: 0,
             sbi_rfences: 0,
             sfences: 0,
+            sfences_all: 0,
             irq_bins: Vec::new(),
             direct_reclaim_latency: Vec::new(),
             direct_reclaim_drained_latency: Vec::new(),

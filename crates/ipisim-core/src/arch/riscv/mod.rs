@@ -21,6 +21,12 @@
 //! its mm_cpumask (`kernel.mm_cpumask = clear_on_switch`, as riscv's switch_mm() clears the old
 //! mm's bit).
 //!
+//! Harts with fewer than twice as many ASIDs as harts (`machine.asid_bits`; the FU740 has none)
+//! run without the ASID allocator: every mm switch is set_mm_noasid() -> local_flush_tlb_all()
+//! and every flush passes FLUSH_TLB_NO_ASID. On those, SiFive's CIP-1200 erratum
+//! (`machine.sifive_cip_1200`) makes each page of a local flush a full sfence.vma
+//! (local_flush_tlb_page() is ALT_FLUSH_TLB_PAGE, arch/riscv/include/asm/errata_list.h).
+//!
 //! The batched unmap flush (54d7431af73e, 6.8): arch_tlbbatch_should_defer() is true,
 //! arch_tlbbatch_add_pending() is cpumask_or() of the mm's cpumask into the batch (no flush, not
 //! even locally), arch_tlbbatch_flush() is __flush_tlb_range(&batch->cpumask, FLUSH_TLB_NO_ASID,
@@ -46,33 +52,43 @@ enum What {
     All,
 }
 
-/// local_flush_tlb_range_asid() on `cpu`: its sfence.vma instructions; their time.
-fn local_flush(p: &mut Parts, cpu: CpuId, what: What) -> Time {
+/// local_flush_tlb_range_asid() on `cpu`: its sfence.vma instructions; their time. `errata`: the
+/// kernel's own page flushes on a CIP-1200 hart, each a full sfence.vma (ALT_FLUSH_TLB_PAGE).
+fn local_flush(p: &mut Parts, cpu: CpuId, what: What, errata: bool) -> Time {
     let a = &mut *p.arch;
     match what {
         What::Pages { mm, start, end } => {
             let n = end - start;
             if n > TLB_FLUSH_ALL_THRESHOLD {
-                return local_flush(p, cpu, What::Asid(mm));
+                return local_flush(p, cpu, What::Asid(mm), errata);
+            }
+            p.obs.stats.sfences += n;
+            if errata {
+                a.tlb[cpu].flush_all();
+                p.obs.stats.sfences_all += n;
+                return n * p.m.cost[Cost::SfenceVmaAll];
             }
             if let Some(slot) = super::arm64::asid_slot(a, cpu, mm) {
                 for vpn in start..end {
                     a.tlb[cpu].flush_one(slot, vpn);
                 }
             }
-            p.obs.stats.sfences += n;
             n * p.m.cost[Cost::SfenceVma]
         }
+        // Without the ASID allocator the ASID is FLUSH_TLB_NO_ASID: local_flush_tlb_all().
+        What::Asid(_) if !a.cfg.pcid => local_flush(p, cpu, What::All, errata),
         What::Asid(mm) => {
             if let Some(slot) = super::arm64::asid_slot(a, cpu, mm) {
                 a.tlb[cpu].flush_asid(slot);
             }
             p.obs.stats.sfences += 1;
+            p.obs.stats.sfences_all += 1;
             p.m.cost[Cost::SfenceVmaAll]
         }
         What::All => {
             a.tlb[cpu].flush_all();
             p.obs.stats.sfences += 1;
+            p.obs.stats.sfences_all += 1;
             p.m.cost[Cost::SfenceVmaAll]
         }
     }
@@ -96,7 +112,9 @@ fn flush_range(p: &mut Parts, cpu: CpuId, t: TaskId, mask: &CpuMask, what: What)
         return 0;
     }
     if !mask.any_but(cpu) {
-        let ps = local_flush(p, cpu, what);
+        // 6.7/6.8 apply the erratum only to flushes without an ASID (local_flush_tlb_page()).
+        let errata = p.m.sifive_cip_1200 && !p.arch.cfg.pcid;
+        let ps = local_flush(p, cpu, what, errata);
         p.obs.stats.charge(Some(t), Func::Arm64FlushTlbRange, ps);
         return ps;
     }
@@ -107,7 +125,8 @@ fn flush_range(p: &mut Parts, cpu: CpuId, t: TaskId, mask: &CpuMask, what: What)
     let fw = firmware_what(what, p.m.sbi_tlb_range_flush_limit);
     let mut targets = 0;
     for c in mask.iter() {
-        let fence = local_flush(p, c, fw);
+        // OpenSBI's own fences (the FU740's flush limit of 0 keeps them free of addresses).
+        let fence = local_flush(p, c, fw, false);
         if c == cpu {
             // The firmware flushes the calling hart itself: no IPI, the caller's time.
             ps += fence;
@@ -170,6 +189,38 @@ pub fn arch_tlbbatch_flush(mut p: Parts, cpu: CpuId, t: TaskId, mask: &CpuMask) 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testing::MM;
+
+    /// Back on MM after another process ran on the hart: with the ASID allocator (16 bits) MM's
+    /// translation survived under its own ASID; without it (0 bits, the FU740) every switch was
+    /// set_mm_noasid() -> local_flush_tlb_all() and it is gone.
+    #[test]
+    fn without_asids_every_mm_switch_flushes() {
+        for (bits, kept) in [("16", true), ("0", false)] {
+            let req = crate::config::RunRequest {
+                scenario: "shootdown".into(),
+                machine: Some("hifive-unmatched".into()),
+                kernel: Some("linux-6.7-riscv".into()),
+                sets: vec![("machine.asid_bits".into(), bits.into())],
+                seed: 1,
+            };
+            let mut s = crate::sim::Sim::new(&crate::resolve(&req).unwrap()).unwrap();
+            let j = crate::arch::jiffies(&s);
+            s.arch.init_new_context(j);
+            let mm2 = s.mem.new_mm();
+            crate::arch::switch_mm_irqs_off(&mut s, 0, Some(MM));
+            let asid = s.arch.loaded_asid(0);
+            s.arch.tlb[0].fill(asid, 7, 42, true, true);
+            crate::arch::switch_mm_irqs_off(&mut s, 0, Some(mm2));
+            crate::arch::switch_mm_irqs_off(&mut s, 0, Some(MM));
+            let asid = s.arch.loaded_asid(0);
+            assert_eq!(
+                s.arch.tlb[0].probe(asid, 7).is_some(),
+                kept,
+                "{bits} ASID bits"
+            );
+        }
+    }
 
     #[test]
     fn firmware_range_limit() {
