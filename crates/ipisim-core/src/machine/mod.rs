@@ -49,7 +49,7 @@ params! {
         clean_write_traps: bool = "machine.clean_write_traps", Kind::Bool, "", "true", "a write through a cached clean TLB entry walks the page table to set the dirty bit, so it faults if the PTE is gone (x86; the guarantee batched reclaim relies on, seed 001 v6 2/4); false models an architecture without it";
         nodes: usize = "machine.nodes", Kind::Int { min: 1, max: 64 }, "nodes", "1", "NUMA nodes (one socket each)";
         cpus_per_node: usize = "machine.cpus_per_node", Kind::Int { min: 1, max: 1024 }, "CPUs", "2", "logical CPUs per node";
-        smt: usize = "machine.smt", Kind::Int { min: 1, max: 8 }, "threads/core", "1", "hardware threads per core";
+        smt: usize = "machine.smt", Kind::Int { min: 1, max: 8 }, "threads/core", "1", "hardware threads per core. CPUs are numbered as Linux numbers them: on x86 (and arm64, riscv) the first thread of every core, node by node, then the second (CPUs c and c + cores are siblings), so a workload's task i on CPU i has a core of its own while there are cores; on powerpc a core's threads in a row";
         mem_per_node: u64 = "machine.mem_per_node", Kind::Size, "bytes", "4GiB", "memory per node";
         ghz: f64 = "machine.ghz", Kind::Float { min: 0.1, max: 10.0 }, "GHz", "2.5", "clock rate that converts the cost table's cycles into time (a physical range: 0.1 to 10 GHz)";
         apic: Apic = "machine.apic", Kind::Choice(Apic::NAMES), "", "phys", "x86: how IPIs are sent, which names the send loop in profiles: phys (xAPIC physical mode, an ICR write per CPU: default_send_IPI_mask_sequence_phys), x2apic_cluster (x2APIC cluster mode, a write per cluster of 16: __x2apic_send_IPI_mask), kvm_pv (a KVM guest's PV IPI hypercall, Linux 4.19+: __send_ipi_mask); its cost is ipi_send";
@@ -183,8 +183,26 @@ impl Machine {
         self.nodes * self.cpus_per_node
     }
 
+    /// The core `cpu` is a hardware thread of, as Linux numbers CPUs. x86 servers (the MADT's
+    /// order): the first thread of every core, node by node, then the second, so CPUs c and
+    /// c + cores are siblings. powerpc: a core's threads in a row (c / smt).
+    pub fn core_of(&self, cpu: usize) -> usize {
+        match self.arch {
+            Arch::PowerpcRadix => cpu / self.smt,
+            _ => cpu % (self.ncpus() / self.smt),
+        }
+    }
+
     pub fn node_of(&self, cpu: usize) -> usize {
-        cpu / self.cpus_per_node
+        self.core_of(cpu) / (self.cpus_per_node / self.smt)
+    }
+
+    /// The lowest-numbered CPU of `node` (its first core's first thread).
+    pub fn first_cpu_of_node(&self, node: usize) -> usize {
+        match self.arch {
+            Arch::PowerpcRadix => node * self.cpus_per_node,
+            _ => node * (self.cpus_per_node / self.smt),
+        }
     }
 
     /// Cost of moving one cache line from `from` to `to`, by distance.
@@ -193,7 +211,7 @@ impl Machine {
             0
         } else if self.node_of(from) != self.node_of(to) {
             self.cost[Cost::LineRemote]
-        } else if from / self.smt == to / self.smt {
+        } else if self.core_of(from) == self.core_of(to) {
             self.cost[Cost::LineSmt]
         } else {
             self.cost[Cost::LineNode]

@@ -33,7 +33,7 @@ use crate::mm::page_alloc::{
 use crate::mm::slub::SlabCache;
 use crate::mm::NONE;
 use crate::observe::{latency_json, Func, Irq, Vm};
-use crate::sched::{self, Outcome, KTHREAD};
+use crate::sched::{self, Outcome};
 
 const IPC: &[&str] = &["sockets", "pipes"];
 
@@ -524,12 +524,7 @@ impl Scenario for Hackbench {
         let parent = sched::spawn(s, mm, 0);
         debug_assert_eq!(parent, self.ntasks);
         s.sched().tasks[parent].comm = "hackbench".into();
-        // kswapd<n>, sleeping until the allocator wakes it.
-        for node in 0..s.machine().nodes {
-            let t = sched::spawn_at(s, KTHREAD, node * s.machine().cpus_per_node, NEVER);
-            s.sched().tasks[t].comm = format!("kswapd{node}");
-            s.mem().kswapd[node] = Some(t);
-        }
+        super::spawn_kswapds(s);
     }
 
     fn next_op(&mut self, s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {

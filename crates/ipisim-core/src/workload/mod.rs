@@ -242,7 +242,7 @@ fn spawn_kswapds(s: &mut impl Host) {
         let t = crate::sched::spawn_at(
             s,
             crate::sched::KTHREAD,
-            node * s.machine().cpus_per_node,
+            s.machine().first_cpu_of_node(node),
             crate::engine::NEVER,
         );
         s.sched().tasks[t].comm = format!("kswapd{node}");
