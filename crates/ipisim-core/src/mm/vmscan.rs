@@ -242,7 +242,13 @@ pub fn shrink_node(s: &mut impl Host, cpu: CpuId, t: TaskId, node: usize, nr: us
     };
     let mut isolated = std::mem::take(&mut s.mem().tasks[t].reclaim.isolated);
     isolated.clear();
-    for _ in 0..nr.min(SWAP_CLUSTER_MAX) {
+    let take = nr.min(SWAP_CLUSTER_MAX);
+    let mem = s.mem();
+    // The tail's pages were last touched long ago: ask for all their lines before the first.
+    for &p in mem.lru[node].lists(anon).inactive.iter().rev().take(take) {
+        crate::engine::prefetch(&mem.page[p as usize]);
+    }
+    for _ in 0..take {
         let Some(p) = s.mem().lru[node].lists(anon).inactive.pop_back() else {
             break;
         };
