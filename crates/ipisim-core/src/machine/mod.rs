@@ -94,6 +94,9 @@ pub struct Machine {
     /// riscv: the firmware's remote-fence range limit (machine.sbi_tlb_range_flush_limit).
     pub sbi_tlb_range_flush_limit: u64,
     pub cost: Costs,
+    /// Each CPU's node and core: lookups, as a division costs more on the hot paths.
+    cpu_node: Vec<u16>,
+    cpu_core: Vec<u16>,
 }
 
 impl Machine {
@@ -167,6 +170,8 @@ impl Machine {
             tlbi_range: p.tlbi_range,
             sbi_tlb_range_flush_limit: p.sbi_tlb_range_flush_limit,
             cost,
+            cpu_node: (0..ncpus).map(|c| (c / cpus_per_node) as u16).collect(),
+            cpu_core: (0..ncpus).map(|c| (c / smt) as u16).collect(),
         })
     }
 
@@ -175,7 +180,17 @@ impl Machine {
     }
 
     pub fn node_of(&self, cpu: usize) -> usize {
-        cpu / self.cpus_per_node
+        match self.cpu_node.get(cpu) {
+            Some(&n) => n as usize,
+            None => cpu / self.cpus_per_node,
+        }
+    }
+
+    fn core_of(&self, cpu: usize) -> usize {
+        match self.cpu_core.get(cpu) {
+            Some(&c) => c as usize,
+            None => cpu / self.smt,
+        }
     }
 
     /// Cost of moving one cache line from `from` to `to`, by distance.
@@ -184,7 +199,7 @@ impl Machine {
             0
         } else if self.node_of(from) != self.node_of(to) {
             self.cost[Cost::LineRemote]
-        } else if from / self.smt == to / self.smt {
+        } else if self.core_of(from) == self.core_of(to) {
             self.cost[Cost::LineSmt]
         } else {
             self.cost[Cost::LineNode]
