@@ -506,9 +506,14 @@ fn begin_shrink_page_list(
 pub fn shrink_page_list(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
     let mut ps: Time = 0;
     while s.mem().tasks[t].reclaim.pos < s.mem().tasks[t].reclaim.isolated.len() {
-        let r = &mut s.mem().tasks[t].reclaim;
+        let mem = s.mem();
+        let r = &mut mem.tasks[t].reclaim;
         let pfn = r.isolated[r.pos];
         r.pos += 1;
+        // The next page's line went cold while other CPUs ran: ask for it while this one is done.
+        if let Some(&next) = r.isolated.get(r.pos) {
+            crate::engine::prefetch(&mem.page[next as usize]);
+        }
         let ptl = match lock_page_ptl(s, cpu, t, pfn, ps) {
             Ok((ptl, moved)) => {
                 ps += moved;
