@@ -30,3 +30,17 @@ pub const NEVER: Time = Time::MAX;
 pub fn secs(t: Time) -> f64 {
     t as f64 / PS_PER_S as f64
 }
+
+/// Hint the CPU to load `x`'s cache line early: a walk over scattered structs overlaps its misses.
+#[inline(always)]
+pub fn prefetch<T>(x: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch is a hint; it never faults and reads nothing the program sees.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            (x as *const T).cast(),
+        )
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = x;
+}

@@ -100,6 +100,9 @@ pub struct Machine {
     /// riscv: SiFive CIP-1200, each local page flush a full sfence.vma (machine.sifive_cip_1200).
     pub sifive_cip_1200: bool,
     pub cost: Costs,
+    /// Each CPU's node and core: lookups, as a division costs more on the hot paths.
+    cpu_node: Vec<u16>,
+    cpu_core: Vec<u16>,
 }
 
 impl Machine {
@@ -176,6 +179,12 @@ impl Machine {
             riscv_asids: p.asid_bits > 0 && 1u64 << p.asid_bits > 2 * ncpus as u64,
             sifive_cip_1200: p.sifive_cip_1200,
             cost,
+            cpu_node: (0..ncpus)
+                .map(|c| (Self::linux_core(p.arch, c, ncpus, smt) / (cpus_per_node / smt)) as u16)
+                .collect(),
+            cpu_core: (0..ncpus)
+                .map(|c| Self::linux_core(p.arch, c, ncpus, smt) as u16)
+                .collect(),
         })
     }
 
@@ -186,15 +195,26 @@ impl Machine {
     /// The core `cpu` is a hardware thread of, as Linux numbers CPUs. x86 servers (the MADT's
     /// order): the first thread of every core, node by node, then the second, so CPUs c and
     /// c + cores are siblings. powerpc: a core's threads in a row (c / smt).
+    fn linux_core(arch: Arch, cpu: usize, ncpus: usize, smt: usize) -> usize {
+        match arch {
+            Arch::PowerpcRadix => cpu / smt,
+            _ => cpu % (ncpus / smt),
+        }
+    }
+
+    /// `cpu`'s core (a table lookup: these run on every lock, page touch and IPI).
     pub fn core_of(&self, cpu: usize) -> usize {
-        match self.arch {
-            Arch::PowerpcRadix => cpu / self.smt,
-            _ => cpu % (self.ncpus() / self.smt),
+        match self.cpu_core.get(cpu) {
+            Some(&c) => c as usize,
+            None => Self::linux_core(self.arch, cpu, self.ncpus(), self.smt),
         }
     }
 
     pub fn node_of(&self, cpu: usize) -> usize {
-        self.core_of(cpu) / (self.cpus_per_node / self.smt)
+        match self.cpu_node.get(cpu) {
+            Some(&n) => n as usize,
+            None => self.core_of(cpu) / (self.cpus_per_node / self.smt),
+        }
     }
 
     /// The lowest-numbered CPU of `node` (its first core's first thread).

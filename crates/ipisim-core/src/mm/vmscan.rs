@@ -242,7 +242,13 @@ pub fn shrink_node(s: &mut impl Host, cpu: CpuId, t: TaskId, node: usize, nr: us
     };
     let mut isolated = std::mem::take(&mut s.mem().tasks[t].reclaim.isolated);
     isolated.clear();
-    for _ in 0..nr.min(SWAP_CLUSTER_MAX) {
+    let take = nr.min(SWAP_CLUSTER_MAX);
+    let mem = s.mem();
+    // The tail's pages were last touched long ago: ask for all their lines before the first.
+    for &p in mem.lru[node].lists(anon).inactive.iter().rev().take(take) {
+        crate::engine::prefetch(&mem.page[p as usize]);
+    }
+    for _ in 0..take {
         let Some(p) = s.mem().lru[node].lists(anon).inactive.pop_back() else {
             break;
         };
@@ -500,9 +506,14 @@ fn begin_shrink_page_list(
 pub fn shrink_page_list(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
     let mut ps: Time = 0;
     while s.mem().tasks[t].reclaim.pos < s.mem().tasks[t].reclaim.isolated.len() {
-        let r = &mut s.mem().tasks[t].reclaim;
+        let mem = s.mem();
+        let r = &mut mem.tasks[t].reclaim;
         let pfn = r.isolated[r.pos];
         r.pos += 1;
+        // The next page's line went cold while other CPUs ran: ask for it while this one is done.
+        if let Some(&next) = r.isolated.get(r.pos) {
+            crate::engine::prefetch(&mem.page[next as usize]);
+        }
         let ptl = match lock_page_ptl(s, cpu, t, pfn, ps) {
             Ok((ptl, moved)) => {
                 ps += moved;

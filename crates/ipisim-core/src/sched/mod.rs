@@ -364,14 +364,7 @@ pub fn run(s: &mut impl Host, cpu: CpuId) {
         if let Some(tr) = s.obs().trace.as_mut() {
             tr.step_end(cpu, now);
         }
-        // No preemption while a spinlock is held across steps, nor inside smp_call_function_many
-        // (it runs under get_cpu()): from a csd_lock() spin to the call, and from queueing to the
-        // end of csd_lock_wait(). A request sent without waiting does not hold it off.
-        let preemptible = s.sched().tasks[t].locks_held == 0
-            && s.view().0.waiting[cpu] == 0
-            && s.sched().tasks[t].csd_lock_call.is_none()
-            && s.view().0.sending[cpu].is_none();
-        if s.sched().cpus[cpu].need_resched && preemptible {
+        if s.sched().cpus[cpu].need_resched && preemptible(s, cpu, t) {
             // Wakeup preemption at a step boundary: the current task waits its turn.
             s.sched().cpus[cpu].need_resched = false;
             if !s.sched().cpus[cpu].runq.is_empty() {
@@ -413,6 +406,17 @@ pub fn run(s: &mut impl Host, cpu: CpuId) {
         }
     }
     panic!("CPU {cpu} ran a million zero-time steps: a workload loops without spending time");
+}
+
+/// No preemption while a spinlock is held across steps, nor inside smp_call_function_many (it
+/// runs under get_cpu()): from a csd_lock() spin to the call, and from queueing to the end of
+/// csd_lock_wait(). A request sent without waiting does not hold it off.
+fn preemptible(s: &impl Host, cpu: CpuId, t: TaskId) -> bool {
+    let task = &s.sched_view().0.tasks[t];
+    task.locks_held == 0
+        && s.view().0.waiting[cpu] == 0
+        && task.csd_lock_call.is_none()
+        && s.view().0.sending[cpu].is_none()
 }
 
 /// Keep `cpu` busy with `step` for `ps` (jittered). True: nothing happens anywhere before the
