@@ -95,7 +95,7 @@ pub struct Machine {
     pub tlbi_range: bool,
     /// riscv: the firmware's remote-fence range limit (machine.sbi_tlb_range_flush_limit).
     pub sbi_tlb_range_flush_limit: u64,
-    /// riscv: the kernel's ASID allocator runs (use_asid_allocator: more ASIDs than harts).
+    /// riscv: the ASID allocator runs (use_asid_allocator: over twice as many ASIDs as harts).
     pub riscv_asids: bool,
     /// riscv: SiFive CIP-1200, each local page flush a full sfence.vma (machine.sifive_cip_1200).
     pub sifive_cip_1200: bool,
