@@ -255,25 +255,27 @@ pub enum Outcome {
     Exit,
 }
 
-/// Everything that happens at a point in simulated time.
+/// Everything that happens at a point in simulated time (CPUs as u16: 8 bytes, a 24-byte entry).
 #[derive(Debug, Clone, Copy)]
 pub enum Event {
     /// A CPU's current step ended, or the condition it spun on came true. Stale if `gen` moved on.
-    Resume { cpu: u32, gen: u32 },
+    Resume { cpu: u16, gen: u32 },
     /// An IPI reaches a CPU's local APIC.
-    IpiArrive { cpu: u32, flow: u32 },
+    IpiArrive { cpu: u16, flow: u32 },
     /// A polling idle CPU notices work queued for it without an IPI (set_nr_if_polling).
-    PollKick { cpu: u32 },
+    PollKick { cpu: u16 },
     /// A CPU's interrupt handler, entered earlier, starts its pass over the call queue.
-    HandlerStart { cpu: u32 },
+    HandlerStart { cpu: u16 },
     /// A CPU's handler pass, stopped for an event due first, goes on.
-    HandlerContinue { cpu: u32 },
+    HandlerContinue { cpu: u16 },
     /// A CPU returns from its interrupt handler.
-    IrqExit { cpu: u32 },
+    IrqExit { cpu: u16 },
     /// The INVLPGBs a CPU issued that are due by now have completed on every CPU (AMD).
-    InvlpgbDone { cpu: u32 },
+    InvlpgbDone { cpu: u16 },
     /// A sleeping task's timer fires.
     Wake { task: u32 },
     /// The run's time limit.
     Stop,
 }
+
+const _: () = assert!(std::mem::size_of::<Event>() == 8);

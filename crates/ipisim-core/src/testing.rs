@@ -105,7 +105,7 @@ pub(crate) fn busy_until(s: &Sim, cpu: CpuId) -> Time {
 
 /// An IPI (with nothing queued for it, unless a test queued something) reaches `cpu` at `at`.
 pub(crate) fn ipi_at(s: &mut Sim, cpu: CpuId, at: Time) {
-    let cpu = cpu as u32;
+    let cpu = cpu as u16;
     s.q.schedule(at, crate::step::Event::IpiArrive { cpu, flow: 0 });
 }
 

@@ -8,15 +8,23 @@ use super::Time;
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-/// (time << 64 | seq) in one integer, so the heap compares once per level.
+/// (time << 64 | seq) as two words: a u128 field would align the entry to 16 bytes (32, not 24).
 struct Entry<E> {
-    key: u128,
+    time: u64,
+    seq: u64,
     event: E,
+}
+
+impl<E> Entry<E> {
+    #[inline(always)]
+    fn key(&self) -> u128 {
+        ((self.time as u128) << 64) | self.seq as u128
+    }
 }
 
 impl<E> PartialEq for Entry<E> {
     fn eq(&self, o: &Self) -> bool {
-        self.key == o.key
+        self.key() == o.key()
     }
 }
 impl<E> Eq for Entry<E> {}
@@ -28,7 +36,7 @@ impl<E> PartialOrd for Entry<E> {
 impl<E> Ord for Entry<E> {
     // Reversed so that BinaryHeap (a max-heap) pops the earliest (time, seq) first.
     fn cmp(&self, o: &Self) -> Ordering {
-        o.key.cmp(&self.key)
+        o.key().cmp(&self.key())
     }
 }
 
@@ -85,10 +93,7 @@ impl<E: Copy> EventQueue<E> {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        let entry = Entry {
-            key: ((time as u128) << 64) | seq as u128,
-            event,
-        };
+        let entry = Entry { time, seq, event };
         if self.top_popped {
             self.top_popped = false;
             *self.heap.peek_mut().expect("popped top") = entry;
@@ -103,7 +108,7 @@ impl<E: Copy> EventQueue<E> {
         }
         let e = self.heap.peek()?;
         self.top_popped = true;
-        self.now = (e.key >> 64) as Time;
+        self.now = e.time;
         self.popped += 1;
         Some((self.now, e.event))
     }
@@ -127,11 +132,11 @@ impl<E: Copy> EventQueue<E> {
 
     pub fn peek_time(&self) -> Option<Time> {
         if !self.top_popped {
-            return self.heap.peek().map(|e| (e.key >> 64) as Time);
+            return self.heap.peek().map(|e| e.time);
         }
         // The earliest event after the popped top is one of its two children.
         let h = self.heap.as_slice();
-        let next = h.get(1..3.min(h.len()))?.iter().map(|e| e.key).min()?;
+        let next = h.get(1..3.min(h.len()))?.iter().map(|e| e.key()).min()?;
         Some((next >> 64) as Time)
     }
 }

@@ -296,7 +296,7 @@ fn spin(s: &mut impl Host, cpu: CpuId, on: SpinOn) -> bool {
         s.q().schedule(
             t,
             Event::Resume {
-                cpu: cpu as u32,
+                cpu: cpu as u16,
                 gen,
             },
         );
@@ -449,7 +449,7 @@ fn resume_at(s: &mut impl Host, cpu: CpuId, until: Time, irqs_off: bool) {
     s.q().schedule(
         until,
         Event::Resume {
-            cpu: cpu as u32,
+            cpu: cpu as u16,
             gen,
         },
     );
@@ -650,7 +650,7 @@ fn spin_resume_at(s: &mut impl Host, cpu: CpuId, at: Time) {
     s.q().schedule(
         at,
         Event::Resume {
-            cpu: cpu as u32,
+            cpu: cpu as u16,
             gen,
         },
     );
@@ -668,7 +668,7 @@ pub fn ipi_arrive(s: &mut impl Host, cpu: CpuId) {
             // interrupted work's Resume, due later, is ignored meanwhile).
             c.exit_queued = true;
             let end = c.irq_end;
-            s.q().schedule(end, Event::IrqExit { cpu: cpu as u32 });
+            s.q().schedule(end, Event::IrqExit { cpu: cpu as u16 });
         }
     } else {
         irq_enter(s, cpu, Entry::Ipi);
@@ -751,7 +751,7 @@ fn irq_enter(s: &mut impl Host, cpu: CpuId, how: Entry) {
     // queue meanwhile are in its batch (llist_del_all / list_replace_init at that time).
     s.q().schedule(
         now + wake + leave_guest + entry,
-        Event::HandlerStart { cpu: cpu as u32 },
+        Event::HandlerStart { cpu: cpu as u16 },
     );
 }
 
@@ -790,7 +790,7 @@ fn handler_went_on(s: &mut impl Host, cpu: CpuId, pass: Option<Time>) {
     let Some(pass_end) = pass else {
         let at = s.view().0.pass[cpu].at;
         s.q()
-            .schedule(at, Event::HandlerContinue { cpu: cpu as u32 });
+            .schedule(at, Event::HandlerContinue { cpu: cpu as u16 });
         return;
     };
     let task = handler_task(s, cpu);
@@ -815,7 +815,7 @@ fn handler_went_on(s: &mut impl Host, cpu: CpuId, pass: Option<Time>) {
             s.q().schedule(
                 until,
                 Event::Resume {
-                    cpu: cpu as u32,
+                    cpu: cpu as u16,
                     gen,
                 },
             );
@@ -838,7 +838,7 @@ fn handler_went_on(s: &mut impl Host, cpu: CpuId, pass: Option<Time>) {
     let c = &mut s.sched().cpus[cpu];
     if c.mode == Mode::Idle || c.irq_pending {
         c.exit_queued = true;
-        s.q().schedule(end, Event::IrqExit { cpu: cpu as u32 });
+        s.q().schedule(end, Event::IrqExit { cpu: cpu as u16 });
     }
 }
 

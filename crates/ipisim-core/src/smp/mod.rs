@@ -248,7 +248,7 @@ fn send_ipi(p: &mut Parts, from: CpuId, to: CpuId, at: Time) {
     p.q.schedule(
         arrive,
         Event::IpiArrive {
-            cpu: to as u32,
+            cpu: to as u16,
             flow,
         },
     );
@@ -498,7 +498,7 @@ fn send_call_ipis(s: &mut impl Host, cpu: CpuId, st: &Sending, nr_queued: usize,
             let p = s.parts();
             p.obs.stats.trace(Trace::WakeIdleWithoutIpi);
             let at = at + p.m.line_transfer(cpu, last);
-            p.q.schedule(at, Event::PollKick { cpu: last as u32 });
+            p.q.schedule(at, Event::PollKick { cpu: last as u16 });
         } else {
             let trace_at = s.trace_at(cpu);
             let mut p = s.parts();

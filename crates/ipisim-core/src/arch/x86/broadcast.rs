@@ -192,7 +192,7 @@ fn issue(s: &mut impl Host, cpu: CpuId, b: (u16, u64, u64, u8), at: Time) {
     p.arch.x86.bstats.invlpgb += 1;
     s.parts()
         .q
-        .schedule(done_at, Event::InvlpgbDone { cpu: cpu as u32 });
+        .schedule(done_at, Event::InvlpgbDone { cpu: cpu as u16 });
 }
 
 /// broadcast_tlb_flush(): INVLPGB the flush_tlb_info of `cpu` (invlpgb_count_max pages a go),
