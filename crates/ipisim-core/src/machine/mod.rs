@@ -155,6 +155,9 @@ impl Machine {
             );
             ConfigError::new("", format!("machine.cost.{name}"), msg)
         })?;
+        let cpu_core: Vec<u16> = (0..ncpus)
+            .map(|c| Self::linux_core(p.arch, c, ncpus, smt) as u16)
+            .collect();
         Ok(Machine {
             name: p.name,
             arch: p.arch,
@@ -179,12 +182,11 @@ impl Machine {
             riscv_asids: p.asid_bits > 0 && 1u64 << p.asid_bits > 2 * ncpus as u64,
             sifive_cip_1200: p.sifive_cip_1200,
             cost,
-            cpu_node: (0..ncpus)
-                .map(|c| (Self::linux_core(p.arch, c, ncpus, smt) / (cpus_per_node / smt)) as u16)
+            cpu_node: cpu_core
+                .iter()
+                .map(|&c| c / (cpus_per_node / smt) as u16)
                 .collect(),
-            cpu_core: (0..ncpus)
-                .map(|c| Self::linux_core(p.arch, c, ncpus, smt) as u16)
-                .collect(),
+            cpu_core,
         })
     }
 
@@ -204,25 +206,19 @@ impl Machine {
 
     /// `cpu`'s core (a table lookup: these run on every lock, page touch and IPI).
     pub fn core_of(&self, cpu: usize) -> usize {
-        match self.cpu_core.get(cpu) {
-            Some(&c) => c as usize,
-            None => Self::linux_core(self.arch, cpu, self.ncpus(), self.smt),
-        }
+        self.cpu_core[cpu] as usize
     }
 
     pub fn node_of(&self, cpu: usize) -> usize {
-        match self.cpu_node.get(cpu) {
-            Some(&n) => n as usize,
-            None => self.core_of(cpu) / (self.cpus_per_node / self.smt),
-        }
+        self.cpu_node[cpu] as usize
     }
 
     /// The lowest-numbered CPU of `node` (its first core's first thread).
     pub fn first_cpu_of_node(&self, node: usize) -> usize {
-        match self.arch {
-            Arch::PowerpcRadix => node * self.cpus_per_node,
-            _ => node * (self.cpus_per_node / self.smt),
-        }
+        self.cpu_node
+            .iter()
+            .position(|&n| n as usize == node)
+            .expect("every node has CPUs")
     }
 
     /// Cost of moving one cache line from `from` to `to`, by distance.
