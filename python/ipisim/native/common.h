@@ -43,16 +43,25 @@ static char *read_all(const char *path)
 	ssize_t n;
 	while ((n = read(fd, buf + len, sizeof(buf) - 1 - len)) > 0)
 		len += (size_t)n;
+	if (n < 0)
+		die(path);
 	close(fd);
 	buf[len] = 0;
 	return buf;
+}
+
+/* The line after `line` in a buffer read_all() filled, or NULL at its end. */
+static char *next_line(char *line)
+{
+	char *nl = strchr(line, '\n');
+	return nl ? nl + 1 : NULL;
 }
 
 /* Parse the TLB and CAL rows of /proc/interrupts. */
 static int read_irq_rows(uint64_t *tlb, uint64_t *cal, int ncpus)
 {
 	int found = 0;
-	for (char *line = read_all("/proc/interrupts"); line && *line; line = strchr(line, '\n') ? strchr(line, '\n') + 1 : NULL) {
+	for (char *line = read_all("/proc/interrupts"); line && *line; line = next_line(line)) {
 		char *p = line;
 		while (*p == ' ')
 			p++;

@@ -89,16 +89,6 @@ static void process(int i, const char *dir, const char *cgroup, long pages, int 
 			pause();
 }
 
-static long read_long(const char *path)
-{
-	char buf[64] = { 0 };
-	int fd = open(path, O_RDONLY);
-	if (fd < 0 || read(fd, buf, sizeof(buf) - 1) < 0)
-		die(path);
-	close(fd);
-	return atol(buf);
-}
-
 static void write_long(const char *path, long v)
 {
 	char buf[32];
@@ -110,7 +100,7 @@ static void write_long(const char *path, long v)
 static long read_stat(const char *path, const char *name)
 {
 	size_t len = strlen(name);
-	for (char *l = read_all(path); l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+	for (char *l = read_all(path); l; l = next_line(l))
 		if (!strncmp(l, name, len) && (l[len] == ' ' || l[len] == ':'))
 			return atol(l + len + 1);
 	fprintf(stderr, PROGRAM ": %s has no %s\n", path, name);
@@ -143,7 +133,7 @@ static double max_free_share(long *managed_total)
 /* Wake kswapd with free memory under the low watermark of every zone, wait for it to finish. */
 static void kswapd_reclaim(void)
 {
-	long wsf0 = read_long(WSF), min0 = read_long(MIN_FREE), managed;
+	long wsf0 = atol(read_all(WSF)), min0 = atol(read_all(MIN_FREE)), managed;
 	/* 6.1 __setup_per_zone_wmarks(): a zone's min is its share (by managed pages) of
 	 * min_free_kbytes, low = min + tmp and high = min + 2 tmp, tmp 30 % of the zone at
 	 * watermark_scale_factor 3000. With min at the largest free share less 28 %, every zone's
