@@ -107,8 +107,8 @@ fn a_cross_socket_line_transfer_costs_more_than_a_same_socket_one() {
 }
 
 /// To 3.13 each CPU's call queue was a list under a spinlock (6897fc22ea01 made it an llist):
-/// one sender, one target on another core of its node, 512 calls. Each call's lock changes hands twice
-/// (sender adds, handler detaches), each hand-off one line transfer, except the first
+/// one sender, one target on another core of its node, 512 calls. Each call's lock changes
+/// hands twice (sender adds, handler detaches), each hand-off one line transfer, except the first
 /// acquisition, whose line is already on the sender's CPU: 1023 transfers in all, and the same
 /// IPIs.
 #[test]
