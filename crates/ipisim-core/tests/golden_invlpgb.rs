@@ -31,8 +31,9 @@ fn remote_flushes(j: &Value) -> u64 {
 /// IPI, and issues no INVLPGB.
 #[test]
 fn below_the_threshold_every_flush_is_an_ipi() {
-    // (threads, nr_tlb_remote_flush, TLB interrupts) of 1000 loops each.
-    for (n, remote, irqs) in [(1, 0, 0), (2, 1998, 1967), (3, 3001, 5843)] {
+    // (threads, nr_tlb_remote_flush, TLB interrupts) of 1000 loops each. The interrupts are as
+    // simulated: timing decides how many flushes share one (5843 at 3 threads before the CCXs).
+    for (n, remote, irqs) in [(1, 0, 0), (2, 1998, 1967), (3, 3001, 5838)] {
         let old = wis("linux-6.14", n, 1000, &[]);
         let new = wis("linux-6.15", n, 1000, &[]);
         for j in [&old, &new] {

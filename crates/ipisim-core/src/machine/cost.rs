@@ -27,6 +27,7 @@ cost_table! {
     IpiWireRemote = "ipi_wire_remote": "the same, target on another node",
     IdleWakeup = "idle_wakeup": "extra delay before a halted (HLT) idle CPU runs an interrupt",
     LineSmt = "line_smt": "one cache-line transfer between SMT siblings",
+    LineLlc = "line_llc": "one cache-line transfer between cores that share a last-level cache (machine.llc_cores)",
     LineNode = "line_node": "one cache-line transfer between cores of one node",
     LineRemote = "line_remote": "one cache-line transfer between nodes",
     Invlpg = "invlpg": "one INVLPG, a single-page TLB flush",

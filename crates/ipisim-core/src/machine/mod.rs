@@ -50,6 +50,7 @@ params! {
         nodes: usize = "machine.nodes", Kind::Int { min: 1, max: 64 }, "nodes", "1", "NUMA nodes (one socket each)";
         cpus_per_node: usize = "machine.cpus_per_node", Kind::Int { min: 1, max: 1024 }, "CPUs", "2", "logical CPUs per node";
         smt: usize = "machine.smt", Kind::Int { min: 1, max: 8 }, "threads/core", "1", "hardware threads per core. CPUs are numbered as Linux numbers them: on x86 (and arm64, riscv) the first thread of every core, node by node, then the second (CPUs c and c + cores are siblings), so a workload's task i on CPU i has a core of its own while there are cores; on powerpc a core's threads in a row";
+        llc_cores: usize = "machine.llc_cores", Kind::Int { min: 0, max: 1024 }, "cores", "0", "cores that share one last-level cache, in a row within a node (a Zen 3 CCX: 8 cores and their L3): a cache line moves between two of them for line_llc, between cores of a node that share none for line_node. 0: no such level, every two cores of a node pay line_node";
         mem_per_node: u64 = "machine.mem_per_node", Kind::Size, "bytes", "4GiB", "memory per node";
         ghz: f64 = "machine.ghz", Kind::Float { min: 0.1, max: 10.0 }, "GHz", "2.5", "clock rate that converts the cost table's cycles into time (a physical range: 0.1 to 10 GHz)";
         apic: Apic = "machine.apic", Kind::Choice(Apic::NAMES), "", "phys", "x86: how IPIs are sent, which names the send loop in profiles: phys (xAPIC physical mode, an ICR write per CPU: default_send_IPI_mask_sequence_phys), x2apic_cluster (x2APIC cluster mode, a write per cluster of 16: __x2apic_send_IPI_mask), kvm_pv (a KVM guest's PV IPI hypercall, Linux 4.19+: __send_ipi_mask); its cost is ipi_send";
@@ -103,6 +104,8 @@ pub struct Machine {
     /// Each CPU's node and core: lookups, as a division costs more on the hot paths.
     cpu_node: Vec<u16>,
     cpu_core: Vec<u16>,
+    /// Each CPU's last-level cache (machine.llc_cores; unique per core without that level).
+    cpu_llc: Vec<u16>,
 }
 
 impl Machine {
@@ -158,6 +161,28 @@ impl Machine {
         let cpu_core: Vec<u16> = (0..ncpus)
             .map(|c| Self::linux_core(p.arch, c, ncpus, smt) as u16)
             .collect();
+        let cores_per_node = cpus_per_node / smt;
+        let cpu_node: Vec<u16> = cpu_core
+            .iter()
+            .map(|&c| c / cores_per_node as u16)
+            .collect();
+        // An LLC never spans nodes: number them node by node.
+        let llcs_per_node = match p.llc_cores {
+            0 => cores_per_node,
+            n => cores_per_node.div_ceil(n),
+        };
+        let cpu_llc = cpu_core
+            .iter()
+            .zip(&cpu_node)
+            .map(|(&core, &node)| {
+                let i = core as usize % cores_per_node;
+                let llc = match p.llc_cores {
+                    0 => i,
+                    n => i / n,
+                };
+                (node as usize * llcs_per_node + llc) as u16
+            })
+            .collect();
         Ok(Machine {
             name: p.name,
             arch: p.arch,
@@ -182,11 +207,9 @@ impl Machine {
             riscv_asids: p.asid_bits > 0 && 1u64 << p.asid_bits > 2 * ncpus as u64,
             sifive_cip_1200: p.sifive_cip_1200,
             cost,
-            cpu_node: cpu_core
-                .iter()
-                .map(|&c| c / (cpus_per_node / smt) as u16)
-                .collect(),
+            cpu_node,
             cpu_core,
+            cpu_llc,
         })
     }
 
@@ -229,6 +252,8 @@ impl Machine {
             self.cost[Cost::LineRemote]
         } else if self.core_of(from) == self.core_of(to) {
             self.cost[Cost::LineSmt]
+        } else if self.cpu_llc[from] == self.cpu_llc[to] {
+            self.cost[Cost::LineLlc]
         } else {
             self.cost[Cost::LineNode]
         }
@@ -241,5 +266,54 @@ impl Machine {
         } else {
             self.cost[Cost::IpiWireRemote]
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::machine::Cost::{LineLlc, LineNode, LineRemote, LineSmt};
+    use crate::testing::{machine, Then};
+
+    /// Two nodes of 10 SMT-2 cores in LLCs of 4 (the last of 2): a line moves inside an LLC for
+    /// line_llc, between LLCs of a node for line_node, between nodes for line_remote; siblings
+    /// (c and c + 20 on x86) share their core's.
+    #[test]
+    fn a_line_costs_what_the_caches_between_the_cpus_say() {
+        let s = machine(
+            20,
+            "linux-6.18",
+            Then::Sleep,
+            &[
+                ("machine.nodes", "2"),
+                ("machine.smt", "2"),
+                ("machine.llc_cores", "4"),
+                ("machine.cost.line_llc", "11"),
+            ],
+        );
+        let m = &s.m;
+        assert_ne!(m.cost[LineLlc], m.cost[LineNode]);
+        let [llc, node, remote, smt] = [LineLlc, LineNode, LineRemote, LineSmt].map(|c| m.cost[c]);
+        assert_eq!(m.line_transfer(0, 3), llc);
+        assert_eq!(m.line_transfer(0, 4), node);
+        assert_eq!(
+            m.line_transfer(8, 9),
+            llc,
+            "the node's last LLC has cores 8 and 9"
+        );
+        assert_eq!(m.line_transfer(9, 10), remote, "core 10 is node 1's first");
+        assert_eq!(m.line_transfer(10, 13), llc);
+        assert_eq!(
+            m.line_transfer(0, 20),
+            smt,
+            "CPU 20 is core 0's second thread"
+        );
+        assert_eq!(m.line_transfer(20, 3), llc);
+        assert_eq!(m.line_transfer(20, 4), node);
+        let flat = machine(8, "linux-6.18", Then::Sleep, &[]);
+        assert_eq!(
+            flat.m.line_transfer(0, 7),
+            flat.m.cost[LineNode],
+            "llc_cores = 0"
+        );
     }
 }
