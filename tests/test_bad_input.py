@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import pickle
 import subprocess
 import sys
 from pathlib import Path
@@ -87,6 +88,15 @@ def test_seeds_out_of_range_are_refused_by_the_api() -> None:
         ipisim.run("shootdown", seed=-1)
     with pytest.raises(ipisim.ConfigError, match="first_seed"):
         ipisim.check("shootdown", seeds=2, first_seed=2**64 - 1)
+
+
+def test_a_config_error_survives_pickling() -> None:
+    # A Dask worker sends the exception back pickled: the class must import by its module name.
+    with pytest.raises(ipisim.ConfigError) as e:
+        ipisim.run("membarrier", sets={"no.such.key": "1"})
+    again = pickle.loads(pickle.dumps(e.value))
+    assert type(again) is ipisim.ConfigError
+    assert str(again) == str(e.value)
 
 
 def test_control_characters_in_a_value_do_not_break_the_line(capsys: pytest.CaptureFixture[str]) -> None:

@@ -6,7 +6,7 @@ use pyo3::create_exception;
 use pyo3::prelude::*;
 
 create_exception!(
-    _native,
+    ipisim._native,
     ConfigError,
     pyo3::exceptions::PyValueError,
     "A user mistake in a config file, preset, scenario or --set value."
