@@ -46,6 +46,29 @@ def test_known_costs_are_recovered_within_one_percent(figures: dict[str, float])
     assert all(abs(f.residual) < 1e-4 for f in cal.figures)
 
 
+def test_an_ordered_cost_is_fitted_at_least_as_large_as_the_other(figures: dict[str, float]) -> None:
+    # Known 700 and 3000 cycles. With irq_entry_exit >= syscall (true of them) both come back;
+    # with syscall >= irq_entry_exit (false of them) the fit stays on the order's edge.
+    def fit(*free: str) -> dict[str, float]:
+        cal = ipisim.calibrate("shootdown", machine="host-2cpu", sets=SETS, measured=figures, free=free)
+        return {c.name: c.value for c in cal.costs}
+
+    held = fit("machine.cost.syscall", "machine.cost.irq_entry_exit>=syscall")
+    for name, value in KNOWN.items():
+        assert held[name] == pytest.approx(value, rel=0.01)
+    edge = fit("machine.cost.irq_entry_exit", "machine.cost.syscall>=irq_entry_exit")
+    assert edge["syscall"] >= edge["irq_entry_exit"]
+    assert edge["syscall"] == pytest.approx(edge["irq_entry_exit"], rel=1e-3)
+    assert calibration.parse_free("machine.cost.syscall>=irq_entry_exit").spec() == (
+        "machine.cost.syscall>=irq_entry_exit"
+    )
+    for bad in ["machine.cost.syscall>=", "machine.cost.syscall>=irq_entry_exit=1:2"]:
+        with pytest.raises(ipisim.ConfigError, match="NAME>=OTHER"):
+            calibration.parse_free(bad)
+    with pytest.raises(ipisim.ConfigError, match="must be another free cost"):
+        fit("machine.cost.syscall>=irq_entry_exit")
+
+
 def test_a_multi_variant_calibration_recovers_a_cost_from_several_runs() -> None:
     # One figure from each of two variants (batch 1 and batch 33) made with syscall = 700.
     variants = {"b1": [("batch", "1")], "b33": [("batch", "33")]}

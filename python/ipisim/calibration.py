@@ -35,6 +35,8 @@ PREFIX = "machine.cost."
 # the run-to-run reordering noise of a discrete-event run (1-2 % in a rate at small scale, which
 # with a 2 % step made the Jacobian noisy enough to stall the fit), and is still local.
 STEP = math.log(1.1)
+# A cost fitted at least as large as another (NAME>=OTHER) is fitted as its ratio to it, up to this.
+MAX_RATIO = 10.0
 # The inner fit's correction has converged when full-scale and corrected inner figures agree to this.
 AGREE = 0.002
 ROUNDS = 4
@@ -43,23 +45,34 @@ FIGURE_HEADS = ("elapsed_s", "user_s", "system_s", "ops", "vmstat", "interrupts"
 
 @dataclass(frozen=True)
 class FreeCost:
-    """A cost of the machine profile left to the fit, with its bounds in cycles (None: default)."""
+    """A cost of the machine profile left to the fit, with its bounds in cycles (None: default), or
+    held at least as large as another free cost, `above` (a physical order: a line between sockets
+    costs no less than one within a socket)."""
 
     name: str
     lo: float | None = None
     hi: float | None = None
+    above: str | None = None
 
     @property
     def key(self) -> str:
         return PREFIX + self.name
 
     def spec(self) -> str:
+        if self.above is not None:
+            return f"{self.key}>={self.above}"
         bounds = f"={self.lo:g}:{self.hi:g}" if self.lo is not None and self.hi is not None else ""
         return self.key + bounds
 
 
 def parse_free(text: str) -> FreeCost:
-    """`machine.cost.NAME[=LO:HI]`: a cost to fit, optionally with bounds in cycles."""
+    """`machine.cost.NAME[=LO:HI]`: a cost to fit, optionally with bounds in cycles; or
+    `machine.cost.NAME>=OTHER`: fitted at least as large as the free cost OTHER (at most 10x)."""
+    key, ge, other = text.partition(">=")
+    if ge:
+        if not key.startswith(PREFIX) or not key[len(PREFIX) :] or not other or "=" in other:
+            raise ConfigError(f"--free {text}: expected machine.cost.NAME>=OTHER")
+        return FreeCost(key[len(PREFIX) :], above=other.removeprefix(PREFIX))
     key, sep, bounds = text.partition("=")
     if not key.startswith(PREFIX) or not key[len(PREFIX) :]:
         raise ConfigError(f"--free {text}: expected machine.cost.NAME[=LO:HI]")
@@ -157,6 +170,10 @@ class Fitted:
     lo: float
     hi: float
     value: float
+    above: str | None = None
+
+    def bounds(self) -> str:
+        return f">={self.above}" if self.above is not None else f"{self.lo:g}:{self.hi:g}"
 
 
 @dataclass(frozen=True)
@@ -181,8 +198,7 @@ class Calibration:
         c = max(len(PREFIX + p.name) for p in self.costs)
         lines += ["", f"{'cost':<{c}}  {'start':>10}  {'bounds':>19}  {'fitted':>10}  cycles"]
         lines += [
-            f"{PREFIX + p.name:<{c}}  {p.start:>10g}  {f'{p.lo:g}:{p.hi:g}':>19}  {p.value:>10g}"
-            for p in self.costs
+            f"{PREFIX + p.name:<{c}}  {p.start:>10g}  {p.bounds():>19}  {p.value:>10g}" for p in self.costs
         ]
         return "\n".join(lines) + f"\n\n{self.runs} runs\n"
 
@@ -273,6 +289,9 @@ def calibrate(
     for f in free:
         if f.name not in known:
             raise ConfigError(f"--free {f.key}: unknown cost (see `ipisim describe machine`)")
+        other = {g.name: g for g in free}.get(f.above or "")
+        if f.above is not None and (other is None or other.above is not None):
+            raise ConfigError(f"--free {f.spec()}: {f.above} must be another free cost, itself not ordered")
     base_sets = [(k, v) for k, v in sets if not k.startswith(PREFIX) or k[len(PREFIX) :] not in names]
     ipisim.check_config(scenario, machine=machine, kernel=kernel, sets=base_sets)
     # Several variants (e.g. one per thread count): each figure is LABEL:PATH, and every point of
@@ -293,11 +312,18 @@ def calibrate(
     start = {c["key"][len(PREFIX) :]: float(c["value"]) for c in ipisim.describe(machine_name)["costs"]}
     # A free cost's --set is where its fit starts.
     start |= {k[len(PREFIX) :]: float(v) for k, v in sets if k.startswith(PREFIX)}
-    bounds = [
-        (f.lo if f.lo is not None else start[f.name] / 10, f.hi if f.hi is not None else start[f.name] * 10)
-        for f in free
-    ]
+
+    # An ordered cost's coordinate is its ratio to the cost below it, in [1, MAX_RATIO].
+    def bounds_of(f: FreeCost) -> tuple[float, float]:
+        if f.above is not None:
+            return 1.0, MAX_RATIO
+        lo = f.lo if f.lo is not None else start[f.name] / 10
+        return lo, f.hi if f.hi is not None else start[f.name] * 10
+
+    bounds = [bounds_of(f) for f in free]
     for f, (lo, hi) in zip(free, bounds, strict=True):
+        if f.above is not None:
+            continue
         if start[f.name] <= 0:
             raise ConfigError(f"--free {f.key}: its profile value is 0 cycles; give bounds LO:HI")
         if not lo <= start[f.name] <= hi:
@@ -349,12 +375,19 @@ def calibrate(
             say(f"run {counter[0]} ({where}, {took:.1f} s): {costs}: {errs}")
         return [cache[(scale, tuple(p))] for p in points]
 
+    below = [names.index(f.above) if f.above is not None else None for f in free]
+
     def as_text(u: Sequence[float]) -> list[str]:
-        return [_cycles_text(math.exp(x)) for x in u]
+        return [_cycles_text(math.exp(x if b is None else x + u[b])) for x, b in zip(u, below, strict=True)]
+
+    def to_u(cycles: Sequence[float]) -> list[float]:
+        logs = [math.log(c) for c in cycles]
+        return [x if b is None else x - logs[b] for x, b in zip(logs, below, strict=True)]
 
     lo_u = [math.log(lo) for lo, _ in bounds]
     hi_u = [math.log(hi) for _, hi in bounds]
-    u0 = [math.log(start[n]) for n in names]
+    # An ordered cost starts at its profile's ratio, brought into [1, MAX_RATIO].
+    u0 = [min(max(x, lo), hi) for x, lo, hi in zip(to_u([start[n] for n in names]), lo_u, hi_u, strict=True)]
 
     def columns(u: Sequence[float]) -> list[list[float]]:
         """u and each coordinate stepped by STEP (backwards at an upper bound)."""
@@ -408,7 +441,7 @@ def calibrate(
             max_nfev=40,
         )
         written = as_text(fit.x)  # what the profile will say, so its residuals are of these values
-        u = [math.log(float(v)) for v in written]
+        u = to_u([float(v) for v in written])
         final = run_many([written], None)[0]
         if inner_scale is None:
             break
@@ -422,7 +455,8 @@ def calibrate(
 
     figures = [Figure(p, t, f) for p, t, f in zip(paths, target, final, strict=True)]
     fitted = [
-        Fitted(n, start[n], lo, hi, float(v)) for n, (lo, hi), v in zip(names, bounds, written, strict=True)
+        Fitted(f.name, start[f.name], lo, hi, float(v), f.above)
+        for f, (lo, hi), v in zip(free, bounds, written, strict=True)
     ]
     cmd = command or command_line(scenario, machine, kernel, base_sets, free, inner_scale, "FIGURES")
     toml = _profile_toml(configs[(None, tuple(written))], scenario, kernel, fitted, figures, cmd)

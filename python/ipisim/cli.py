@@ -638,7 +638,11 @@ def build_parser() -> argparse.ArgumentParser:
     ca.add_argument("--experiment", metavar="ID", help="the calibration published.json declares for ID")
     ca.add_argument("--measured", metavar="FILE", help="TOML/JSON: result path = value")
     ca.add_argument(
-        "--free", action="append", default=[], metavar="machine.cost.NAME[=LO:HI]", help="a cost to fit"
+        "--free",
+        action="append",
+        default=[],
+        metavar="machine.cost.NAME[=LO:HI|>=OTHER]",
+        help="a cost to fit (>=OTHER: at least the free cost OTHER)",
     )
     ca.add_argument("--scale", help="run the fit's inner runs at this scale; confirmed at full scale")
     ca.add_argument("--jobs", type=int, default=2, help="runs at once (default 2)")
