@@ -225,8 +225,9 @@ def calibrate(
 ) -> Calibration:
     """Fit at most three costs of `machine` (`"machine.cost.NAME[=LO:HI]"`,
     `"machine.cost.NAME>=OTHER"` or FreeCost) so that a run of `scenario` gives the `measured`
-    figures (result path -> value), as `ipisim calibrate` does; `.profile_toml` is the calibrated profile, `.table()` what the command prints. With
-    `variants` (label -> sets added to `sets`), each figure is `LABEL:PATH` of that variant's run."""
+    figures (result path -> value), as `ipisim calibrate` does; `.profile_toml` is the calibrated
+    profile, `.table()` what the command prints. With `variants` (label -> sets added to `sets`),
+    each figure is `LABEL:PATH` of that variant's run."""
     from ipisim.calibration import FreeCost, parse_free
     from ipisim.calibration import calibrate as fit
 

@@ -78,6 +78,8 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::TryToUnmapFlush => mm::rmap::try_to_unmap_flush(s, cpu, t),
         Step::TlbUbcClear => mm::rmap::tlb_ubc_clear(s, t),
         Step::MmapWriteUnlock => mm::mmap_write_unlock(s, t),
+        Step::MmapReadUnlock => mm::mmap_read_unlock(s, t),
+        Step::MmapWriteDowngrade => mm::mmap_write_downgrade(s, t),
         Step::PtlLock { id } => mm::ptl::lock_step(s, cpu, t, id),
         Step::PtlUnlock { id } => mm::ptl::unlock(s, t, id),
         Step::DrainAllPages => mm::drain::drain_all_pages(s, cpu, t),

@@ -165,6 +165,10 @@ pub enum Step {
     TryToUnmapFlush,
     /// mmap_write_unlock at the end of munmap or mprotect.
     MmapWriteUnlock,
+    /// mmap_read_unlock at the end of madvise, or of a munmap that downgraded.
+    MmapReadUnlock,
+    /// munmap's mmap_write_downgrade once its VMAs are detached.
+    MmapWriteDowngrade,
     /// Take a PTE lock (spinning if another CPU holds it).
     PtlLock { id: u32 },
     /// Release a PTE lock.
@@ -227,6 +231,8 @@ impl Step {
             Step::Pageout { .. } => "pageout",
             Step::TryToUnmapFlush => "try_to_unmap_flush",
             Step::MmapWriteUnlock => "up_write",
+            Step::MmapReadUnlock => "up_read",
+            Step::MmapWriteDowngrade => "downgrade_write",
             Step::PtlLock { .. } => "_raw_spin_lock",
             Step::PtlUnlock { .. } => "_raw_spin_unlock",
             Step::TlbUbcClear => "try_to_unmap_flush",

@@ -8,6 +8,7 @@ pub mod filemap;
 pub mod huge_memory;
 pub mod lru;
 pub mod migrate;
+mod mmap_lock;
 mod mmu_gather;
 pub mod oom_kill;
 pub mod page_alloc;
@@ -24,7 +25,8 @@ pub use mmu_gather::{tlb_batch_pages_flush, tlb_finish_mmu, tlb_flush_mmu, MmuGa
 pub use page_alloc::Frames;
 pub use pagetable::{Pte, PteTable};
 pub use syscall::{
-    free_pgtables, mmap_write_lock, mmap_write_unlock, protect_step, syscall, zap_step, Syscall,
+    free_pgtables, mmap_read_unlock, mmap_write_downgrade, mmap_write_lock, mmap_write_unlock,
+    protect_step, syscall, zap_step, Syscall,
 };
 
 use crate::config::{params, Kind};
@@ -99,10 +101,10 @@ pub struct Mm {
     /// tlb_flush_pending: mmu_gathers open on this mm (inc_tlb_flush_pending); more than one
     /// means another thread's batched flush may still be outstanding (mm_tlb_flush_nested).
     pub tlb_flush_pending: u32,
-    /// mmap_lock held for writing (munmap, mprotect) by this task, and the tasks sleeping for it.
-    /// Faults and madvise take it for reading, which a writer only delays (not modelled).
-    pub mmap_lock_writer: Option<usize>,
-    pub mmap_lock_waiters: Vec<usize>,
+    /// mmap_lock: mmap, munmap and mprotect take it for writing, madvise for reading (unless
+    /// kernel.madvise_vma_lock), and munmap downgrades it (kernel.munmap_downgrade). Faults take
+    /// it for reading, which a writer only delays (not modelled).
+    pub mmap_lock: mmap_lock::MmapLock,
     /// mm_users: tasks using the mm that have not exited (mmget at creation, mmput at exit).
     pub users: u32,
 }
@@ -192,6 +194,8 @@ params! {
         flush_before_free: bool = "kernel.flush_before_free", Kind::Bool, "", "true", "try_to_unmap_flush() before the reclaimed pages are freed, as every kernel does; false is an unsafe what-if that the checker reports (use-after-free at free)";
         migrate_flush: MigrateFlush = "kernel.migrate_flush", Kind::Choice(MigrateFlush::NAMES), "", "batched", "how migrate_pages flushes the pages it unmaps: immediate (ptep_clear_flush per page, to 6.3), batched (unmap up to 512 pages, one try_to_unmap_flush, then copy; 7e12beb8ca2a, 6.4), batched_unsafe (a what-if that copies, restores and frees before the flush; the checker catches it)";
         table_batch_alloc_fails: bool = "kernel.table_batch_alloc_fails", Kind::Bool, "", "false", "what-if: tlb_remove_table() cannot allocate its mmu_table_batch page (GFP_NOWAIT), so each freed page-table page goes through tlb_remove_table_one() -> tlb_remove_table_sync_one(): an empty IPI to every online CPU, waiting (mm/mmu_gather.c)";
+        madvise_vma_lock: bool = "kernel.madvise_vma_lock", Kind::Bool, "", "true", "madvise(MADV_DONTNEED) takes the VMA's read lock (lock_vma_under_rcu(), MADVISE_VMA_READ_LOCK: Barry Song, \"mm: use per_vma lock for MADV_DONTNEED\", 2025-06, 6.17) instead of mmap_lock for reading, so it never waits for mmap or munmap elsewhere in the process";
+        munmap_downgrade: bool = "kernel.munmap_downgrade", Kind::Bool, "", "true", "munmap() downgrades mmap_lock to a read lock once the VMAs are detached and zaps, frees page tables and flushes under it (mmap_write_downgrade(): Yang Shi, \"mm: mmap: zap pages with read mmap_sem in munmap\", 4.20); false: it holds the write lock to the end";
         zap_lru_add_drain: bool = "kernel.zap_lru_add_drain", Kind::Bool, "", "false", "free_pages_and_swap_cache() drains this CPU's LRU-add batch (lru_add_drain()) before it frees an mmu_gather's pages, as every kernel did until 1aa43598c03b \"mm: remove unnecessary calls to lru_add_drain\" (Rik van Riel, 6.14)";
         anon_lru_inactive: bool = "kernel.anon_lru_inactive", Kind::Bool, "", "true", "new anonymous pages go to the inactive anon list (lru_cache_add_inactive_or_unevictable()), so reclaim scans them twice as it does file pages, since b518154e59aa \"mm/vmscan: protect the workingset on anonymous LRU\" (Joonsoo Kim, 5.9); before, they started active";
         pagevec_size: usize = "kernel.pagevec_size", Kind::Int { min: 1, max: 64 }, "pages", "31", "PAGEVEC_SIZE: per-CPU LRU-add batch (14 in 4.x, 15 later, 31 today)";
@@ -285,8 +289,7 @@ impl Memory {
             vmas: Vec::new(),
             pmds: Vec::new(),
             tlb_flush_pending: 0,
-            mmap_lock_writer: None,
-            mmap_lock_waiters: Vec::new(),
+            mmap_lock: mmap_lock::MmapLock::default(),
             users: 0,
         });
         self.mms.len() - 1

@@ -10,11 +10,20 @@ use crate::step::{Outcome, Step};
 
 pub fn syscall(s: &mut impl Host, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
     let mm = s.task_mm(t);
-    let writes_vmas = !matches!(
-        sc,
-        Syscall::MadviseDontneed { .. } | Syscall::MadvisePageout { .. }
-    );
-    if writes_vmas && !mmap_write_lock(s, t) {
+    // madvise_lock(): MADV_DONTNEED reads mmap_lock unless the VMA's own lock does; MADV_PAGEOUT
+    // reads it too, uncontended here (one thread); the others write it.
+    let read_locks = match sc {
+        Syscall::MadviseDontneed { .. } => !s.mem().cfg.madvise_vma_lock,
+        Syscall::MadvisePageout { .. } => false,
+        Syscall::Munmap { .. } | Syscall::MprotectRead { .. } => {
+            if !mmap_write_lock(s, t) {
+                s.push_step(t, Step::Syscall(sc));
+                return Outcome::Sleep(crate::engine::NEVER);
+            }
+            false
+        }
+    };
+    if read_locks && !s.mm_parts().mem.mms[mm].mmap_lock.down_read(t) {
         s.push_step(t, Step::Syscall(sc));
         return Outcome::Sleep(crate::engine::NEVER);
     }
@@ -35,6 +44,9 @@ pub fn syscall(s: &mut impl Host, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcom
             // madvise_dontneed_free() -> zap_page_range_single_batched(); with CONFIG_PT_RECLAIM
             // the zap may free PTE tables it empties completely.
             let (from, end, reclaim_pt) = (vpn, vpn + n, mem.cfg.pt_reclaim);
+            if read_locks {
+                s.push_step(t, Step::MmapReadUnlock);
+            }
             s.push_step(t, Step::TlbFinishMmu);
             s.push_step(
                 t,
@@ -73,7 +85,16 @@ fn munmap(s: &mut impl Host, t: TaskId, mm: usize, vpn: u64, n: u64) {
     let ceiling = m.vmas.get(j).map_or(0, |v| v.start);
     m.vmas.drain(i..j);
     let (start, end) = (vpn, vpn + n);
-    s.push_step(t, Step::MmapWriteUnlock);
+    // vms_complete_munmap_vmas(): with the VMAs detached, the zap, free_pgtables and the flush
+    // go on under a read lock (4.20), which still keeps mmap out of the hole.
+    let downgrade = s.mem().cfg.munmap_downgrade;
+    s.push_step(
+        t,
+        match downgrade {
+            true => Step::MmapReadUnlock,
+            false => Step::MmapWriteUnlock,
+        },
+    );
     s.push_step(t, Step::TlbFinishMmu);
     s.push_step(
         t,
@@ -93,6 +114,9 @@ fn munmap(s: &mut impl Host, t: TaskId, mm: usize, vpn: u64, n: u64) {
             reclaim_pt,
         },
     );
+    if downgrade {
+        s.push_step(t, Step::MmapWriteDowngrade);
+    }
 }
 
 /// mprotect(vpn, n, PROT_READ) after the entry, mmap_lock held for writing: pushes its steps.
@@ -117,32 +141,42 @@ fn mprotect_read(s: &mut impl Host, t: TaskId, mm: usize, vpn: u64, n: u64) {
 }
 
 /// mmap_write_lock(): take the task's mm's mmap_lock for writing, or queue to sleep for it
-/// (false). A munmap holds it until its page tables are freed and its TLB flush is done, so
-/// another thread cannot map into the hole meanwhile (it would get a table being freed).
+/// (false; the caller's step runs again when woken). A munmap keeps it, or the read lock it
+/// downgrades to, until its page tables are freed and its TLB flush is done, so another thread
+/// cannot map into the hole meanwhile (it would get a table being freed).
 pub fn mmap_write_lock(s: &mut impl Host, t: TaskId) -> bool {
     let mm = s.task_mm(t);
-    let m = &mut s.mm_parts().mem.mms[mm];
-    match m.mmap_lock_writer {
-        None => {
-            m.mmap_lock_writer = Some(t);
-            true
-        }
-        Some(w) if w == t => true,
-        Some(_) => {
-            m.mmap_lock_waiters.push(t);
-            false
-        }
-    }
+    s.mm_parts().mem.mms[mm].mmap_lock.down_write(t)
 }
 
-/// mmap_write_unlock(): wake every task sleeping for the lock; they race for it again.
+/// mmap_write_unlock().
 pub fn mmap_write_unlock(s: &mut impl Host, t: TaskId) -> Outcome {
     let mm = s.task_mm(t);
-    let m = &mut s.mm_parts().mem.mms[mm];
-    m.mmap_lock_writer = None;
-    for w in std::mem::take(&mut m.mmap_lock_waiters) {
+    s.mm_parts().mem.mms[mm].mmap_lock.up_write(t);
+    wake_mmap_lock_waiters(s, mm)
+}
+
+/// mmap_read_unlock().
+pub fn mmap_read_unlock(s: &mut impl Host, t: TaskId) -> Outcome {
+    let mm = s.task_mm(t);
+    s.mm_parts().mem.mms[mm].mmap_lock.up_read();
+    wake_mmap_lock_waiters(s, mm)
+}
+
+/// mmap_write_downgrade().
+pub fn mmap_write_downgrade(s: &mut impl Host, t: TaskId) -> Outcome {
+    let mm = s.task_mm(t);
+    s.mm_parts().mem.mms[mm].mmap_lock.downgrade(t);
+    wake_mmap_lock_waiters(s, mm)
+}
+
+/// Wake the tasks the lock's last release handed it to.
+fn wake_mmap_lock_waiters(s: &mut impl Host, mm: usize) -> Outcome {
+    let woken = std::mem::take(&mut s.mm_parts().mem.mms[mm].mmap_lock.woken);
+    for &w in &woken {
         s.wake(w);
     }
+    s.mm_parts().mem.mms[mm].mmap_lock.woken = woken;
     Outcome::Next
 }
 
