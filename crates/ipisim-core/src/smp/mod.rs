@@ -371,7 +371,7 @@ pub fn smp_call_function_many_cond(
             run_local && mask.test(cpu),
         );
     }
-    let st = Sending {
+    let mut st = Sending {
         left: targets,
         queued: CpuMask::new(),
         was_empty: CpuMask::new(),
@@ -380,21 +380,22 @@ pub fn smp_call_function_many_cond(
         callsite: callsite(cond, run_local),
         run_local: run_local && mask.test(cpu) && s.call_wanted(cond, cpu, cpu),
     };
-    queue_loop(s, cpu, task, st)
+    queue_loop(s, cpu, task, &mut st)
 }
 
 /// The rest of a call's loop over its targets, where it stopped (Step::QueueCsds).
 pub fn queue_csds(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
-    let st = s.parts().smp.sending[cpu]
+    let mut st = s.parts().smp.sending[cpu]
         .take()
         .expect("a call is being queued");
-    queue_loop(s, cpu, task, st)
+    queue_loop(s, cpu, task, &mut st)
 }
 
 /// smp_call_function_many_cond()'s loop: queue a csd on each target (csd_lock, then llist_add or
 /// list_add_tail under the target's lock), then send the IPIs. Each target is queued at its own
 /// time: when another event comes first, the loop stops there and goes on as a step of its own.
-fn queue_loop(s: &mut impl Host, cpu: CpuId, task: TaskId, mut st: Sending) -> Outcome {
+/// (`st` by reference: it holds three CpuMasks, a 430-byte copy per call by value.)
+fn queue_loop(s: &mut impl Host, cpu: CpuId, task: TaskId, st: &mut Sending) -> Outcome {
     let now = s.now();
     let mut setup: Time = 0;
     let mut queue_lock_wait: Time = 0;
@@ -403,7 +404,7 @@ fn queue_loop(s: &mut impl Host, cpu: CpuId, task: TaskId, mut st: Sending) -> O
     while let Some(t) = st.left.iter().next() {
         if setup > 0 && p.q.due_by(now + setup) {
             // Something happens before this target's turn (its handler may take the lock).
-            p.smp.sending[cpu] = Some(st);
+            p.smp.sending[cpu] = Some(*st);
             p.obs.stats.charge(Some(task), scf, setup - queue_lock_wait);
             s.push_step(task, Step::QueueCsds);
             return Outcome::Busy {
@@ -411,12 +412,12 @@ fn queue_loop(s: &mut impl Host, cpu: CpuId, task: TaskId, mut st: Sending) -> O
                 irqs_off: false,
             };
         }
-        let (add, wait) = queue_csd(&mut p, cpu, task, &mut st, t, now + setup);
+        let (add, wait) = queue_csd(&mut p, cpu, task, st, t, now + setup);
         setup += wait + add;
         queue_lock_wait += wait;
     }
     let nr_queued = st.queued.weight();
-    let send = send_call_ipis(s, cpu, &st, nr_queued, now + setup);
+    let send = send_call_ipis(s, cpu, st, nr_queued, now + setup);
     if st.wait && nr_queued > 0 {
         s.push_step(task, Step::CsdLockWait);
     }
@@ -485,12 +486,12 @@ fn send_call_ipis(s: &mut impl Host, cpu: CpuId, st: &Sending, nr_queued: usize,
     // A lone target (smp_call_function_single before 4.13) and, since 4.13, every target gets an
     // IPI only if its queue was empty: a non-empty queue is already going to be run.
     let ipi_mask = if nr_queued == 1 || cfg.skip_ipi_if_queued {
-        st.was_empty
+        &st.was_empty
     } else {
-        st.queued
+        &st.queued
     };
     let nr_ipi = ipi_mask.weight();
-    let last = ipi_mask.iter().last().unwrap_or(0);
+    let last = ipi_mask.last().unwrap_or(0);
     let mut send: Time = 0;
     if nr_ipi == 1 {
         // send_call_function_single_ipi(): an idle CPU that is polling needs no interrupt.
@@ -507,7 +508,7 @@ fn send_call_ipis(s: &mut impl Host, cpu: CpuId, st: &Sending, nr_queued: usize,
             send_ipi(&mut p, cpu, last, at + send);
         }
     } else if nr_ipi > 1 {
-        send = send_ipi_mask(s, cpu, &ipi_mask, at, st.callsite);
+        send = send_ipi_mask(s, cpu, ipi_mask, at, st.callsite);
     }
     send
 }
