@@ -351,7 +351,7 @@ pub fn smp_call_function_many_cond(
     if let Some(csd) = busy {
         smp.csd_lock_on[cpu] = csd;
         *s.csd_lock_call(task) = Some(Call {
-            mask: *mask,
+            mask: mask.copied(),
             func,
             cond,
             wait,
@@ -372,7 +372,7 @@ pub fn smp_call_function_many_cond(
         );
     }
     s.parts().smp.sending[cpu] = Some(Sending {
-        left: targets,
+        left: targets.copied(),
         queued: CpuMask::new(),
         was_empty: CpuMask::new(),
         func,
@@ -418,9 +418,9 @@ fn queue_loop(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
     // A lone target (smp_call_function_single before 4.13) and, since 4.13, every target gets an
     // IPI only if its queue was empty: a non-empty queue is already going to be run.
     let ipi_mask = if nr_queued == 1 || skip_ipi_if_queued {
-        st.was_empty
+        st.was_empty.copied()
     } else {
-        st.queued
+        st.queued.copied()
     };
     let (wait, run_local, func, callsite) = (st.wait, st.run_local, st.func, st.callsite);
     p.smp.sending[cpu] = None;
