@@ -223,15 +223,16 @@ impl Machine {
 
     /// Cost of moving one cache line from `from` to `to`, by distance.
     pub fn line_transfer(&self, from: usize, to: usize) -> Time {
-        if from == to {
-            0
-        } else if self.node_of(from) != self.node_of(to) {
-            self.cost[Cost::LineRemote]
-        } else if self.core_of(from) == self.core_of(to) {
-            self.cost[Cost::LineSmt]
-        } else {
-            self.cost[Cost::LineNode]
-        }
+        // Without branches: the pairs on the IPI path vary too much for a predictor.
+        let remote = self.node_of(from) != self.node_of(to);
+        let smt = self.core_of(from) == self.core_of(to);
+        let by_class = [
+            self.cost[Cost::LineNode],
+            self.cost[Cost::LineSmt],
+            self.cost[Cost::LineRemote],
+            self.cost[Cost::LineRemote],
+        ];
+        by_class[(remote as usize) << 1 | smt as usize] * (from != to) as Time
     }
 
     /// Time from the sender's ICR write to the target taking the interrupt.
