@@ -246,17 +246,23 @@ impl Machine {
 
     /// Cost of moving one cache line from `from` to `to`, by distance.
     pub fn line_transfer(&self, from: usize, to: usize) -> Time {
-        if from == to {
-            0
-        } else if self.node_of(from) != self.node_of(to) {
-            self.cost[Cost::LineRemote]
-        } else if self.core_of(from) == self.core_of(to) {
-            self.cost[Cost::LineSmt]
-        } else if self.cpu_llc[from] == self.cpu_llc[to] {
-            self.cost[Cost::LineLlc]
-        } else {
-            self.cost[Cost::LineNode]
-        }
+        // Without branches: the pairs on the IPI path vary too much for a predictor. A core's
+        // threads share its LLC, and no LLC spans nodes: indexes 2 and 5-7 never occur.
+        let remote = self.node_of(from) != self.node_of(to);
+        let smt = self.core_of(from) == self.core_of(to);
+        let llc = self.cpu_llc[from] == self.cpu_llc[to];
+        let (node, r) = (self.cost[Cost::LineNode], self.cost[Cost::LineRemote]);
+        let by_class = [
+            node,
+            self.cost[Cost::LineLlc],
+            self.cost[Cost::LineSmt],
+            self.cost[Cost::LineSmt],
+            r,
+            r,
+            r,
+            r,
+        ];
+        by_class[(remote as usize) << 2 | (smt as usize) << 1 | llc as usize] * (from != to) as Time
     }
 
     /// Time from the sender's ICR write to the target taking the interrupt.

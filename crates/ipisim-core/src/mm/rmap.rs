@@ -135,7 +135,7 @@ pub fn set_tlb_ubc_flush_pending(
     let now = s.now();
     let Parts { m, mem, arch, obs } = s.mm_parts();
     let ps = arch::tlbbatch_add_pending(arch::Parts { m, arch, obs }, cpu, mm, vpn);
-    let mask = arch.mm[mm].cpumask;
+    let mask = arch.mm[mm].cpumask.copied();
     let ubc = &mut mem.tasks[t].reclaim.ubc;
     ubc.cpumask.or(&mask);
     if !ubc.flush_required {
@@ -169,7 +169,7 @@ pub fn try_to_unmap_flush(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
     if !ubc.flush_required {
         return Outcome::Next;
     }
-    let (mask, batch) = (ubc.cpumask, ubc.batch);
+    let (mask, batch) = (ubc.cpumask.copied(), ubc.batch);
     let func = if ubc.pages.is_empty() {
         CallFunc::FlushTlbBatchPages
     } else {

@@ -351,7 +351,7 @@ pub fn smp_call_function_many_cond(
     if let Some(csd) = busy {
         smp.csd_lock_on[cpu] = csd;
         *s.csd_lock_call(task) = Some(Call {
-            mask: *mask,
+            mask: mask.copied(),
             func,
             cond,
             wait,
@@ -371,39 +371,36 @@ pub fn smp_call_function_many_cond(
             run_local && mask.test(cpu),
         );
     }
-    let st = Sending {
-        left: targets,
+    s.parts().smp.sending[cpu] = Some(Sending {
+        left: targets.copied(),
         queued: CpuMask::new(),
         was_empty: CpuMask::new(),
         func,
         wait,
         callsite: callsite(cond, run_local),
         run_local: run_local && mask.test(cpu) && s.call_wanted(cond, cpu, cpu),
-    };
-    queue_loop(s, cpu, task, st)
+    });
+    queue_loop(s, cpu, task)
 }
 
 /// The rest of a call's loop over its targets, where it stopped (Step::QueueCsds).
 pub fn queue_csds(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
-    let st = s.parts().smp.sending[cpu]
-        .take()
-        .expect("a call is being queued");
-    queue_loop(s, cpu, task, st)
+    queue_loop(s, cpu, task)
 }
 
 /// smp_call_function_many_cond()'s loop: queue a csd on each target (csd_lock, then llist_add or
 /// list_add_tail under the target's lock), then send the IPIs. Each target is queued at its own
 /// time: when another event comes first, the loop stops there and goes on as a step of its own.
-fn queue_loop(s: &mut impl Host, cpu: CpuId, task: TaskId, mut st: Sending) -> Outcome {
+/// The call stays in `Smp::sending` meanwhile: it holds three CpuMasks, a 430-byte copy to move.
+fn queue_loop(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
     let now = s.now();
     let mut setup: Time = 0;
     let mut queue_lock_wait: Time = 0;
     let mut p = s.parts();
     let scf = p.smp.cfg.scf_func();
-    while let Some(t) = st.left.iter().next() {
+    while let Some(t) = sending(p.smp, cpu).left.iter().next() {
         if setup > 0 && p.q.due_by(now + setup) {
             // Something happens before this target's turn (its handler may take the lock).
-            p.smp.sending[cpu] = Some(st);
             p.obs.stats.charge(Some(task), scf, setup - queue_lock_wait);
             s.push_step(task, Step::QueueCsds);
             return Outcome::Busy {
@@ -411,17 +408,28 @@ fn queue_loop(s: &mut impl Host, cpu: CpuId, task: TaskId, mut st: Sending) -> O
                 irqs_off: false,
             };
         }
-        let (add, wait) = queue_csd(&mut p, cpu, task, &mut st, t, now + setup);
+        let (add, wait) = queue_csd(&mut p, cpu, task, t, now + setup);
         setup += wait + add;
         queue_lock_wait += wait;
     }
+    let skip_ipi_if_queued = p.smp.cfg.skip_ipi_if_queued;
+    let st = sending(p.smp, cpu);
     let nr_queued = st.queued.weight();
-    let send = send_call_ipis(s, cpu, &st, nr_queued, now + setup);
-    if st.wait && nr_queued > 0 {
+    // A lone target (smp_call_function_single before 4.13) and, since 4.13, every target gets an
+    // IPI only if its queue was empty: a non-empty queue is already going to be run.
+    let ipi_mask = if nr_queued == 1 || skip_ipi_if_queued {
+        st.was_empty.copied()
+    } else {
+        st.queued.copied()
+    };
+    let (wait, run_local, func, callsite) = (st.wait, st.run_local, st.func, st.callsite);
+    p.smp.sending[cpu] = None;
+    let send = send_call_ipis(s, cpu, &ipi_mask, callsite, now + setup);
+    if wait && nr_queued > 0 {
         s.push_step(task, Step::CsdLockWait);
     }
-    if st.run_local {
-        s.push_step(task, Step::LocalCall(st.func));
+    if run_local {
+        s.push_step(task, Step::LocalCall(func));
     }
     // The ICR writes follow the queueing with nothing in between: one busy period for both.
     let p = s.parts();
@@ -433,32 +441,32 @@ fn queue_loop(s: &mut impl Host, cpu: CpuId, task: TaskId, mut st: Sending) -> O
     }
 }
 
-/// Queue `st`'s csd on target `t` at `at` (llist_add, or list_add_tail under the queue lock
-/// before 3.14): the time it adds, and the time spent waiting for the queue lock.
-fn queue_csd(
-    p: &mut Parts,
-    cpu: CpuId,
-    task: TaskId,
-    st: &mut Sending,
-    t: CpuId,
-    at: Time,
-) -> (Time, Time) {
+/// The call `cpu` is queueing.
+fn sending(smp: &mut Smp, cpu: CpuId) -> &mut Sending {
+    smp.sending[cpu].as_mut().expect("a call is being queued")
+}
+
+/// Queue `cpu`'s csd (of `Smp::sending`) on target `t` at `at` (llist_add, or list_add_tail under
+/// the queue lock before 3.14): the time it adds, and the time spent waiting for the queue lock.
+fn queue_csd(p: &mut Parts, cpu: CpuId, task: TaskId, t: CpuId, at: Time) -> (Time, Time) {
     let (m, smp) = (p.m, &mut *p.smp);
+    let st = sending(smp, cpu);
     st.left.clear(t);
+    let (func, wait_all) = (st.func, st.wait);
     smp.locked[cpu].set(t);
-    if st.wait {
+    if wait_all {
         wait_for_one_more(smp, cpu);
     }
     p.obs.stats.trace(Trace::CsdQueueCpu);
     // llist_add() (or list_empty() under the lock) tells whether the queue was empty.
     let tail = smp.queue[t].last().map(|c| c.sender as usize);
     if tail.is_none() {
-        st.was_empty.set(t);
+        sending(smp, cpu).was_empty.set(t);
     }
     smp.queue[t].push(Csd {
         sender: cpu as u32,
-        func: st.func,
-        wait: st.wait,
+        func,
+        wait: wait_all,
     });
     let mut add = m.cost[Cost::CsdQueue];
     let mut wait = 0;
@@ -474,23 +482,22 @@ fn queue_csd(
             .stats
             .charge(Some(task), Func::RawSpinLockIrqsave, wait);
     }
-    st.queued.set(t);
+    sending(smp, cpu).queued.set(t);
     (add, wait)
 }
 
-/// The IPIs after the queueing, from `at`: to the targets whose queue was empty (or to all
-/// queued ones before 4.13 with two or more), or a poll kick to a polling idle CPU. Their time.
-fn send_call_ipis(s: &mut impl Host, cpu: CpuId, st: &Sending, nr_queued: usize, at: Time) -> Time {
+/// The IPIs after the queueing, from `at`: to `ipi_mask`, the targets whose queue was empty (or
+/// all queued ones before 4.13 with two or more), or a poll kick to a polling idle CPU. Their time.
+fn send_call_ipis(
+    s: &mut impl Host,
+    cpu: CpuId,
+    ipi_mask: &CpuMask,
+    callsite: &'static str,
+    at: Time,
+) -> Time {
     let cfg = s.view().0.cfg;
-    // A lone target (smp_call_function_single before 4.13) and, since 4.13, every target gets an
-    // IPI only if its queue was empty: a non-empty queue is already going to be run.
-    let ipi_mask = if nr_queued == 1 || cfg.skip_ipi_if_queued {
-        st.was_empty
-    } else {
-        st.queued
-    };
     let nr_ipi = ipi_mask.weight();
-    let last = ipi_mask.iter().last().unwrap_or(0);
+    let last = ipi_mask.last().unwrap_or(0);
     let mut send: Time = 0;
     if nr_ipi == 1 {
         // send_call_function_single_ipi(): an idle CPU that is polling needs no interrupt.
@@ -502,12 +509,12 @@ fn send_call_ipis(s: &mut impl Host, cpu: CpuId, st: &Sending, nr_queued: usize,
         } else {
             let trace_at = s.trace_at(cpu);
             let mut p = s.parts();
-            p.obs.ipi_send_cpu(trace_at, last, st.callsite);
+            p.obs.ipi_send_cpu(trace_at, last, callsite);
             send += p.m.cost[Cost::IpiSend];
             send_ipi(&mut p, cpu, last, at + send);
         }
     } else if nr_ipi > 1 {
-        send = send_ipi_mask(s, cpu, &ipi_mask, at, st.callsite);
+        send = send_ipi_mask(s, cpu, ipi_mask, at, callsite);
     }
     send
 }

@@ -161,7 +161,7 @@ pub fn flush_tlb_range(mut p: Parts, cpu: CpuId, t: TaskId, r: FlushRange) -> Ou
             end: r.end,
         }
     };
-    let mask = p.arch.mm[mm].cpumask;
+    let mask = p.arch.mm[mm].cpumask.copied();
     let ps = flush_range(&mut p, cpu, t, &mask, what);
     match ps {
         0 => Outcome::Next,

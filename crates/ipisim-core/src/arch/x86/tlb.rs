@@ -223,7 +223,7 @@ pub fn flush_tlb_multi(s: &mut impl Host, cpu: CpuId, task: TaskId, run_local: b
         LazyTlb::SkipLazyCpus if info.freed_tables || transition => Cond::Always,
         LazyTlb::SkipLazyCpus => Cond::ShouldFlushTlb,
     };
-    let mask = p.arch.mm[mm].cpumask;
+    let mask = p.arch.mm[mm].cpumask.copied();
     smp::smp_call_function_many_cond(
         s,
         cpu,
