@@ -10,8 +10,9 @@ use crate::step::{Outcome, Step};
 
 pub fn syscall(s: &mut impl Host, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
     let mm = s.task_mm(t);
-    // madvise_lock(): MADV_DONTNEED reads mmap_lock unless the VMA's own lock does; MADV_PAGEOUT
-    // reads it too, uncontended here (one thread); the others write it.
+    // madvise_lock(): MADV_DONTNEED reads mmap_lock unless the VMA's own lock does; munmap and
+    // mprotect write it. MADV_PAGEOUT reads it too, not modelled: only swap-bench's one thread
+    // calls it, so nothing contends.
     let read_locks = match sc {
         Syscall::MadviseDontneed { .. } => !s.mem().cfg.madvise_vma_lock,
         Syscall::MadvisePageout { .. } => false,
