@@ -67,6 +67,9 @@ def test_an_ordered_cost_is_fitted_at_least_as_large_as_the_other(figures: dict[
             calibration.parse_free(bad)
     with pytest.raises(ipisim.ConfigError, match="must be another free cost"):
         fit("machine.cost.syscall>=irq_entry_exit")
+    # A 0-cycle placeholder (x86 has no TLBI) starts at the cost below it, and moves nothing.
+    with pytest.raises(ipisim.ConfigError, match="tlbi_is: moves none"):
+        fit("machine.cost.syscall", "machine.cost.tlbi_is>=syscall")
 
 
 def test_a_multi_variant_calibration_recovers_a_cost_from_several_runs() -> None:

@@ -386,8 +386,10 @@ def calibrate(
 
     lo_u = [math.log(lo) for lo, _ in bounds]
     hi_u = [math.log(hi) for _, hi in bounds]
-    # An ordered cost starts at its profile's ratio, brought into [1, MAX_RATIO].
-    u0 = [min(max(x, lo), hi) for x, lo, hi in zip(to_u([start[n] for n in names]), lo_u, hi_u, strict=True)]
+    # An ordered cost starts at its profile's ratio, brought into [1, MAX_RATIO] (the cost below
+    # it is positive: checked above).
+    starts = [start[f.name] if f.above is None else max(start[f.name], start[f.above]) for f in free]
+    u0 = [min(max(x, lo), hi) for x, lo, hi in zip(to_u(starts), lo_u, hi_u, strict=True)]
 
     def columns(u: Sequence[float]) -> list[list[float]]:
         """u and each coordinate stepped by STEP (backwards at an upper bound)."""
