@@ -286,10 +286,11 @@ def calibrate(
     if not measured:
         raise ConfigError("--measured: no figures to fit")
     known = {c["key"][len(PREFIX) :] for c in ipisim.describe("machine")["costs"]}
+    by_name = {f.name: f for f in free}
     for f in free:
         if f.name not in known:
             raise ConfigError(f"--free {f.key}: unknown cost (see `ipisim describe machine`)")
-        other = {g.name: g for g in free}.get(f.above or "")
+        other = by_name.get(f.above or "")
         if f.above is not None and (other is None or other.above is not None):
             raise ConfigError(f"--free {f.spec()}: {f.above} must be another free cost, itself not ordered")
     base_sets = [(k, v) for k, v in sets if not k.startswith(PREFIX) or k[len(PREFIX) :] not in names]

@@ -166,20 +166,15 @@ impl Machine {
             .iter()
             .map(|&c| c / cores_per_node as u16)
             .collect();
-        // An LLC never spans nodes: number them node by node.
-        let llcs_per_node = match p.llc_cores {
-            0 => cores_per_node,
-            n => cores_per_node.div_ceil(n),
-        };
+        // An LLC never spans nodes: number them node by node. Without the level (0), each core
+        // is its own, so two CPUs share one only if they share a core.
+        let llc_cores = p.llc_cores.max(1);
+        let llcs_per_node = cores_per_node.div_ceil(llc_cores);
         let cpu_llc = cpu_core
             .iter()
             .zip(&cpu_node)
             .map(|(&core, &node)| {
-                let i = core as usize % cores_per_node;
-                let llc = match p.llc_cores {
-                    0 => i,
-                    n => i / n,
-                };
+                let llc = core as usize % cores_per_node / llc_cores;
                 (node as usize * llcs_per_node + llc) as u16
             })
             .collect();

@@ -24,7 +24,8 @@ pub struct MmapLock {
     readers: u32,
     /// Tasks sleeping for it, in order: (task, wants it for writing).
     waiters: VecDeque<(TaskId, bool)>,
-    /// Tasks woken with the lock already theirs (rwsem_mark_wake() takes it for them).
+    /// Readers woken with their share already taken (rwsem_mark_wake() adds it for them); a
+    /// woken writer finds itself in `writer`.
     granted: Vec<TaskId>,
     /// The tasks the last release or downgrade woke: the caller wakes them.
     pub woken: Vec<TaskId>,
@@ -50,7 +51,7 @@ impl MmapLock {
 
     /// down_write(): true if `t` holds it for writing now; false: `t` is queued and sleeps.
     pub fn down_write(&mut self, t: TaskId) -> bool {
-        if self.take_grant(t) || self.writer == Some(t) {
+        if self.writer == Some(t) {
             return true;
         }
         if self.writer.is_none() && self.readers == 0 {
@@ -116,7 +117,6 @@ impl MmapLock {
             Some(&(w, true)) if any && self.writer.is_none() && self.readers == 0 => {
                 self.waiters.pop_front();
                 self.writer = Some(w);
-                self.granted.push(w);
                 self.woken.push(w);
             }
             None | Some(&(_, true)) => {}

@@ -13,18 +13,13 @@ pub fn syscall(s: &mut impl Host, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcom
     // madvise_lock(): MADV_DONTNEED reads mmap_lock unless the VMA's own lock does; munmap and
     // mprotect write it. MADV_PAGEOUT reads it too, not modelled: only swap-bench's one thread
     // calls it, so nothing contends.
-    let read_locks = match sc {
-        Syscall::MadviseDontneed { .. } => !s.mem().cfg.madvise_vma_lock,
-        Syscall::MadvisePageout { .. } => false,
-        Syscall::Munmap { .. } | Syscall::MprotectRead { .. } => {
-            if !mmap_write_lock(s, t) {
-                s.push_step(t, Step::Syscall(sc));
-                return Outcome::Sleep(crate::engine::NEVER);
-            }
-            false
-        }
+    let read_locks = matches!(sc, Syscall::MadviseDontneed { .. }) && !s.mem().cfg.madvise_vma_lock;
+    let locked = match sc {
+        _ if read_locks => s.mm_parts().mem.mms[mm].mmap_lock.down_read(t),
+        Syscall::MadviseDontneed { .. } | Syscall::MadvisePageout { .. } => true,
+        Syscall::Munmap { .. } | Syscall::MprotectRead { .. } => mmap_write_lock(s, t),
     };
-    if read_locks && !s.mm_parts().mem.mms[mm].mmap_lock.down_read(t) {
+    if !locked {
         s.push_step(t, Step::Syscall(sc));
         return Outcome::Sleep(crate::engine::NEVER);
     }
@@ -89,13 +84,12 @@ fn munmap(s: &mut impl Host, t: TaskId, mm: usize, vpn: u64, n: u64) {
     // vms_complete_munmap_vmas(): with the VMAs detached, the zap, free_pgtables and the flush
     // go on under a read lock (4.20), which still keeps mmap out of the hole.
     let downgrade = s.mem().cfg.munmap_downgrade;
-    s.push_step(
-        t,
-        match downgrade {
-            true => Step::MmapReadUnlock,
-            false => Step::MmapWriteUnlock,
-        },
-    );
+    let unlock = if downgrade {
+        Step::MmapReadUnlock
+    } else {
+        Step::MmapWriteUnlock
+    };
+    s.push_step(t, unlock);
     s.push_step(t, Step::TlbFinishMmu);
     s.push_step(
         t,
