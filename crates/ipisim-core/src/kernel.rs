@@ -1,6 +1,7 @@
 //! A kernel preset: one choice per mechanism. The declared defaults are the current kernel
-//! (linux-6.18); older presets state only what differs. smp, arch and mm declare their keys
-//! where they are used (`smp::PARAMS`, `arch::PARAMS`, `mm::PARAMS`); these name the preset.
+//! (linux-6.18); older presets state only what differs. smp, arch, mm and sched declare their
+//! keys where they are used (`smp::PARAMS`, `arch::PARAMS`, `mm::PARAMS`,
+//! `sched::fair::PARAMS`); these name the preset.
 
 use crate::config::{params, Kind, Param};
 
@@ -15,12 +16,13 @@ params! {
     }
 }
 
-/// Every key a kernel preset sets, in `describe` order: the preset's own, then arch's, smp's and
-/// mm's, each declared where it is used.
+/// Every key a kernel preset sets, in `describe` order: the preset's own, then arch's, smp's,
+/// mm's and the scheduler's, each declared where it is used.
 pub fn params() -> impl Iterator<Item = &'static Param> {
     PARAMS
         .iter()
         .chain(crate::arch::PARAMS)
         .chain(crate::smp::PARAMS)
         .chain(crate::mm::PARAMS)
+        .chain(crate::sched::fair::PARAMS)
 }

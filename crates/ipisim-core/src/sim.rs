@@ -60,6 +60,8 @@ impl Sim {
         check_host_memory(r, &m, work.host_bytes(&m))?;
         let mut rng = Rng::new(r.seed);
         let perturb = sched::Perturb::new(r, n, &mut rng)?;
+        let arch_cfg = ArchConfig::from_resolved(r)?;
+        let fair = sched::fair::Fair::new(r, n, arch_cfg.hz)?;
         let mut s = Sim {
             q: EventQueue::new(),
             rng,
@@ -67,9 +69,10 @@ impl Sim {
                 cpus: (0..n).map(|_| Cpu::idle_since_boot(m.idle)).collect(),
                 tasks: Vec::new(),
                 perturb,
+                fair,
             },
             smp: Smp::new(n, SmpConfig::from_resolved(r)?),
-            arch: ArchState::new(ArchConfig::from_resolved(r)?, &m),
+            arch: ArchState::new(arch_cfg, &m),
             mem: Memory::new(MmConfig::from_resolved(r)?, m.nodes, m.mem_per_node, n),
             obs: Observe {
                 stats: Stats::new(n),

@@ -459,7 +459,8 @@ fn a_vcpu_leaves_the_guest_once_for_back_to_back_interrupts() {
 
 /// A task woken while its CPU runs a handler over a thread spinning in user space runs when the
 /// handler returns to user space (NEED_RESCHED), not never (a gap until 2026-11-24: the spinner
-/// reaches no step boundary where it would notice).
+/// reaches no step boundary where it would notice). The spinner is 10 ms of virtual run time ahead
+/// of its queue, so CFS places the sleeper more than the wakeup granularity behind it.
 #[test]
 fn a_wakeup_during_a_handler_preempts_a_user_spin_at_its_return() {
     use ipisim_core::machine::Cost;
@@ -468,6 +469,7 @@ fn a_wakeup_during_a_handler_preempts_a_user_spin_at_its_return() {
     // CPU 0's task, taken as spinning in user space; another task of its process sleeps there.
     s.sched.cpus[0].mode = Mode::Spin(SpinOn::UserForever);
     let spinner = s.sched.cpus[0].task.unwrap();
+    s.sched.tasks[spinner].se.vruntime += 10_000_000_000;
     let mm = s.sched.tasks[spinner].mm;
     let sleeper = spawn_at(&mut s, mm, 0, u64::MAX);
     let handler = s.m.cost[Cost::IrqEntryExit];
@@ -480,7 +482,7 @@ fn a_wakeup_during_a_handler_preempts_a_user_spin_at_its_return() {
     );
     s.run(handler + 1, &mut |_, _| {});
     assert_eq!(s.sched.cpus[0].task, Some(sleeper));
-    assert_eq!(s.sched.cpus[0].runq, vec![spinner]);
+    assert_eq!(s.sched.cpus[0].runq.tasks(), vec![spinner]);
 }
 
 /// csd_lock_wait() waits for the csds of its own call: a request sent earlier without waiting

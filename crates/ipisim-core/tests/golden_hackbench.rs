@@ -146,13 +146,14 @@ fn hackbench_small_run_is_deterministic() {
     assert!(a["ops"]["hackbench_s"].as_f64().unwrap() > 0.0);
 }
 
-// 3 processes killed while messages flow: 263 messages are never read. Every drain finds
+// 2 processes killed while messages flow: 200 messages are never read. Every drain finds
 // most CPUs holding pages (this small run's text is read back page by page, each CPU refilling
 // its list with a batch when the last drain lifted the zone over its watermark), so nothing is
 // "saved". (Before skbs came from order-1 and order-2 slabs and text stayed active while
 // referenced: 2, 10, 0, 31, 3800, 20; before reclaim passes drained their CPU's pagevec first:
-// 3, 5, 0, 25, 3759, 31.)
-const PINNED_34: (u64, u64, u64, u64, u64, u64) = (3, 5, 0, 17, 3737, 32);
+// 3, 5, 0, 25, 3759, 31; before the fair class, when every wakeup preempted at the next step
+// boundary and a forked child did not start a slice behind: 3, 5, 0, 17, 3737, 32.)
+const PINNED_34: (u64, u64, u64, u64, u64, u64) = (2, 1, 0, 6, 3800, 36);
 
 /// Without memory pressure nothing reclaims, drains or is killed, and every message arrives.
 #[test]
@@ -178,8 +179,9 @@ fn drain_eras_under_oom() {
     let after = counts(&run(&req("linux-3.4", &[])).unwrap().json);
     assert!(before.drains > 0 && after.drains > 0);
     assert!(after.cal <= before.cal, "{} vs {}", after.cal, before.cal);
-    assert_eq!((before.drains, before.saved), (6, 0));
-    assert_eq!((after.drains, after.saved), (5, 0));
+    // (6, 0) and (5, 0) before the fair class.
+    assert_eq!((before.drains, before.saved), (1, 0));
+    assert_eq!((after.drains, after.saved), (1, 0));
     assert!(before.kills > 0 && after.kills > 0);
     println!(
         "3.3: {} drains, {} saved, {} CAL; 3.4: {} drains, {} saved, {} CAL",
@@ -220,8 +222,9 @@ fn reclaimable_zones_drain_before_oom() {
     let off = [("kernel.zone_reclaimable_progress", "false")];
     let old = counts(&run(&req("linux-3.4", &[])).unwrap().json);
     let new = counts(&run(&req("linux-3.4", &off)).unwrap().json);
-    assert_eq!((old.drains, old.kills), (5, 3));
-    assert_eq!((new.drains, new.kills), (0, 4));
+    // (5, 3) and (0, 4) before the fair class.
+    assert_eq!((old.drains, old.kills), (1, 2));
+    assert_eq!((new.drains, new.kills), (0, 3));
 }
 
 /// too_many_isolated(): with more pages isolated than left on the inactive list, a direct

@@ -5,6 +5,7 @@
 //! CPU busy for its cost. An IPI interrupts a busy or spinning CPU at once unless IRQs are off, and
 //! the interrupted work is delayed by the handler; a halted idle CPU also pays its wakeup latency.
 
+pub mod fair;
 pub mod membarrier;
 
 pub use crate::step::{Outcome, SpinOn, Step};
@@ -38,6 +39,7 @@ pub struct Sched {
     pub cpus: Vec<Cpu>,
     pub tasks: Vec<Task>,
     pub perturb: Perturb,
+    pub fair: fair::Fair,
 }
 
 /// The state sched works on, borrowed together from the machine around it.
@@ -123,8 +125,10 @@ pub enum Mode {
 #[derive(Debug, Default)]
 pub struct Cpu {
     pub task: Option<TaskId>,
-    /// Runnable tasks waiting for this CPU, in wakeup order.
-    pub runq: Vec<TaskId>,
+    /// Runnable tasks waiting for this CPU.
+    pub runq: fair::RunQueue,
+    /// cfs_rq->min_vruntime: the virtual time of the CPU's queue.
+    min_vruntime: Time,
     pub mode: Mode,
     /// Bumped whenever a scheduled Resume must be ignored.
     pub gen: u32,
@@ -141,6 +145,8 @@ pub struct Cpu {
     pub irq_pending: bool,
     /// A woken task waits for this CPU: switch to it at the next step boundary.
     pub need_resched: bool,
+    /// When the current task was picked: its slice runs from here.
+    picked_at: Time,
     /// The current busy step runs with IRQs off.
     pub irqs_off: bool,
     /// The current busy step runs a vCPU in guest mode: an interrupt first exits the guest.
@@ -164,6 +170,7 @@ impl Cpu {
         let poll_until = if idle == Idle::Poll { NEVER } else { 0 };
         Cpu {
             poll_until,
+            min_vruntime: fair::BOOT_VRUNTIME,
             ..Cpu::default()
         }
     }
@@ -202,6 +209,8 @@ pub struct Task {
     pub csd_lock_call: Option<crate::smp::Call>,
     /// TASK_UNINTERRUPTIBLE: a fatal signal does not end this sleep.
     pub uninterruptible: bool,
+    /// Its place in the fair class.
+    pub se: fair::Entity,
     /// TASK_INTERRUPTIBLE: in a wait a fatal signal ends too; only wake_interruptible() clears it.
     pub interruptible: bool,
     /// When this task's current timed sleep ends (NEVER: none); a wake-up timer left from a
@@ -247,6 +256,7 @@ pub fn spawn_at(s: &mut impl Host, mm: usize, cpu: CpuId, at: Time) -> TaskId {
         locks_held: 0,
         csd_lock_call: None,
         uninterruptible: false,
+        se: fair::Entity::at_start(mm == KTHREAD),
         interruptible: false,
         timer_at: at,
     });
@@ -364,11 +374,13 @@ pub fn run(s: &mut impl Host, cpu: CpuId) {
         if let Some(tr) = s.obs().trace.as_mut() {
             tr.step_end(cpu, now);
         }
-        if s.sched().cpus[cpu].need_resched && preemptible(s, cpu, t) {
-            // Wakeup preemption at a step boundary: the current task waits its turn.
+        if (s.sched().cpus[cpu].need_resched || slice_used(s.sched(), cpu, now))
+            && preemptible(s, cpu, t)
+        {
+            // Wakeup or tick preemption at a step boundary: the current task waits its turn.
             s.sched().cpus[cpu].need_resched = false;
             if !s.sched().cpus[cpu].runq.is_empty() {
-                s.sched().cpus[cpu].runq.push(t);
+                put_prev(s.sched(), cpu, t, now, false);
                 s.sched().cpus[cpu].task = None;
                 switch_in(s, cpu);
                 return;
@@ -406,6 +418,39 @@ pub fn run(s: &mut impl Host, cpu: CpuId) {
         }
     }
     panic!("CPU {cpu} ran a million zero-time steps: a workload loops without spending time");
+}
+
+/// The tick preempts the task on `cpu` (its slice is used and another task waits); it is taken at
+/// the first step boundary after the tick, as the model has no tick event.
+fn slice_used(sched: &Sched, cpu: CpuId, now: Time) -> bool {
+    !sched.cpus[cpu].runq.is_empty() && now >= tick_at(sched, cpu)
+}
+
+/// The tick that ends the slice of the task on `cpu`, with the tasks runnable there now.
+fn tick_at(sched: &Sched, cpu: CpuId) -> Time {
+    let c = &sched.cpus[cpu];
+    sched.fair.tick_at(c.picked_at, c.runq.len() + 1)
+}
+
+/// The running task's virtual time now.
+fn curr_vruntime(sched: &Sched, cpu: CpuId, t: TaskId, now: Time) -> Time {
+    sched.tasks[t].se.vruntime + (now - sched.cpus[cpu].picked_at)
+}
+
+/// Task `t` leaves `cpu` (to sleep, or back to the queue): its run goes into its vruntime.
+fn put_prev(sched: &mut Sched, cpu: CpuId, t: TaskId, now: Time, sleeping: bool) {
+    let c = &sched.cpus[cpu];
+    let ran = now - c.picked_at;
+    let avg = c
+        .runq
+        .avg(Some(sched.tasks[t].se.vruntime + ran), c.min_vruntime);
+    sched
+        .fair
+        .put_prev(&mut sched.tasks[t].se, ran, avg, sleeping);
+    if !sleeping {
+        let v = sched.tasks[t].se.vruntime;
+        sched.cpus[cpu].runq.push(v, t);
+    }
 }
 
 /// No preemption while a spinlock is held across steps, nor inside smp_call_function_many (it
@@ -464,6 +509,8 @@ fn sleep(s: &mut impl Host, cpu: CpuId, t: TaskId, until: Time) {
     }
     let cs = s.machine().cost[Cost::ContextSwitch];
     s.obs().stats.charge(Some(t), Func::Schedule, cs);
+    let now = s.now();
+    put_prev(s.sched(), cpu, t, now, true);
     switch_out(s, cpu);
 }
 
@@ -502,11 +549,19 @@ pub fn idle_polling(s: &impl Host, cpu: CpuId) -> bool {
 /// Switch an idle CPU to its first runnable task: context switch plus switch_mm.
 fn switch_in(s: &mut impl Host, cpu: CpuId) {
     let now = s.now();
-    let t = s.sched().cpus[cpu].runq.remove(0);
+    let sched = s.sched();
+    let t = sched.cpus[cpu]
+        .runq
+        .pop()
+        .expect("switch_in() with no runnable task");
+    // update_min_vruntime(): the leftmost task's virtual time, never back.
+    let c = &mut sched.cpus[cpu];
+    c.min_vruntime = c.min_vruntime.max(sched.tasks[t].se.vruntime);
     if s.sched().cpus[cpu].mode == Mode::Idle {
         close_period(s, cpu);
     }
     s.sched().cpus[cpu].task = Some(t);
+    s.sched().cpus[cpu].picked_at = now;
     s.sched().tasks[t].state = TaskState::Running;
     let mm = s.sched().tasks[t].mm;
     let switch_mm = if mm == KTHREAD {
@@ -541,13 +596,38 @@ pub fn wake(s: &mut impl Host, t: TaskId) {
     s.sched().tasks[t].state = TaskState::Running;
     s.sched().tasks[t].uninterruptible = false;
     let cpu = s.sched().tasks[t].cpu;
-    s.sched().cpus[cpu].runq.push(t);
+    // enqueue_entity(): placed in the CPU's virtual time, whose clock the running task moves.
+    let sched = s.sched();
+    let curr = sched.cpus[cpu]
+        .task
+        .map(|c| curr_vruntime(sched, cpu, c, now));
+    let c = &mut sched.cpus[cpu];
+    if let (Some(v), true) = (curr, c.runq.is_empty()) {
+        // update_min_vruntime(): the running task's, when it is alone, never back.
+        c.min_vruntime = c.min_vruntime.max(v);
+    }
+    let (min_vruntime, queued) = (c.min_vruntime, c.runq.len() + curr.is_some() as usize);
+    let avg = c.runq.avg(curr, min_vruntime);
+    sched
+        .fair
+        .place(&mut sched.tasks[t].se, min_vruntime, avg, queued);
+    let v = sched.tasks[t].se.vruntime;
+    sched.cpus[cpu].runq.push(v, t);
+    let avg = sched.cpus[cpu].runq.avg(curr, min_vruntime);
     let in_irq = s.sched().cpus[cpu].in_irq(now);
     if s.sched().cpus[cpu].task.is_none() && s.sched().cpus[cpu].mode == Mode::Idle && !in_irq {
         switch_in(s, cpu);
-    } else if s.sched().cpus[cpu].task.is_some() {
-        s.sched().cpus[cpu].need_resched = true;
-        if s.sched().cpus[cpu].mode == Mode::Spin(SpinOn::UserForever) {
+    } else if let Some(curr) = curr {
+        let user_spin = s.sched().cpus[cpu].mode == Mode::Spin(SpinOn::UserForever);
+        if s.sched().fair.wakeup_preempts(curr, v, avg) {
+            s.sched().cpus[cpu].need_resched = true;
+        } else if user_spin {
+            // A task spinning in user space reaches no step boundary: the tick looks at it.
+            let at = tick_at(s.sched(), cpu);
+            spin_resume_at(s, cpu, at);
+            return;
+        }
+        if user_spin && s.sched().cpus[cpu].need_resched {
             if !in_irq {
                 // A task spinning in user space is preempted at once (the reschedule IPI).
                 preempt_user_spin(s, cpu);
@@ -589,7 +669,8 @@ fn preempt_user_spin(s: &mut impl Host, cpu: CpuId) {
         .task
         .take()
         .expect("a user spin runs a task");
-    s.sched().cpus[cpu].runq.push(cur);
+    let now = s.now();
+    put_prev(s.sched(), cpu, cur, now, false);
     switch_in(s, cpu);
 }
 
@@ -599,9 +680,17 @@ pub fn resume(s: &mut impl Host, cpu: CpuId, gen: u32) {
     if c.gen != gen || c.in_irq(now) {
         return;
     }
-    match c.mode {
+    let (mode, resched, waiting) = (c.mode, c.need_resched, !c.runq.is_empty());
+    match mode {
         Mode::Busy { .. } => run(s, cpu),
-        Mode::Spin(SpinOn::UserForever) if c.need_resched => preempt_user_spin(s, cpu),
+        Mode::Spin(SpinOn::UserForever) if resched || slice_used(s.sched(), cpu, now) => {
+            preempt_user_spin(s, cpu)
+        }
+        Mode::Spin(SpinOn::UserForever) if waiting => {
+            // Not yet: the tick that ends its slice looks again.
+            let at = tick_at(s.sched(), cpu);
+            spin_resume_at(s, cpu, at);
+        }
         Mode::Spin(on) => {
             if spin(s, cpu, on) {
                 close_period(s, cpu);
@@ -824,7 +913,7 @@ fn handler_went_on(s: &mut impl Host, cpu: CpuId, pass: Option<Time>) {
             // iret returns to the spin: its Resume stays due if the condition comes true after
             // the handler; one that came true before is looked at when the handler ends.
             c.since = end;
-            if on == SpinOn::UserForever && c.need_resched {
+            if on == SpinOn::UserForever && (c.need_resched || !c.runq.is_empty()) {
                 // A wakeup came during the last handler: preempted on the way back to user space.
                 spin_resume_at(s, cpu, end);
             } else if let Some(t) = spin_until(s, cpu, on) {
@@ -897,6 +986,7 @@ mod tests {
     };
 
     const US: u64 = 1_000_000;
+    const MS: u64 = 1_000 * US;
 
     fn c(s: &Sim, k: Cost) -> u64 {
         s.m.cost[k]
@@ -1048,13 +1138,14 @@ mod tests {
     /// A task woken while its CPU runs a handler over a thread spinning in user space runs when
     /// the handler returns to user space (NEED_RESCHED), both when the wakeup comes before the
     /// handler's pass began and after (c655d65: it waited for a step boundary the spinner never
-    /// reaches). It starts one context switch later (same mm: no CR3 write).
+    /// reaches). It starts one context switch later (same mm: no CR3 write). The spinner has run
+    /// 10 ms, so the sleeper's credit puts it more than CFS's wakeup granularity behind.
     #[test]
     fn a_wakeup_during_a_handler_over_a_user_spin_runs_at_its_exit() {
         for woken in [1, 4 * US] {
             let mut s = machine(2, "linux-6.3", Then::Spin, &[]);
             let spinner = spawn(&mut s, MM, 1, &[]);
-            let at = switch_in(&s) + 10 * US;
+            let at = switch_in(&s) + 10 * MS;
             ipi_at(&mut s, 1, at);
             let t = spawn_at(&mut s, MM, 1, at + woken);
             s.sched.tasks[t].steps = vec![work(20 * US, false)];
@@ -1084,7 +1175,7 @@ mod tests {
             let (a, b) = (tasks[first_set], tasks[1 - first_set]);
             run_until(&mut s, at + 1);
             assert_eq!(s.sched.cpus[1].task, Some(a));
-            assert_eq!(s.sched.cpus[1].runq, [b]);
+            assert_eq!(s.sched.cpus[1].runq.tasks(), [b]);
             assert_eq!(s.sched.tasks[b].state, TaskState::Running);
             // b runs once a sleeps after its step: a context switch out, one in.
             run_until(&mut s, at + 100 * US);

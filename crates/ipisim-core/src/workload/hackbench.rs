@@ -517,6 +517,7 @@ impl Scenario for Hackbench {
             let mm = super::mm_alloc(s);
             let t = sched::spawn_at(s, mm, i % ncpus, NEVER);
             debug_assert_eq!(t, i);
+            s.sched().tasks[t].se = sched::fair::Entity::forked();
             s.sched().tasks[t].comm = if is_sender(t) { "sender" } else { "receiver" }.into();
         }
         // The hackbench parent forks every child in turn, then waits for them to be ready.
