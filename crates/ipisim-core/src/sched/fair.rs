@@ -21,7 +21,7 @@ params! {
     #[derive(Debug, Clone)]
     pub struct FairConfig;
     pub const PARAMS = {
-        policy: Policy = "kernel.sched_fair", Kind::Choice(Policy::NAMES), "", "eevdf", "the fair class: cfs (to 6.5: a woken sleeper gets up to half of sysctl_sched_latency of credit and preempts when it is sysctl_sched_wakeup_granularity behind; the tick preempts after the task's share of sysctl_sched_latency) or eevdf (147f3efaa241, 6.6: a woken task keeps its lag and preempts only a task ahead of it; the tick preempts after sysctl_sched_base_slice); the times scale with 1 + ilog2(min(CPUs, 8))";
+        policy: Policy = "kernel.sched_fair", Kind::Choice(Policy::NAMES), "", "eevdf", "the fair class: cfs (to 6.5: a woken sleeper gets up to half of sysctl_sched_latency of credit and preempts when it is sysctl_sched_wakeup_granularity behind; the tick preempts after the task's share of sysctl_sched_latency) or eevdf (147f3efaa241, 6.6: a woken task keeps its lag and preempts only a task ahead of the queue's average; the tick preempts after sysctl_sched_base_slice); the times scale with 1 + ilog2(min(CPUs, 8))";
     }
 }
 
@@ -95,10 +95,12 @@ impl Fair {
             }
     }
 
-    /// When the tick takes the CPU from a task picked at `picked` while `nr` tasks are runnable:
-    /// the first tick after its slice is used (check_preempt_tick(), update_deadline()).
-    pub fn tick_at(&self, picked: Time, nr: usize) -> Time {
-        (picked + self.slice(nr)).div_ceil(self.jiffy) * self.jiffy
+    /// When the tick takes the CPU from a task picked at `picked` while `nr` tasks are runnable,
+    /// others waiting since `since`: the first tick after both its slice is used and `since`
+    /// (check_preempt_tick(); EEVDF's update_deadline(), whose base_slice is under a jiffy, renews
+    /// a lone task's deadline at every tick, so the first tick with another waiting ends it).
+    pub fn tick_at(&self, picked: Time, since: Time, nr: usize) -> Time {
+        (picked + self.slice(nr)).max(since).div_ceil(self.jiffy) * self.jiffy
     }
 
     /// place_entity(): where a waking task goes in its CPU's virtual time. `min_vruntime` is
@@ -219,10 +221,12 @@ mod tests {
         let cfs = fair(Policy::Cfs, 8);
         assert_eq!(cfs.slice(2), 12 * MS);
         assert_eq!(cfs.slice(100), 3 * MS);
-        assert_eq!(cfs.tick_at(MS, 2), 16 * MS);
+        assert_eq!(cfs.tick_at(MS, 0, 2), 16 * MS);
+        // A task that ran alone past its slice keeps the CPU until the tick after one waits.
+        assert_eq!(cfs.tick_at(MS, 21 * MS, 2), 24 * MS);
         let eevdf = fair(Policy::Eevdf, 64);
         assert_eq!(eevdf.slice(2), 3 * MS);
-        assert_eq!(eevdf.tick_at(0, 2), 4 * MS);
+        assert_eq!(eevdf.tick_at(0, 0, 2), 4 * MS);
         assert_eq!(fair(Policy::Cfs, 1).slice(2), 3 * MS);
     }
 

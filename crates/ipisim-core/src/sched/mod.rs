@@ -147,6 +147,8 @@ pub struct Cpu {
     pub need_resched: bool,
     /// When the current task was picked: its slice runs from here.
     picked_at: Time,
+    /// When a task last came to wait in an empty queue: no tick before it preempted for it.
+    queued_since: Time,
     /// The current busy step runs with IRQs off.
     pub irqs_off: bool,
     /// The current busy step runs a vCPU in guest mode: an interrupt first exits the guest.
@@ -310,6 +312,10 @@ fn spin(s: &mut impl Host, cpu: CpuId, on: SpinOn) -> bool {
                 gen,
             },
         );
+    } else if on == SpinOn::UserForever && !c.runq.is_empty() {
+        // Others wait for this CPU: the tick that ends this task's slice looks at it.
+        let at = tick_at(s.sched(), cpu).max(now);
+        spin_resume_at(s, cpu, at);
     }
     false
 }
@@ -426,10 +432,13 @@ fn slice_used(sched: &Sched, cpu: CpuId, now: Time) -> bool {
     !sched.cpus[cpu].runq.is_empty() && now >= tick_at(sched, cpu)
 }
 
-/// The tick that ends the slice of the task on `cpu`, with the tasks runnable there now.
+/// The tick that ends the slice of the task on `cpu`, with the tasks runnable there now: the
+/// first after its slice is used and after a task came to wait.
 fn tick_at(sched: &Sched, cpu: CpuId) -> Time {
     let c = &sched.cpus[cpu];
-    sched.fair.tick_at(c.picked_at, c.runq.len() + 1)
+    sched
+        .fair
+        .tick_at(c.picked_at, c.queued_since, c.runq.len() + 1)
 }
 
 /// The running task's virtual time now.
@@ -602,9 +611,12 @@ pub fn wake(s: &mut impl Host, t: TaskId) {
         .task
         .map(|c| curr_vruntime(sched, cpu, c, now));
     let c = &mut sched.cpus[cpu];
-    if let (Some(v), true) = (curr, c.runq.is_empty()) {
-        // update_min_vruntime(): the running task's, when it is alone, never back.
-        c.min_vruntime = c.min_vruntime.max(v);
+    if c.runq.is_empty() {
+        c.queued_since = now;
+        if let Some(v) = curr {
+            // update_min_vruntime(): the running task's, when it is alone, never back.
+            c.min_vruntime = c.min_vruntime.max(v);
+        }
     }
     let (min_vruntime, queued) = (c.min_vruntime, c.runq.len() + curr.is_some() as usize);
     let avg = c.runq.avg(curr, min_vruntime);
@@ -1157,6 +1169,48 @@ mod tests {
             assert_eq!(busy_until(&s, 1), exit + c(&s, ContextSwitch));
             run_until(&mut s, exit + 10 * US);
             assert_eq!(busy_until(&s, 1), exit + c(&s, ContextSwitch) + 20 * US);
+        }
+    }
+
+    /// Two threads spinning in user space on one CPU share it in slices (check_preempt_tick()):
+    /// CFS on 2 CPUs gives each 12 ms / 2 = 6 ms, taken at the next 4 ms tick (HZ=250); the
+    /// second, woken 1 ms in, is not the 2 ms wakeup granularity behind and waits for the tick.
+    /// EEVDF gives each base_slice, 1.5 ms here, also ending on a tick.
+    #[test]
+    fn the_tick_shares_a_cpu_between_two_user_spinners() {
+        for (kernel, turns) in [
+            ("linux-6.3", [8 * MS, 16 * MS, 24 * MS]),
+            ("linux-6.18", [4 * MS, 8 * MS, 12 * MS]),
+        ] {
+            let mut s = machine(2, kernel, Then::Spin, &[]);
+            let a = spawn(&mut s, MM, 1, &[]);
+            let b = spawn_at(&mut s, MM, 1, MS);
+            for (turn, at) in turns.into_iter().enumerate() {
+                let (before, after) = if turn % 2 == 0 { (a, b) } else { (b, a) };
+                run_until(&mut s, at - 1);
+                assert_eq!(s.sched.cpus[1].task, Some(before), "{kernel} turn {turn}");
+                run_until(&mut s, at + 1);
+                assert_eq!(s.sched.cpus[1].task, Some(after), "{kernel} turn {turn}");
+            }
+        }
+    }
+
+    /// A kernel thread asleep since boot, woken on a CPU whose user task has run past the wakeup
+    /// granularity, preempts it at once under CFS (sleeper credit); under EEVDF it has no lag to
+    /// be ahead with, so the running task keeps the CPU until its slice ends (RUN_TO_PARITY).
+    #[test]
+    fn a_woken_kthread_preempts_under_cfs_and_waits_for_the_slice_under_eevdf() {
+        for (kernel, runs_at) in [("linux-6.3", 10 * MS), ("linux-6.18", 12 * MS)] {
+            let mut s = machine(2, kernel, Then::Spin, &[]);
+            let spinner = spawn(&mut s, MM, 1, &[]);
+            let k = spawn_at(&mut s, crate::mm::KTHREAD, 1, 10 * MS);
+            s.sched.tasks[k].steps = vec![work(US, false)];
+            run_until(&mut s, 10 * MS - 1);
+            assert_eq!(s.sched.cpus[1].task, Some(spinner), "{kernel}");
+            run_until(&mut s, runs_at - 1);
+            assert_eq!(s.sched.cpus[1].task, Some(spinner), "{kernel}");
+            run_until(&mut s, runs_at + 1);
+            assert_eq!(s.sched.cpus[1].task, Some(k), "{kernel}");
         }
     }
 
