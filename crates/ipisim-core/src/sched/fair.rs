@@ -79,11 +79,15 @@ pub struct Fair {
 
 impl Fair {
     pub fn new(r: &Resolved, ncpus: usize, hz: u64) -> Result<Fair, ConfigError> {
-        Ok(Fair {
-            policy: FairConfig::from_resolved(r)?.policy,
+        Ok(Fair::with(FairConfig::from_resolved(r)?.policy, ncpus, hz))
+    }
+
+    fn with(policy: Policy, ncpus: usize, hz: u64) -> Fair {
+        Fair {
+            policy,
             factor: 1 + ncpus.clamp(1, 8).ilog2() as Time,
             jiffy: PS_PER_S / hz,
-        })
+        }
     }
 
     /// sched_slice(): how long a task runs while `nr` tasks (it included) are runnable.
@@ -206,14 +210,10 @@ mod tests {
     use super::*;
 
     fn fair(policy: Policy, ncpus: usize) -> Fair {
-        Fair {
-            policy,
-            factor: 1 + ncpus.clamp(1, 8).ilog2() as Time,
-            jiffy: PS_PER_S / 250,
-        }
+        Fair::with(policy, ncpus, 250)
     }
 
-    const MS: Time = 1_000_000_000;
+    const MS: Time = crate::engine::PS_PER_MS;
 
     #[test]
     fn slices_scale_with_the_cpu_count_and_end_on_a_tick() {

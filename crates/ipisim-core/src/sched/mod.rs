@@ -314,8 +314,7 @@ fn spin(s: &mut impl Host, cpu: CpuId, on: SpinOn) -> bool {
         );
     } else if on == SpinOn::UserForever && !c.runq.is_empty() {
         // Others wait for this CPU: the tick that ends this task's slice looks at it.
-        let at = tick_at(s.sched(), cpu).max(now);
-        spin_resume_at(s, cpu, at);
+        resume_at_tick(s, cpu);
     }
     false
 }
@@ -439,6 +438,13 @@ fn tick_at(sched: &Sched, cpu: CpuId) -> Time {
     sched
         .fair
         .tick_at(c.picked_at, c.queued_since, c.runq.len() + 1)
+}
+
+/// A task spinning in user space on `cpu` is looked at again on the tick that ends its slice
+/// (never before now).
+fn resume_at_tick(s: &mut impl Host, cpu: CpuId) {
+    let at = tick_at(s.sched(), cpu).max(s.now());
+    spin_resume_at(s, cpu, at);
 }
 
 /// The running task's virtual time now.
@@ -635,8 +641,7 @@ pub fn wake(s: &mut impl Host, t: TaskId) {
             s.sched().cpus[cpu].need_resched = true;
         } else if user_spin {
             // A task spinning in user space reaches no step boundary: the tick looks at it.
-            let at = tick_at(s.sched(), cpu);
-            spin_resume_at(s, cpu, at);
+            resume_at_tick(s, cpu);
             return;
         }
         if user_spin && s.sched().cpus[cpu].need_resched {
@@ -700,8 +705,7 @@ pub fn resume(s: &mut impl Host, cpu: CpuId, gen: u32) {
         }
         Mode::Spin(SpinOn::UserForever) if waiting => {
             // Not yet: the tick that ends its slice looks again.
-            let at = tick_at(s.sched(), cpu);
-            spin_resume_at(s, cpu, at);
+            resume_at_tick(s, cpu);
         }
         Mode::Spin(on) => {
             if spin(s, cpu, on) {
