@@ -255,3 +255,46 @@ def test_declared_calibrations_fit_baseline_figures_with_few_free_costs() -> Non
     assert reproduce.calibration_spec("seed001") == reproduce.calibration_spec("seed000")
     assert reproduce.calibration_spec("migrate64") == reproduce.calibration_spec("seed003")
     assert reproduce.calibration_spec("invlpgb-milan36") == reproduce.calibration_spec("invlpgb-milan72")
+
+
+def test_start_points_are_the_profile_then_a_fixed_spread_over_the_bounds() -> None:
+    points = calibration.start_points([0.5, 1.0], [0.0, 0.0], [1.0, 4.0], 4)
+    # Halton's first points after the corner: (1/2, 1/3), (1/4, 2/3), (3/4, 1/9).
+    assert points == [
+        [0.5, 1.0],
+        [0.5, pytest.approx(4 / 3)],
+        [0.25, pytest.approx(8 / 3)],
+        [0.75, pytest.approx(4 / 9)],
+    ]
+    assert calibration.start_points([0.5, 1.0], [0.0, 0.0], [1.0, 4.0], 1) == [[0.5, 1.0]]
+
+
+def test_several_starts_keep_the_best_fit_and_say_so_in_the_command(
+    tmp_path: Path, figures: dict[str, float], capsys: pytest.CaptureFixture[str]
+) -> None:
+    measured = write_measured(tmp_path, figures)
+    out = tmp_path / "cal.toml"
+    args = [
+        "calibrate",
+        "shootdown",
+        "--machine",
+        "host-2cpu",
+        "--measured",
+        str(measured),
+        "--out",
+        str(out),
+    ]
+    args += [a for s in SETS for a in ("--set", f"{s[0]}={s[1]}")]
+    free = ["--free", "machine.cost.syscall", "--free", "machine.cost.irq_entry_exit"]
+    assert main([*args, *free, "--starts", "3"]) == 0
+    err = capsys.readouterr().err
+    assert "round 1, start 3 of 3" in err and "round 1: best of 3 starts" in err
+    text = out.read_text()
+    assert text.count("--starts 3 --free") == 2
+    r = ipisim.run("shootdown", machine=str(out), sets=SETS)
+    for path, value in figures.items():
+        assert r.value(path) == pytest.approx(value, rel=1e-3)
+    for bad in ["0", "17"]:
+        assert main([*args, *free, "--starts", bad]) == 2
+        assert "--starts: give 1 to 16 starting points" in capsys.readouterr().err
+    assert main(["calibrate", "--experiment", "seed003", "--starts", "2", "--out", str(out)]) == 2

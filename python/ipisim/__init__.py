@@ -222,12 +222,14 @@ def calibrate(
     scheduler: str | None = None,
     progress: Callable[[str], None] | None = None,
     variants: Mapping[str, Sets] | None = None,
+    starts: int = 1,
 ) -> Calibration:
     """Fit at most three costs of `machine` (`"machine.cost.NAME[=LO:HI]"`,
     `"machine.cost.NAME>=OTHER"` or FreeCost) so that a run of `scenario` gives the `measured`
     figures (result path -> value), as `ipisim calibrate` does; `.profile_toml` is the calibrated
     profile, `.table()` what the command prints. With `variants` (label -> sets added to `sets`),
-    each figure is `LABEL:PATH` of that variant's run."""
+    each figure is `LABEL:PATH` of that variant's run. With `starts` > 1 the fit also starts from
+    points spread over the bounds and keeps the best."""
     from ipisim.calibration import FreeCost, parse_free
     from ipisim.calibration import calibrate as fit
 
@@ -243,6 +245,7 @@ def calibrate(
         scheduler=scheduler,
         progress=progress,
         variants={k: _set_pairs(v) for k, v in variants.items()} if variants else None,
+        starts=starts,
     )
 
 

@@ -30,6 +30,10 @@ else:  # pragma: no cover - Python 3.10
     import tomli as tomllib
 
 MAX_FREE = 3
+# A fit may start from the profile's costs and from up to MAX_STARTS - 1 more points spread over
+# the bounds (a Halton sequence in log space): a least-squares fit ends in the minimum nearest
+# its start, and the one with the smallest baseline residual is kept.
+MAX_STARTS = 16
 PREFIX = "machine.cost."
 # Forward-difference step, in log space: 10 % steps over the rounding of costs to picoseconds and
 # the run-to-run reordering noise of a discrete-event run (1-2 % in a rate at small scale, which
@@ -265,8 +269,11 @@ def calibrate(
     command: str | None = None,
     progress: Callable[[str], None] | None = None,
     variants: Mapping[str, Sequence[tuple[str, str]]] | None = None,
+    starts: int = 1,
 ) -> Calibration:
     """Fit the `free` costs so that the run's figures match `measured` (result path -> value).
+    With `starts` > 1 the first round fits from that many starting points (the profile's costs,
+    then a Halton sequence over the log bounds) and goes on from the best.
 
     Raises ConfigError before any run for a bad scenario, machine, kernel, set or cost, more
     than three free costs, or a start value outside the bounds; and after the first runs for a
@@ -285,6 +292,8 @@ def calibrate(
         raise ConfigError(f"--free: a cost is named twice in {', '.join(names)}")
     if not measured:
         raise ConfigError("--measured: no figures to fit")
+    if not 1 <= starts <= MAX_STARTS:
+        raise ConfigError(f"--starts: give 1 to {MAX_STARTS} starting points, got {starts}")
     known = {c["key"][len(PREFIX) :] for c in ipisim.describe("machine")["costs"]}
     by_name = {f.name: f for f in free}
     for f in free:
@@ -389,8 +398,8 @@ def calibrate(
     hi_u = [math.log(hi) for _, hi in bounds]
     # An ordered cost starts at its profile's ratio, brought into [1, MAX_RATIO] (the cost below
     # it is positive: checked above).
-    starts = [start[f.name] if f.above is None else max(start[f.name], start[f.above]) for f in free]
-    u0 = [min(max(x, lo), hi) for x, lo, hi in zip(to_u(starts), lo_u, hi_u, strict=True)]
+    start_cycles = [start[f.name] if f.above is None else max(start[f.name], start[f.above]) for f in free]
+    u0 = [min(max(x, lo), hi) for x, lo, hi in zip(to_u(start_cycles), lo_u, hi_u, strict=True)]
 
     def columns(u: Sequence[float]) -> list[list[float]]:
         """u and each coordinate stepped by STEP (backwards at an upper bound)."""
@@ -433,17 +442,26 @@ def calibrate(
             return [math.log(f / t) + lr for f, t, lr in zip(figs, target, log_ratio, strict=True)]
 
         say(f"round {round_no}: fitting {', '.join(names)} on {len(paths)} figure(s)")
-        fit = least_squares(
-            residuals,
-            u,
-            jac=jacobian,
-            bounds=(lo_u, hi_u),
-            method="trf",
-            xtol=1e-4,
-            ftol=1e-6,
-            max_nfev=40,
-        )
-        written = as_text(fit.x)  # what the profile will say, so its residuals are of these values
+        best = None
+        for k, u_start in enumerate(start_points(u, lo_u, hi_u, starts if round_no == 1 else 1)):
+            if starts > 1 and round_no == 1:
+                say(f"round 1, start {k + 1} of {starts}: {' '.join(as_text(u_start))}")
+            fit = least_squares(
+                residuals,
+                u_start,
+                jac=jacobian,
+                bounds=(lo_u, hi_u),
+                method="trf",
+                xtol=1e-4,
+                ftol=1e-6,
+                max_nfev=40,
+            )
+            if best is None or fit.cost < best.cost:
+                best = fit
+        assert best is not None
+        if starts > 1 and round_no == 1:
+            say(f"round 1: best of {starts} starts: {' '.join(as_text(best.x))} (cost {best.cost:.4g})")
+        written = as_text(best.x)  # what the profile will say, so its residuals are of these values
         u = to_u([float(v) for v in written])
         final = run_many([written], None)[0]
         if inner_scale is None:
@@ -461,9 +479,21 @@ def calibrate(
         Fitted(f.name, start[f.name], lo, hi, float(v), f.above)
         for f, (lo, hi), v in zip(free, bounds, written, strict=True)
     ]
-    cmd = command or command_line(scenario, machine, kernel, base_sets, free, inner_scale, "FIGURES")
+    cmd = command or command_line(scenario, machine, kernel, base_sets, free, inner_scale, "FIGURES", starts)
     toml = _profile_toml(configs[(None, tuple(written))], scenario, kernel, fitted, figures, cmd)
     return Calibration(cmd, machine_name, fitted, figures, counter[0], toml)
+
+
+def start_points(u0: Sequence[float], lo: Sequence[float], hi: Sequence[float], n: int) -> list[list[float]]:
+    """`u0`, then n - 1 points of the unscrambled Halton sequence (its first, the lower corner,
+    left out) over the box [lo, hi]: the same points every time."""
+    from scipy.stats import qmc  # type: ignore[import-untyped]
+
+    points = [list(u0)]
+    if n > 1:
+        unit = qmc.Halton(d=len(u0), scramble=False).random(n)[1:]
+        points += [[a + x * (b - a) for x, a, b in zip(row, lo, hi, strict=True)] for row in unit]
+    return points
 
 
 def _check_identifiable(paths: Sequence[str], names: Sequence[str], jac: Sequence[Sequence[float]]) -> None:
@@ -502,6 +532,7 @@ def command_line(
     free: Sequence[FreeCost],
     inner_scale: str | None,
     measured_file: str,
+    starts: int = 1,
 ) -> str:
     """The command line that makes this calibration, as written into the profile's sources."""
     words = ["ipisim", "calibrate", scenario]
@@ -510,6 +541,7 @@ def command_line(
     for k, v in sets:
         words += ["--set", f"{k}={v}"]
     words += ["--scale", inner_scale] if inner_scale else []
+    words += ["--starts", str(starts)] if starts > 1 else []
     for f in free:
         words += ["--free", f.spec()]
     words += ["--measured", measured_file]

@@ -509,11 +509,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         print(f"calibrate: {msg}", file=sys.stderr, flush=True)
 
     if args.experiment:
-        if args.scenario or args.measured or args.free or args.machine or args.kernel or args.set:
+        given = [args.scenario, args.measured, args.free, args.machine, args.kernel, args.set]
+        if any(given) or args.starts is not None:
             raise UsageError("calibrate: --experiment takes scenario, costs and figures from published.json")
         spec = reproduce.calibration_spec(args.experiment)
         scenario, machine, kernel, sets = spec.scenario, spec.machine_profile, spec.kernel, spec.sets
-        measured, free, scale = spec.measured, spec.free, spec.inner_scale
+        measured, free, scale, starts = spec.measured, spec.free, spec.inner_scale, spec.starts
         variants = spec.variant_sets or None
         command = f"ipisim calibrate --experiment {args.experiment}"
     else:
@@ -524,8 +525,11 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         measured = calibration.load_measured(Path(args.measured))
         free = [calibration.parse_free(f) for f in args.free]
         scale = args.scale
+        starts = 1 if args.starts is None else args.starts
         variants = None
-        command = calibration.command_line(scenario, machine, kernel, sets, free, scale, args.measured)
+        command = calibration.command_line(
+            scenario, machine, kernel, sets, free, scale, args.measured, starts
+        )
     _writable("--out", args.out)
     t0 = time.perf_counter()
     cal = calibration.calibrate(
@@ -541,6 +545,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         command=command,
         progress=progress,
         variants=variants,
+        starts=starts,
     )
     _write(args.out, cal.profile_toml)
     print(cal.table(), end="")
@@ -645,6 +650,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="a cost to fit (>=OTHER: at least the free cost OTHER)",
     )
     ca.add_argument("--scale", help="run the fit's inner runs at this scale; confirmed at full scale")
+    ca.add_argument(
+        "--starts",
+        type=int,
+        metavar="N",
+        help="fit from N starting points (the profile's costs, then spread over the bounds); keep the best",
+    )
     ca.add_argument("--jobs", type=int, default=2, help="runs at once (default 2)")
     ca.add_argument(
         "--scheduler", metavar="ADDRESS", help="run on a Dask scheduler, e.g. tcp://127.0.0.1:8786"

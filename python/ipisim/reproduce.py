@@ -64,6 +64,8 @@ class CalibrationSpec:
     # A calibration on several variants of one kernel (e.g. one per thread count): label -> sets,
     # and `measured` keys are LABEL:PATH. Empty for a one-variant calibration.
     variant_sets: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    # Starting points of the fit (`ipisim calibrate --starts`).
+    starts: int = 1
 
     def targets(self) -> list[tuple[str, str]]:
         """(variant label, result path) of every fitted figure."""
@@ -108,6 +110,7 @@ def load_calibrations() -> list[CalibrationSpec]:
                 free=[parse_free(f) for f in c["free"]],
                 inner_scale=c["inner_scale"],
                 variant_sets={x["label"]: sorted(x["sets"].items()) for x in vs} if multi else {},
+                starts=int(c.get("starts", 1)),
             )
         )
     return out
