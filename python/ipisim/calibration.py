@@ -443,9 +443,10 @@ def calibrate(
 
         say(f"round {round_no}: fitting {', '.join(names)} on {len(paths)} figure(s)")
         best = None
-        for k, u_start in enumerate(start_points(u, lo_u, hi_u, starts if round_no == 1 else 1)):
-            if starts > 1 and round_no == 1:
-                say(f"round 1, start {k + 1} of {starts}: {' '.join(as_text(u_start))}")
+        n = starts if round_no == 1 else 1  # later rounds go on from the best
+        for k, u_start in enumerate(start_points(u, lo_u, hi_u, n)):
+            if n > 1:
+                say(f"round 1, start {k + 1} of {n}: {' '.join(as_text(u_start))}")
             fit = least_squares(
                 residuals,
                 u_start,
@@ -459,8 +460,8 @@ def calibrate(
             if best is None or fit.cost < best.cost:
                 best = fit
         assert best is not None
-        if starts > 1 and round_no == 1:
-            say(f"round 1: best of {starts} starts: {' '.join(as_text(best.x))} (cost {best.cost:.4g})")
+        if n > 1:
+            say(f"round 1: best of {n} starts: {' '.join(as_text(best.x))} (cost {best.cost:.4g})")
         written = as_text(best.x)  # what the profile will say, so its residuals are of these values
         u = to_u([float(v) for v in written])
         final = run_many([written], None)[0]
