@@ -104,8 +104,19 @@ pub struct Machine {
     /// Each CPU's node and core: lookups, as a division costs more on the hot paths.
     cpu_node: Vec<u16>,
     cpu_core: Vec<u16>,
-    /// Each CPU's last-level cache (machine.llc_cores; unique per core without that level).
-    cpu_llc: Vec<u16>,
+    /// Each CPU's node, core and last-level cache side by side (machine.llc_cores; an LLC is
+    /// unique per core without that level): line_transfer() reads one entry per CPU.
+    cpu_place: Vec<Place>,
+    /// line_transfer()'s cost by class (remote << 2 | same core << 1 | same LLC), from `cost`.
+    line_by_class: [Time; 8],
+}
+
+/// Where a CPU sits, for line_transfer().
+#[derive(Debug, Clone, Copy)]
+struct Place {
+    node: u16,
+    core: u16,
+    llc: u16,
 }
 
 impl Machine {
@@ -170,14 +181,19 @@ impl Machine {
         // is its own, so two CPUs share one only if they share a core.
         let llc_cores = p.llc_cores.max(1);
         let llcs_per_node = cores_per_node.div_ceil(llc_cores);
-        let cpu_llc = cpu_core
+        let cpu_place = cpu_core
             .iter()
             .zip(&cpu_node)
             .map(|(&core, &node)| {
                 let llc = core as usize % cores_per_node / llc_cores;
-                (node as usize * llcs_per_node + llc) as u16
+                let llc = (node as usize * llcs_per_node + llc) as u16;
+                Place { node, core, llc }
             })
             .collect();
+        // A core's threads share its LLC, and no LLC spans nodes: classes 2 and 5-7 never occur.
+        let (node, r) = (cost[Cost::LineNode], cost[Cost::LineRemote]);
+        let (llc, sibling) = (cost[Cost::LineLlc], cost[Cost::LineSmt]);
+        let line_by_class = [node, llc, sibling, sibling, r, r, r, r];
         Ok(Machine {
             name: p.name,
             arch: p.arch,
@@ -204,7 +220,8 @@ impl Machine {
             cost,
             cpu_node,
             cpu_core,
-            cpu_llc,
+            cpu_place,
+            line_by_class,
         })
     }
 
@@ -241,23 +258,12 @@ impl Machine {
 
     /// Cost of moving one cache line from `from` to `to`, by distance.
     pub fn line_transfer(&self, from: usize, to: usize) -> Time {
-        // Without branches: the pairs on the IPI path vary too much for a predictor. A core's
-        // threads share its LLC, and no LLC spans nodes: indexes 2 and 5-7 never occur.
-        let remote = self.node_of(from) != self.node_of(to);
-        let smt = self.core_of(from) == self.core_of(to);
-        let llc = self.cpu_llc[from] == self.cpu_llc[to];
-        let (node, r) = (self.cost[Cost::LineNode], self.cost[Cost::LineRemote]);
-        let by_class = [
-            node,
-            self.cost[Cost::LineLlc],
-            self.cost[Cost::LineSmt],
-            self.cost[Cost::LineSmt],
-            r,
-            r,
-            r,
-            r,
-        ];
-        by_class[(remote as usize) << 2 | (smt as usize) << 1 | llc as usize] * (from != to) as Time
+        // Without branches: the pairs on the IPI path vary too much for a predictor.
+        let (a, b) = (self.cpu_place[from], self.cpu_place[to]);
+        let class = ((a.node != b.node) as usize) << 2
+            | ((a.core == b.core) as usize) << 1
+            | (a.llc == b.llc) as usize;
+        self.line_by_class[class] * (from != to) as Time
     }
 
     /// Time from the sender's ICR write to the target taking the interrupt.
