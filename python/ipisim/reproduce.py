@@ -235,6 +235,15 @@ def profiles(experiment: Mapping[str, Any], calibrations: Sequence[CalibrationSp
     return machine, machine + CALIBRATED_SUFFIX if calibrated else machine
 
 
+def _simulated(machine: str) -> str:
+    """What a profile simulates: its parameters and costs, not its name or description. A calibrated
+    profile whose fit stayed at the physics-only costs runs as that one, so the run is shared."""
+    d = ipisim.describe(machine)
+    shown = ("machine.name", "machine.description")
+    params = [(p["key"], p["value"]) for p in d["params"] if p["key"] not in shown]
+    return json.dumps([params, [(c["key"], c["value"]) for c in d["costs"]]])
+
+
 def run_all(
     experiments: Sequence[Mapping[str, Any]],
     *,
@@ -246,19 +255,19 @@ def run_all(
     """Run every variant of every experiment on its physics-only and calibrated profiles (shared runs
     run once), `jobs` at a time; keyed by (experiment id, profile) and label. Each run is
     deterministic, so the order they finish in changes nothing."""
-    runs: dict[RunKey, tuple[str, dict[str, Any]]] = {}
+    runs: dict[RunKey, tuple[str, str, dict[str, Any]]] = {}
     keys: dict[tuple[str, str, str], RunKey] = {}
     for e in experiments:
         for machine in dict.fromkeys(profiles(e, calibrations)):
             for v in e["variants"]:
                 sets = {**v["sets"], **(e["quick_sets"] if quick else {})}
-                key: RunKey = (e["scenario"], machine, v["kernel"], tuple(sorted(sets.items())))
-                runs.setdefault(key, (f"{e['id']} {v['label']} on {machine}", sets))
+                key: RunKey = (e["scenario"], _simulated(machine), v["kernel"], tuple(sorted(sets.items())))
+                runs.setdefault(key, (f"{e['id']} {v['label']} on {machine}", machine, sets))
                 keys[(e["id"], machine, v["label"])] = key
 
     def one(key: RunKey) -> ipisim.RunResult:
-        scenario, machine, kernel, _ = key
-        name, sets = runs[key]
+        scenario, _, kernel, _ = key
+        name, machine, sets = runs[key]
         t0 = time.perf_counter()
         progress(f"{name} ({kernel}) ...")
         r = ipisim.run(scenario, machine=machine, kernel=kernel, sets=sets)

@@ -101,17 +101,15 @@ pub struct Machine {
     /// riscv: SiFive CIP-1200, each local page flush a full sfence.vma (machine.sifive_cip_1200).
     pub sifive_cip_1200: bool,
     pub cost: Costs,
-    /// Each CPU's node and core: lookups, as a division costs more on the hot paths.
-    cpu_node: Vec<u16>,
-    cpu_core: Vec<u16>,
-    /// Each CPU's node, core and last-level cache side by side (machine.llc_cores; an LLC is
-    /// unique per core without that level): line_transfer() reads one entry per CPU.
+    /// Each CPU's node, core and last-level cache (machine.llc_cores; an LLC is unique per core
+    /// without that level): lookups, as a division costs more on the hot paths, side by side so
+    /// that line_transfer() reads one entry per CPU.
     cpu_place: Vec<Place>,
     /// line_transfer()'s cost by class (remote << 2 | same core << 1 | same LLC), from `cost`.
     line_by_class: [Time; 8],
 }
 
-/// Where a CPU sits, for line_transfer().
+/// Where a CPU sits.
 #[derive(Debug, Clone, Copy)]
 struct Place {
     node: u16,
@@ -169,25 +167,21 @@ impl Machine {
             );
             ConfigError::new("", format!("machine.cost.{name}"), msg)
         })?;
-        let cpu_core: Vec<u16> = (0..ncpus)
-            .map(|c| Self::linux_core(p.arch, c, ncpus, smt) as u16)
-            .collect();
         let cores_per_node = cpus_per_node / smt;
-        let cpu_node: Vec<u16> = cpu_core
-            .iter()
-            .map(|&c| c / cores_per_node as u16)
-            .collect();
         // An LLC never spans nodes: number them node by node. Without the level (0), each core
         // is its own, so two CPUs share one only if they share a core.
         let llc_cores = p.llc_cores.max(1);
         let llcs_per_node = cores_per_node.div_ceil(llc_cores);
-        let cpu_place = cpu_core
-            .iter()
-            .zip(&cpu_node)
-            .map(|(&core, &node)| {
-                let llc = core as usize % cores_per_node / llc_cores;
-                let llc = (node as usize * llcs_per_node + llc) as u16;
-                Place { node, core, llc }
+        let cpu_place = (0..ncpus)
+            .map(|c| {
+                let core = Self::linux_core(p.arch, c, ncpus, smt);
+                let node = core / cores_per_node;
+                let llc = node * llcs_per_node + core % cores_per_node / llc_cores;
+                Place {
+                    node: node as u16,
+                    core: core as u16,
+                    llc: llc as u16,
+                }
             })
             .collect();
         // A core's threads share its LLC, and no LLC spans nodes: classes 2 and 5-7 never occur.
@@ -218,8 +212,6 @@ impl Machine {
             riscv_asids: p.asid_bits > 0 && 1u64 << p.asid_bits > 2 * ncpus as u64,
             sifive_cip_1200: p.sifive_cip_1200,
             cost,
-            cpu_node,
-            cpu_core,
             cpu_place,
             line_by_class,
         })
@@ -241,18 +233,18 @@ impl Machine {
 
     /// `cpu`'s core (a table lookup: these run on every lock, page touch and IPI).
     pub fn core_of(&self, cpu: usize) -> usize {
-        self.cpu_core[cpu] as usize
+        self.cpu_place[cpu].core as usize
     }
 
     pub fn node_of(&self, cpu: usize) -> usize {
-        self.cpu_node[cpu] as usize
+        self.cpu_place[cpu].node as usize
     }
 
     /// The lowest-numbered CPU of `node` (its first core's first thread).
     pub fn first_cpu_of_node(&self, node: usize) -> usize {
-        self.cpu_node
+        self.cpu_place
             .iter()
-            .position(|&n| n as usize == node)
+            .position(|p| p.node as usize == node)
             .expect("every node has CPUs")
     }
 
