@@ -122,3 +122,18 @@ def test_parallel_runs_give_the_same_results() -> None:
     assert {e: {k: r.to_json() for k, r in v.items()} for e, v in one.items()} == {
         e: {k: r.to_json() for k, r in v.items()} for e, v in two.items()
     }
+
+
+def test_profiles_that_simulate_alike_share_their_runs() -> None:
+    # A profile's name and description change nothing simulated; its costs do.
+    assert reproduce._simulated("xeon-2s-2013") != reproduce._simulated("xeon-4n-48c-64g")
+    seed003 = [e for e in reproduce.load_published() if e["id"] == "seed003"]
+    cals = reproduce.load_calibrations()
+    physics, calibrated = reproduce.profiles(seed003[0], cals)
+    alike = reproduce._simulated(physics) == reproduce._simulated(calibrated)
+    said: list[str] = []
+    out = reproduce.run_all(seed003, quick=True, progress=said.append, jobs=1, calibrations=cals)
+    started = [line for line in said if line.endswith("...")]
+    assert len(started) == (2 if alike else 4)
+    for label, r in out[("seed003", physics)].items():
+        assert (r is out[("seed003", calibrated)][label]) == alike
