@@ -274,19 +274,7 @@ def test_several_starts_keep_the_best_fit_and_say_so_in_the_command(
 ) -> None:
     measured = write_measured(tmp_path, figures)
     out = tmp_path / "cal.toml"
-    args = [
-        "calibrate",
-        "shootdown",
-        "--machine",
-        "host-2cpu",
-        "--measured",
-        str(measured),
-        "--out",
-        str(out),
-    ]
-    args += [a for s in SETS for a in ("--set", f"{s[0]}={s[1]}")]
-    free = ["--free", "machine.cost.syscall", "--free", "machine.cost.irq_entry_exit"]
-    assert main([*args, *free, "--starts", "3"]) == 0
+    assert cli(tmp_path, measured, out, "--starts", "3") == 0
     err = capsys.readouterr().err
     assert "round 1, start 3 of 3" in err and "round 1: best of 3 starts" in err
     text = out.read_text()
@@ -295,6 +283,6 @@ def test_several_starts_keep_the_best_fit_and_say_so_in_the_command(
     for path, value in figures.items():
         assert r.value(path) == pytest.approx(value, rel=1e-3)
     for bad in ["0", "17"]:
-        assert main([*args, *free, "--starts", bad]) == 2
+        assert cli(tmp_path, measured, out, "--starts", bad) == 2
         assert "--starts: give 1 to 16 starting points" in capsys.readouterr().err
     assert main(["calibrate", "--experiment", "seed003", "--starts", "2", "--out", str(out)]) == 2
