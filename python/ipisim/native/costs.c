@@ -334,6 +334,58 @@ static double line_round_trip(void)
 	return ns;
 }
 
+/* Locked read-modify-writes (lock cmpxchg, as llist_add() does) on k lines that CPU 1 has just
+ * written, one after another on CPU 0: ns per line. k = 1 is a read-for-ownership the cmpxchg
+ * waits out; with many lines their read-for-ownerships overlap, which is what a sender queueing
+ * csds on many targets' call_single_queue heads pays (docs/kernel/smp-call-function.md). */
+#define RMW_LINES 64
+#define RMW_STRIDE 4096 /* a page apart: no prefetcher pulls the next line in */
+static char *rmw_buf;
+static int rmw_k;
+static atomic_int rmw_turn; /* 1: CPU 1 writes the lines; 2: CPU 0 takes them; 0: stop */
+static void *rmw_owner(void *arg)
+{
+	(void)arg;
+	for (;;) {
+		int t;
+		while ((t = atomic_load_explicit(&rmw_turn, memory_order_acquire)) == 2)
+			;
+		if (t == 0)
+			return NULL;
+		for (int i = 0; i < rmw_k; i++)
+			(*(volatile long *)(rmw_buf + (size_t)i * RMW_STRIDE))++;
+		atomic_store_explicit(&rmw_turn, 2, memory_order_release);
+	}
+}
+
+static double rmw_lines(int k)
+{
+	const int reps = 20000;
+	rmw_buf = map(RMW_LINES);
+	rmw_k = k;
+	atomic_store(&rmw_turn, 2);
+	pthread_t tid = spawn_on(1, rmw_owner, NULL);
+	/* Median of the repetitions: the clock reads cost about as much as one line. */
+	static double v[20000];
+	for (int r = 0; r < reps; r++) {
+		atomic_store_explicit(&rmw_turn, 1, memory_order_release);
+		while (atomic_load_explicit(&rmw_turn, memory_order_acquire) != 2)
+			;
+		double t = now_ns();
+		for (int i = 0; i < k; i++) {
+			long *p = (long *)(rmw_buf + (size_t)i * RMW_STRIDE);
+			long old = atomic_load_explicit((_Atomic long *)p, memory_order_relaxed);
+			while (!atomic_compare_exchange_weak((_Atomic long *)p, &old, old + 1))
+				;
+		}
+		v[r] = (now_ns() - t) / k;
+	}
+	atomic_store(&rmw_turn, 0);
+	pthread_join(tid, NULL);
+	munmap(rmw_buf, RMW_LINES * PAGE);
+	return median(v, reps);
+}
+
 /* Per iteration: fault one page in, then madvise it away: one TLB shootdown IPI to CPU 1. */
 static double fault_and_zap(int iters)
 {
@@ -664,6 +716,8 @@ remote:
 			printf("membarrier_busy%d %.1f\n", n, membarrier_call(n));
 	}
 	printf("line_round_trip %.1f\n", line_round_trip());
+	printf("rmw_lines_1 %.1f\n", rmw_lines(1));
+	printf("rmw_lines_64 %.1f\n", rmw_lines(RMW_LINES));
 
 	const int iters = 20000;
 	double alone = fault_and_zap(iters);
