@@ -31,7 +31,7 @@ def figures() -> dict[str, float]:
 
 def test_known_costs_are_recovered_within_one_percent(figures: dict[str, float]) -> None:
     start = {c["key"]: c["value"] for c in ipisim.describe("host-2cpu")["costs"]}
-    assert start["machine.cost.syscall"] == 434 and start["machine.cost.irq_entry_exit"] == 15000
+    assert start["machine.cost.syscall"] == 434 and start["machine.cost.irq_entry_exit"] == 14800
     cal = ipisim.calibrate(
         "shootdown",
         machine="host-2cpu",

@@ -326,17 +326,19 @@ def fit(p: Probe, template: str = "host-2cpu") -> list[Fitted]:
         )
         if p.topology.nodes == 1:
             out["line_remote"] = Fitted("line_remote", out["line_node"].cycles, "one node: same as line_node")
-        # The victim's handler also brings the csd's line over from the sender.
+        # The victim's handler also takes its call queue head's line (llist_del_all) and brings the
+        # csd's line over from the sender.
         gap = m("victim_gap")
         put(
             "irq_entry_exit",
-            gap - ns_of("flush_tlb_func") - ns_of("invlpg") - ns_of("line_node"),
+            gap - ns_of("flush_tlb_func") - ns_of("invlpg") - 2 * ns_of("line_node"),
             f"measured: {gap:.0f} ns taken from a spinning victim per TLB IPI, minus flush_tlb_func, invlpg,"
-            " the csd's line",
+            " the call queue head's and the csd's lines",
         )
-        # The round trip: queue, send, wire, entry, the csd's line there and the unlock's line back.
+        # The round trip: queue, the head's line (llist_add), send, wire, entry, the head's line
+        # back (llist_del_all), the csd's line there and the unlock's line back.
         mb0, mb1 = m("membarrier_busy0"), m("membarrier_busy1")
-        ipi = mb1 - mb0 - ns_of("csd_queue") - ns_of("irq_entry_exit") / 2 - 2 * ns_of("line_node")
+        ipi = mb1 - mb0 - ns_of("csd_queue") - ns_of("irq_entry_exit") / 2 - 4 * ns_of("line_node")
         share = base["ipi_send"][0] / (base["ipi_send"][0] + base["ipi_wire_node"][0])
         put(
             "ipi_send",

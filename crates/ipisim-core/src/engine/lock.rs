@@ -33,6 +33,15 @@ pub struct SpinLock {
 }
 
 impl SpinLock {
+    /// A free lock (or line) whose cache line is in `cpu`'s cache.
+    pub fn on(cpu: usize) -> SpinLock {
+        SpinLock {
+            last_cpu: cpu,
+            copy: cpu,
+            ..SpinLock::default()
+        }
+    }
+
     /// The CPU whose cache holds the line now (the last holder).
     pub fn holder(&self) -> usize {
         self.last_cpu

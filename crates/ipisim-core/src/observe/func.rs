@@ -29,6 +29,7 @@ named_enum! {
         RawSpinLockIrqsave = "_raw_spin_lock_irqsave",
         PageCheckAddress = "__page_check_address",
         FlushSmpCallFunctionQueue = "__flush_smp_call_function_queue",
+        LlistAddBatch = "llist_add_batch",
         FlushTlbFunc = "flush_tlb_func",
         NativeFlushTlbLocal = "native_flush_tlb_local",
         NativeFlushTlbOneUser = "native_flush_tlb_one_user",

@@ -1257,7 +1257,9 @@ mod tests {
         );
         let start = switch_in(&s);
         // CPU 0's IPI reaches CPU 1 at about start + 6 us; its pass starts some 37 us later.
-        let arrive = start + 2 * c(&s, CsdQueue) + c(&s, IpiSend) + c(&s, IpiWireNode);
+        // (The two llist_add()s take their heads' lines at once; the IPIs wait for the later.)
+        let arrive =
+            start + 2 * c(&s, CsdQueue) + c(&s, LineNode) + c(&s, IpiSend) + c(&s, IpiWireNode);
         let pass = arrive + c(&s, IdleWakeup) + c(&s, IrqEntryExit) / 2;
         run_until(&mut s, pass - 1);
         assert_eq!(s.smp.queue[1].len(), 2, "both csds wait for the pass");

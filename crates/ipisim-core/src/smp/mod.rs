@@ -83,6 +83,9 @@ pub struct Smp {
     pub queue: Vec<Vec<Csd>>,
     /// call_single_queue.lock of each CPU (`call_single_queue = spinlock`, to 3.13).
     pub queue_lock: Vec<SpinLock>,
+    /// The line of each CPU's call_single_queue llist head (3.14 on): every sender's llist_add()
+    /// cmpxchg and the handler's llist_del_all() xchg own it in turn. It starts in its CPU's cache.
+    pub llist_head: Vec<SpinLock>,
     /// Each CPU's handler pass in progress.
     pub pass: Vec<Pass>,
     /// Per sender: targets whose csd is locked (queued and not yet run).
@@ -131,6 +134,10 @@ pub struct Sending {
     callsite: &'static str,
     /// SCF_RUN_LOCAL and the condition holds here: run `func` on this CPU after the sends.
     run_local: bool,
+    /// When the llist_add()s so far all have their heads' lines. Their read-for-ownerships
+    /// overlap (measured: docs/kernel/smp-call-function.md section 6), so the loop goes on and
+    /// waits once, at its end, for the latest line.
+    heads_ready: Time,
 }
 
 pub const NO_CPU: u32 = u32::MAX;
@@ -153,6 +160,7 @@ impl Smp {
             cfg,
             queue: (0..n).map(|_| Vec::with_capacity(n)).collect(),
             queue_lock: vec![SpinLock::default(); n],
+            llist_head: (0..n).map(SpinLock::on).collect(),
             pass: (0..n)
                 .map(|_| Pass {
                     batch: Vec::with_capacity(n),
@@ -379,6 +387,7 @@ pub fn smp_call_function_many_cond(
         wait,
         callsite: callsite(cond, run_local),
         run_local: run_local && mask.test(cpu) && s.call_wanted(cond, cpu, cpu),
+        heads_ready: 0,
     });
     queue_loop(s, cpu, task)
 }
@@ -412,6 +421,12 @@ fn queue_loop(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
         setup += wait + add;
         queue_lock_wait += wait;
     }
+    // The cmpxchgs retire in order, so the loop ends when the latest head's line is here.
+    let st = sending(p.smp, cpu);
+    let stall = st.heads_ready.saturating_sub(now + setup);
+    p.obs.stats.charge(Some(task), Func::LlistAddBatch, stall);
+    setup += stall;
+    queue_lock_wait += stall;
     let skip_ipi_if_queued = p.smp.cfg.skip_ipi_if_queued;
     let st = sending(p.smp, cpu);
     let nr_queued = st.queued.weight();
@@ -447,7 +462,8 @@ fn sending(smp: &mut Smp, cpu: CpuId) -> &mut Sending {
 }
 
 /// Queue `cpu`'s csd (of `Smp::sending`) on target `t` at `at` (llist_add, or list_add_tail under
-/// the queue lock before 3.14): the time it adds, and the time spent waiting for the queue lock.
+/// the queue lock before 3.14): the time it adds, and the time spent waiting for the queue lock,
+/// charged here (an llist head's line is waited for at the loop's end: `Sending::heads_ready`).
 fn queue_csd(p: &mut Parts, cpu: CpuId, task: TaskId, t: CpuId, at: Time) -> (Time, Time) {
     let (m, smp) = (p.m, &mut *p.smp);
     let st = sending(smp, cpu);
@@ -469,19 +485,26 @@ fn queue_csd(p: &mut Parts, cpu: CpuId, task: TaskId, t: CpuId, at: Time) -> (Ti
         wait: wait_all,
     });
     let mut add = m.cost[Cost::CsdQueue];
-    let mut wait = 0;
-    if smp.cfg.call_single_queue == CallSingleQueue::Spinlock {
+    let wait = if smp.cfg.call_single_queue == CallSingleQueue::Llist {
+        // __smp_call_single_queue(): llist_add() on the target's head, a cmpxchg that takes its
+        // line from the last sender or the target's llist_del_all(), in turn with other senders.
+        let wait = smp.llist_head[t].acquire(at + add, cpu, 0, |a, b| m.line_transfer(a, b));
+        let st = sending(smp, cpu);
+        st.heads_ready = st.heads_ready.max(at + add + wait);
+        0
+    } else {
         // list_add_tail() sets the last queued csd's next: a write to its sender's line.
         if let Some(tail) = tail {
             add += m.line_transfer(tail, cpu);
         }
         // raw_spin_lock_irqsave(&dst->lock): its line comes from the last sender or the
         // target's handler; the list_add_tail happens under it.
-        wait = smp.queue_lock[t].acquire(at, cpu, add, |a, b| m.line_transfer(a, b));
+        let wait = smp.queue_lock[t].acquire(at, cpu, add, |a, b| m.line_transfer(a, b));
         p.obs
             .stats
             .charge(Some(task), Func::RawSpinLockIrqsave, wait);
-    }
+        wait
+    };
     sending(smp, cpu).queued.set(t);
     (add, wait)
 }
@@ -706,6 +729,14 @@ pub fn begin_pass(
         stats.charge(task, Func::GenericSmpCallFunctionSingleInterrupt, hold);
         t += wait + hold;
     }
+    if smp.cfg.call_single_queue == CallSingleQueue::Llist {
+        // llist_del_all(): an xchg of this CPU's head, whose line the last sender took.
+        let head = smp.llist_head[cpu].acquire(t, cpu, 0, |a, b| m.line_transfer(a, b));
+        p.obs
+            .stats
+            .charge(task, Func::FlushSmpCallFunctionQueue, head);
+        t += head;
+    }
     let pass = &mut smp.pass[cpu];
     pass.read_under_lock = read_under_lock;
     pass.batch.clear();
@@ -862,14 +893,17 @@ mod tests {
         let w = 7 * US;
         spawn(&mut s, MM, 0, &[Step::MembarrierIpiMb, work(w, false)]);
         let t1 = start + 1 + switch_in(&s);
-        // Three csds queued, three ICR writes; the third target enters its handler a wire and
-        // half an irq_entry_exit later, reads the csd's line and its unlock's line goes back.
+        // Three csds queued, their llist_add()s taking the heads' lines at once (the loop ends
+        // when the third is here), three ICR writes; the third target enters its handler a wire
+        // and half an irq_entry_exit later, takes its head back (llist_del_all), reads the csd's
+        // line and its unlock's line goes back.
         let last_unlock_seen = t1
             + 3 * c(&s, CsdQueue)
+            + c(&s, LineNode)
             + 3 * c(&s, IpiSend)
             + c(&s, IpiWireNode)
             + c(&s, IrqEntryExit) / 2
-            + 2 * c(&s, LineNode);
+            + 3 * c(&s, LineNode);
         run_until(&mut s, last_unlock_seen - 1);
         assert_eq!(s.smp.waiting[0], 0, "every target ran the function by now");
         assert_eq!(
@@ -1044,8 +1078,9 @@ mod tests {
             );
             let t1 = 10 * US + switch_in(&s);
             if elide == "true" {
-                // The kick's line, the csd's line to the handler, the unlock's line back.
-                let done = t1 + c(&s, CsdQueue) + 3 * c(&s, LineNode);
+                // llist_add() takes CPU 1's head line, the kick's line, llist_del_all() takes the
+                // head back, the csd's line to the handler, the unlock's line back.
+                let done = t1 + c(&s, CsdQueue) + 5 * c(&s, LineNode);
                 run_until(&mut s, done - 1);
                 assert_eq!(s.sched.cpus[0].mode, Mode::Spin(SpinOn::CsdLockWait));
                 run_until(&mut s, done + 1);
