@@ -727,3 +727,32 @@ fn the_xeon_profiles_simulate_amits_shootdowns() {
         }
     }
 }
+
+/// Two senders queue on CPU 1 at once (6.x, llist): the first's llist_add() takes the head's line
+/// from CPU 1, the second's cmpxchg waits for it and then takes the line from the first sender, so
+/// its loop ends one transfer later; it sends no IPI, the queue being non-empty.
+#[test]
+fn two_senders_take_a_call_queue_head_in_turn() {
+    use ipisim_core::engine::CpuMask;
+    use ipisim_core::machine::Cost;
+    use ipisim_core::sched::Outcome;
+    use ipisim_core::smp::{smp_call_function_many_cond, CallFunc, Cond};
+    let mut s = sim("shootdown", "linux-6.18", &[]);
+    let mut one = CpuMask::new();
+    one.set(1);
+    let busy = |s: &mut ipisim_core::sim::Sim, sender: usize| {
+        let f = CallFunc::DoNothingIpi;
+        match smp_call_function_many_cond(s, sender, 0, &one, f, Cond::Always, false, false) {
+            Outcome::Busy { ps, .. } => ps,
+            _ => panic!("the send loop is busy time"),
+        }
+    };
+    let (first, second) = (busy(&mut s, 0), busy(&mut s, 2));
+    let (queue, m) = (s.m.cost[Cost::CsdQueue], &s.m);
+    assert_eq!(first, queue + m.line_transfer(1, 0) + m.cost[Cost::IpiSend]);
+    assert_eq!(
+        second,
+        queue + m.line_transfer(1, 0) + m.line_transfer(0, 2)
+    );
+    assert_eq!(s.obs.stats.ipis_sent, 1);
+}
