@@ -259,9 +259,10 @@ def run_all(
     keys: dict[tuple[str, str, str], RunKey] = {}
     for e in experiments:
         for machine in dict.fromkeys(profiles(e, calibrations)):
+            simulated = _simulated(machine)
             for v in e["variants"]:
                 sets = {**v["sets"], **(e["quick_sets"] if quick else {})}
-                key: RunKey = (e["scenario"], _simulated(machine), v["kernel"], tuple(sorted(sets.items())))
+                key: RunKey = (e["scenario"], simulated, v["kernel"], tuple(sorted(sets.items())))
                 runs.setdefault(key, (f"{e['id']} {v['label']} on {machine}", machine, sets))
                 keys[(e["id"], machine, v["label"])] = key
 

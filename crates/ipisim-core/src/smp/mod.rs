@@ -421,14 +421,13 @@ fn queue_loop(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
         setup += wait + add;
         queue_lock_wait += wait;
     }
-    // The cmpxchgs retire in order, so the loop ends when the latest head's line is here.
+    let skip_ipi_if_queued = p.smp.cfg.skip_ipi_if_queued;
     let st = sending(p.smp, cpu);
+    // The cmpxchgs retire in order, so the loop ends when the latest head's line is here.
     let stall = st.heads_ready.saturating_sub(now + setup);
     p.obs.stats.charge(Some(task), Func::LlistAddBatch, stall);
     setup += stall;
     queue_lock_wait += stall;
-    let skip_ipi_if_queued = p.smp.cfg.skip_ipi_if_queued;
-    let st = sending(p.smp, cpu);
     let nr_queued = st.queued.weight();
     // A lone target (smp_call_function_single before 4.13) and, since 4.13, every target gets an
     // IPI only if its queue was empty: a non-empty queue is already going to be run.
