@@ -38,8 +38,6 @@ def test_quick_reproduce_writes_json_and_a_self_contained_report(
     assert targets == {
         "seed000-interrupts-vanilla",
         "seed002-munmap-before",
-        "seed003-handler-share-before",
-        "seed003-spinlock-share-before",
         *(f"milan72-tip-{n}" for n in (1, 2, 4, 8, 16, 32, 64, 72)),
         "skl104-before",
         "swapbench-kunpeng-ms-per-loop-6.4",
