@@ -247,10 +247,21 @@ def test_declared_calibrations_fit_baseline_figures_with_few_free_costs() -> Non
         kernels = {v["label"]: v["kernel"] for v in e["variants"]}
         assert {kernels[label] for label in c.variant_sets} <= {kernels[c.variant]}
         # The shipped profile is the one the declared command writes.
-        costs = {x["key"]: x for x in ipisim.describe(c.machine_profile + "-calibrated")["costs"]}
+        calibrated = ipisim.describe(c.machine_profile + "-calibrated")
+        costs = {x["key"]: x for x in calibrated["costs"]}
         for f in c.free:
             source = costs[f.key]["source"]
             assert source.startswith(f"calibrated: ipisim calibrate --experiment {c.experiment};")
+        # Everything else is the physics-only profile's as it is now: a cost or parameter changed
+        # there without running the declared command again leaves a stale calibrated profile.
+        base, free = ipisim.describe(c.machine_profile), {f.key for f in c.free}
+        for x in base["costs"]:
+            if x["key"] not in free:
+                assert (costs[x["key"]]["value"], costs[x["key"]]["source"]) == (x["value"], x["source"])
+        params = {p["key"]: p["value"] for p in calibrated["params"]}
+        for p in base["params"]:
+            if p["key"] not in ("machine.name", "machine.description"):
+                assert params[p["key"]] == p["value"], (c.machine_profile, p["key"])
     # Experiments on one machine share its calibration.
     assert reproduce.calibration_spec("seed001") == reproduce.calibration_spec("seed000")
     assert reproduce.calibration_spec("migrate64") == reproduce.calibration_spec("seed003")
