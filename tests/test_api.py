@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 import ipisim
@@ -50,6 +52,34 @@ def test_describe_lists_every_cost_with_a_source() -> None:
     assert d["kind"] == "machine"
     assert all(c["source"] for c in d["costs"])
     assert {c["key"] for c in d["costs"]} >= {"machine.cost.invlpg", "machine.cost.cr3_flush"}
+
+
+# "N ns, C cycles at G GHz" in a cost's source (parenthesized asides dropped): a published time
+# converted at the profile's clock.
+NS_AT_CLOCK = re.compile(r"([\d.]+) ns\s*, ([\d.]+) cycles at ([\d.]+) GHz")
+
+
+def _ns_conversions(source: str, cycles: float, ghz: float) -> list[bool]:
+    """Each conversion in `source`: True if it agrees with the cost's cycles and the profile's clock."""
+    return [
+        abs(float(ns) * float(g) - float(cyc)) <= 0.5 and float(cyc) == cycles and float(g) == ghz
+        for ns, cyc, g in NS_AT_CLOCK.findall(re.sub(r"\([^()]*\)", "", source))
+    ]
+
+
+def test_a_cost_published_in_ns_is_its_cycles_at_the_profiles_clock() -> None:
+    assert _ns_conversions("a line 32.42 ns (median), 87.5 cycles at 2.7 GHz", 87.5, 2.7) == [True]
+    assert _ns_conversions("a line 32.42 ns, 97.5 cycles at 2.7 GHz", 97.5, 2.7) == [False]
+    assert _ns_conversions("a line 32.42 ns, 87.5 cycles at 2.7 GHz", 87.5, 2.9) == [False]
+    checked = 0
+    for m in ipisim.list_builtins()["machines"]:
+        d = ipisim.describe(m["name"])
+        ghz = float(next(p["value"] for p in d["params"] if p["key"] == "machine.ghz"))
+        for c in d["costs"]:
+            agree = _ns_conversions(c["source"], c["value"], ghz)
+            assert all(agree), (m["name"], c["key"])
+            checked += len(agree)
+    assert checked >= 11  # the published line costs of four profiles
 
 
 def test_compare_runs_each_variant_with_common_then_own_sets() -> None:
