@@ -340,6 +340,7 @@ static double line_round_trip(void)
  * csds on many targets' call_single_queue heads pays (docs/kernel/smp-call-function.md). */
 #define RMW_LINES 64
 #define RMW_STRIDE 4096 /* a page apart: no prefetcher pulls the next line in */
+#define RMW_REPS 20000
 static char *rmw_buf;
 static int rmw_k;
 static atomic_int rmw_turn; /* 1: CPU 1 writes the lines; 2: CPU 0 takes them; 0: stop */
@@ -360,14 +361,13 @@ static void *rmw_owner(void *arg)
 
 static double rmw_lines(int k)
 {
-	const int reps = 20000;
 	rmw_buf = map(RMW_LINES);
 	rmw_k = k;
 	atomic_store(&rmw_turn, 2);
 	pthread_t tid = spawn_on(1, rmw_owner, NULL);
 	/* Median of the repetitions: the clock reads cost about as much as one line. */
-	static double v[20000];
-	for (int r = 0; r < reps; r++) {
+	static double v[RMW_REPS];
+	for (int r = 0; r < RMW_REPS; r++) {
 		atomic_store_explicit(&rmw_turn, 1, memory_order_release);
 		while (atomic_load_explicit(&rmw_turn, memory_order_acquire) != 2)
 			;
@@ -383,7 +383,7 @@ static double rmw_lines(int k)
 	atomic_store(&rmw_turn, 0);
 	pthread_join(tid, NULL);
 	munmap(rmw_buf, RMW_LINES * PAGE);
-	return median(v, reps);
+	return median(v, RMW_REPS);
 }
 
 /* Per iteration: fault one page in, then madvise it away: one TLB shootdown IPI to CPU 1. */
