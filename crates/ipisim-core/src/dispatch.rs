@@ -77,9 +77,14 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::Pageout { pfn } => mm::vmscan::pageout(s, cpu, t, pfn),
         Step::TryToUnmapFlush => mm::rmap::try_to_unmap_flush(s, cpu, t),
         Step::TlbUbcClear => mm::rmap::tlb_ubc_clear(s, t),
-        Step::MmapWriteUnlock => mm::mmap_write_unlock(s, t),
-        Step::MmapReadUnlock => mm::mmap_read_unlock(s, t),
-        Step::MmapWriteDowngrade => mm::mmap_write_downgrade(s, t),
+        Step::MmapWriteUnlock => mm::unlock_step(mm::mmap_write_unlock(s, cpu, t)),
+        Step::MmapReadUnlock => mm::unlock_step(mm::mmap_read_unlock(s, cpu, t)),
+        Step::MmapWriteDowngrade => mm::unlock_step(mm::mmap_write_downgrade(s, cpu, t)),
+        Step::VmaEndRead { lock } => {
+            let now = s.q.now();
+            mm::unlock_step(mm::vma_lock_atomic(s, cpu, t, lock, now))
+        }
+        Step::FaultMmapReadUnlock => mm::unlock_step(mm::mmap_read_unlock_atomic(s, cpu, t)),
         Step::PtlLock { id } => mm::ptl::lock_step(s, cpu, t, id),
         Step::PtlUnlock { id } => mm::ptl::unlock(s, t, id),
         Step::DrainAllPages => mm::drain::drain_all_pages(s, cpu, t),

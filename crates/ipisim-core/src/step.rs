@@ -169,6 +169,11 @@ pub enum Step {
     MmapReadUnlock,
     /// munmap's mmap_write_downgrade once its VMAs are detached.
     MmapWriteDowngrade,
+    /// vma_end_read() of the VMA lock `lock` (an index into the mm's `vma_locks`) at the end of
+    /// a madvise that took it.
+    VmaEndRead { lock: u32 },
+    /// mmap_read_unlock() after a fault that read mmap_lock (before per-VMA locks): its atomic.
+    FaultMmapReadUnlock,
     /// Take a PTE lock (spinning if another CPU holds it).
     PtlLock { id: u32 },
     /// Release a PTE lock.
@@ -233,6 +238,8 @@ impl Step {
             Step::MmapWriteUnlock => "up_write",
             Step::MmapReadUnlock => "up_read",
             Step::MmapWriteDowngrade => "downgrade_write",
+            Step::VmaEndRead { .. } => "lock_vma_under_rcu",
+            Step::FaultMmapReadUnlock => "up_read",
             Step::PtlLock { .. } => "_raw_spin_lock",
             Step::PtlUnlock { .. } => "_raw_spin_unlock",
             Step::TlbUbcClear => "try_to_unmap_flush",

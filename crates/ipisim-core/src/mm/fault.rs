@@ -31,6 +31,9 @@ pub fn touch(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: 
     let mut vma: Option<Vma> = None;
     let mut table: Option<(u64, usize)> = None;
     let end = vpn + chunk as u64;
+    // Other threads may take this mm's lock words between a fault's two atomics: the touch then
+    // ends at each fault, and the fault's unlock is a step at its own time.
+    let shared = s.mm_view().0.mms[mm].users > 1;
     for v in vpn..end {
         user += touch_cost;
         let Parts { mem, arch, obs, .. } = s.mm_parts();
@@ -64,13 +67,39 @@ pub fn touch(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: 
                         .unwrap_or_else(|| panic!("workload touched unmapped page {v:#x}")),
                 );
             }
-            let (new, cost, stop) =
-                touch_fault(s, cpu, t, vma.unwrap(), (v, end), write, (tab, idx));
-            fault += cost;
+            let this = vma.unwrap();
+            let down = match shared {
+                true => fault_lock(s, cpu, t, &this, now + user + fault),
+                false => 0,
+            };
+            let (new, cost, stop) = touch_fault(s, cpu, t, this, (v, end), write, (tab, idx));
+            fault += down + cost;
             if stop {
+                // (The unlock runs before the copy-on-write flush the fault did under it.)
+                if shared {
+                    s.push_step(t, fault_unlock_step(s, &this));
+                }
                 break;
             }
             pte = new;
+            if shared {
+                let Parts { mem, arch, .. } = s.mm_parts();
+                mem.tables[tab].pte[idx] = pte;
+                arch.tlb[cpu].fill_at(slot, asid, v, pte.pfn(), pte.write(), pte.dirty());
+                if v + 1 < end {
+                    let n = (end - v - 1) as u32;
+                    s.push_step(
+                        t,
+                        Step::Touch {
+                            vpn: v + 1,
+                            n,
+                            write,
+                        },
+                    );
+                }
+                s.push_step(t, fault_unlock_step(s, &this));
+                break;
+            }
         } else if write && !pte.dirty() {
             pte = pte.mkdirty();
         }
@@ -82,6 +111,29 @@ pub fn touch(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: 
     Outcome::Busy {
         ps: user + fault,
         irqs_off: false,
+    }
+}
+
+/// A fault's lock taken at `at`: vma_start_read() on the VMA's lock word, or before per-VMA locks
+/// (kernel.fault_vma_lock false) mmap_read_trylock() on the rwsem's count. The time of its
+/// atomic. Only for an mm other threads share: a lone thread's lock words stay in its cache.
+fn fault_lock(s: &mut impl Host, cpu: CpuId, t: TaskId, vma: &Vma, at: Time) -> Time {
+    if s.mem().cfg.fault_vma_lock {
+        return super::syscall::vma_lock_atomic(s, cpu, t, vma.lock, at);
+    }
+    let ps = super::syscall::rwsem_atomic(s, cpu, s.task_mm(t), at);
+    s.mm_parts()
+        .obs
+        .stats
+        .charge(Some(t), Func::DownReadTrylock, ps);
+    ps
+}
+
+/// The step that drops a fault's lock (vma_end_read() or mmap_read_unlock()) after it.
+fn fault_unlock_step(s: &impl Host, vma: &Vma) -> Step {
+    match s.mm_view().0.cfg.fault_vma_lock {
+        true => Step::VmaEndRead { lock: vma.lock },
+        false => Step::FaultMmapReadUnlock,
     }
 }
 

@@ -9,11 +9,23 @@
 //!   lock (RWSEM_FLAG_HANDOFF's outcome), or every queued reader (rwsem_mark_wake(), up to 256),
 //!   each handed its share;
 //! - mmap_write_downgrade() (munmap's, since 4.20) turns the writer into a reader and hands the
-//!   lock to the queued readers if one is first.
+//!   lock to the queued readers if one is first;
+//! - every down_*() and up_*() is an atomic read-modify-write of the rwsem's `count` word
+//!   (rwsem_read_trylock()'s atomic_long_add_return_acquire(), __up_read()'s
+//!   atomic_long_add_return_release(), ...), so the CPUs of one mm's threads take turns for its
+//!   cache line (`line`), even when nobody ever waits for the lock itself. A VMA's lock word
+//!   (`Mm::vma_locks`) is another such line.
 
 use std::collections::VecDeque;
 
-use crate::engine::TaskId;
+use crate::engine::{CpuId, SpinLock, TaskId, Time};
+use crate::machine::Machine;
+
+/// One atomic read-modify-write of a lock word (an rwsem's `count`, a VMA's lock) asked for at
+/// `at` on `cpu`: the wait for its cache line and the line's transfer, the time it takes.
+pub fn lock_word_atomic(line: &mut SpinLock, m: &Machine, cpu: CpuId, at: Time) -> Time {
+    line.acquire(at, cpu, 0, |a, b| m.line_transfer(a, b))
+}
 
 /// rwsem_mark_wake()'s MAX_READERS_WAKEUP.
 const MAX_READERS_WAKEUP: usize = 0x100;
@@ -32,6 +44,8 @@ pub struct MmapLock {
     /// Times a reader and a writer went to sleep for it.
     pub read_sleeps: u64,
     pub write_sleeps: u64,
+    /// The cache line of `count`: each down and up is a write of it (no hold: the atomic alone).
+    pub line: SpinLock,
 }
 
 impl MmapLock {

@@ -25,12 +25,13 @@ pub use mmu_gather::{tlb_batch_pages_flush, tlb_finish_mmu, tlb_flush_mmu, MmuGa
 pub use page_alloc::Frames;
 pub use pagetable::{Pte, PteTable};
 pub use syscall::{
-    free_pgtables, mmap_read_unlock, mmap_write_downgrade, mmap_write_lock, mmap_write_unlock,
-    protect_step, syscall, zap_step, Syscall,
+    free_pgtables, mmap_read_unlock, mmap_read_unlock_atomic, mmap_write_downgrade,
+    mmap_write_lock, mmap_write_unlock, protect_step, syscall, unlock_step, vma_lock_atomic,
+    zap_step, Syscall,
 };
 
 use crate::config::{params, Kind};
-use crate::engine::{CpuId, TaskId};
+use crate::engine::{CpuId, SpinLock, TaskId};
 use crate::machine::Machine;
 use crate::observe::Observe;
 use drain::PcpDrain;
@@ -65,6 +66,8 @@ pub struct Vma {
     pub end: u64,
     pub write: bool,
     pub backing: Backing,
+    /// Its per-VMA lock (`vma->vm_lock`, 6.4; `vm_refcnt`, 6.15): an index into `Mm::vma_locks`.
+    pub lock: u32,
 }
 
 impl Vma {
@@ -103,10 +106,36 @@ pub struct Mm {
     pub tlb_flush_pending: u32,
     /// mmap_lock: mmap, munmap and mprotect take it for writing, madvise for reading (unless
     /// kernel.madvise_vma_lock), and munmap downgrades it (kernel.munmap_downgrade). Faults take
-    /// it for reading, which a writer only delays (not modelled).
+    /// it for reading before per-VMA locks (kernel.fault_vma_lock), which a writer only delays
+    /// (not modelled): only its count line's atomics are.
     pub mmap_lock: mmap_lock::MmapLock,
     /// mm_users: tasks using the mm that have not exited (mmget at creation, mmput at exit).
     pub users: u32,
+    /// The cache line of each VMA's lock word (`Vma::lock`), and the slots freed VMAs left.
+    pub vma_locks: Vec<SpinLock>,
+    free_vma_locks: Vec<u32>,
+}
+
+impl Mm {
+    /// A new vm_area_struct's lock (vm_area_alloc() or vm_area_dup()).
+    fn new_vma_lock(&mut self) -> u32 {
+        match self.free_vma_locks.pop() {
+            Some(i) => {
+                self.vma_locks[i as usize] = SpinLock::default();
+                i
+            }
+            None => {
+                self.vma_locks.push(SpinLock::default());
+                (self.vma_locks.len() - 1) as u32
+            }
+        }
+    }
+
+    /// Remove the VMAs `range` (vm_area_free()).
+    fn remove_vmas(&mut self, range: std::ops::Range<usize>) {
+        let freed = self.vmas.drain(range).map(|v| v.lock);
+        self.free_vma_locks.extend(freed);
+    }
 }
 
 pub struct File {
@@ -195,6 +224,7 @@ params! {
         migrate_flush: MigrateFlush = "kernel.migrate_flush", Kind::Choice(MigrateFlush::NAMES), "", "batched", "how migrate_pages flushes the pages it unmaps: immediate (ptep_clear_flush per page, to 6.3), batched (unmap up to 512 pages, one try_to_unmap_flush, then copy; 7e12beb8ca2a, 6.4), batched_unsafe (a what-if that copies, restores and frees before the flush; the checker catches it)";
         table_batch_alloc_fails: bool = "kernel.table_batch_alloc_fails", Kind::Bool, "", "false", "what-if: tlb_remove_table() cannot allocate its mmu_table_batch page (GFP_NOWAIT), so each freed page-table page goes through tlb_remove_table_one() -> tlb_remove_table_sync_one(): an empty IPI to every online CPU, waiting (mm/mmu_gather.c)";
         madvise_vma_lock: bool = "kernel.madvise_vma_lock", Kind::Bool, "", "true", "madvise(MADV_DONTNEED) takes the VMA's read lock (lock_vma_under_rcu(), MADVISE_VMA_READ_LOCK: Barry Song, \"mm: use per_vma lock for MADV_DONTNEED\", 2025-06, 6.17) instead of mmap_lock for reading, so it never waits for mmap or munmap elsewhere in the process";
+        fault_vma_lock: bool = "kernel.fault_vma_lock", Kind::Bool, "", "true", "a page fault takes the VMA's lock (lock_vma_under_rcu(): vma_start_read() and vma_end_read(), two atomics on its lock word; Suren Baghdasaryan's per-VMA locks, 6.4) instead of mmap_lock for reading (two atomics on the rwsem's count, which every thread of the process shares); the wait for a writer is not modelled either way";
         munmap_downgrade: bool = "kernel.munmap_downgrade", Kind::Bool, "", "true", "munmap() downgrades mmap_lock to a read lock once the VMAs are detached and zaps, frees page tables and flushes under it (mmap_write_downgrade(): Yang Shi, \"mm: mmap: zap pages with read mmap_sem in munmap\", 4.20); false: it holds the write lock to the end";
         zap_lru_add_drain: bool = "kernel.zap_lru_add_drain", Kind::Bool, "", "false", "free_pages_and_swap_cache() drains this CPU's LRU-add batch (lru_add_drain()) before it frees an mmu_gather's pages, as every kernel did until 1aa43598c03b \"mm: remove unnecessary calls to lru_add_drain\" (Rik van Riel, 6.14)";
         anon_lru_inactive: bool = "kernel.anon_lru_inactive", Kind::Bool, "", "true", "new anonymous pages go to the inactive anon list (lru_cache_add_inactive_or_unevictable()), so reclaim scans them twice as it does file pages, since b518154e59aa \"mm/vmscan: protect the workingset on anonymous LRU\" (Joonsoo Kim, 5.9); before, they started active";
@@ -291,6 +321,8 @@ impl Memory {
             tlb_flush_pending: 0,
             mmap_lock: mmap_lock::MmapLock::default(),
             users: 0,
+            vma_locks: Vec::new(),
+            free_vma_locks: Vec::new(),
         });
         self.mms.len() - 1
     }
@@ -394,6 +426,7 @@ impl Memory {
             end: start + pages,
             write,
             backing,
+            lock: m.new_vma_lock(),
         };
         let i = m.vmas.partition_point(|v| v.start < start);
         m.vmas.insert(i, vma);
@@ -454,6 +487,7 @@ fn split_at(m: &mut Mm, at: u64) {
         if v.start < at && at < v.end {
             let mut hi = v;
             hi.start = at;
+            hi.lock = m.new_vma_lock();
             if let Backing::File {
                 file,
                 pgoff,
@@ -476,8 +510,9 @@ fn merge_vmas(m: &mut Mm) {
     let mut i = 0;
     while i + 1 < m.vmas.len() {
         if m.vmas[i].mergeable(&m.vmas[i + 1]) {
+            // vma_merge(): the lower VMA grows over the upper one, which is freed.
             m.vmas[i].end = m.vmas[i + 1].end;
-            m.vmas.remove(i + 1);
+            m.remove_vmas(i + 1..i + 2);
         } else {
             i += 1;
         }

@@ -2,33 +2,41 @@
 //! mmu_gather, then one flush per gather (more if the gather fills).
 
 use super::{merge_vmas, split_at, Host, Memory, Parts, NONE, PTRS_PER_PTE};
-use crate::engine::{CpuId, TaskId};
+use crate::engine::{CpuId, TaskId, Time};
 use crate::machine::Cost;
 use crate::observe::Func;
 pub use crate::step::Syscall;
 use crate::step::{Outcome, Step};
 
-pub fn syscall(s: &mut impl Host, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
+pub fn syscall(s: &mut impl Host, cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome {
     let mm = s.task_mm(t);
     // madvise_lock(): MADV_DONTNEED reads mmap_lock unless the VMA's own lock does; munmap and
     // mprotect write it. MADV_PAGEOUT reads it too, not modelled: only swap-bench's one thread
     // calls it, so nothing contends.
     let read_locks = matches!(sc, Syscall::MadviseDontneed { .. }) && !s.mem().cfg.madvise_vma_lock;
-    let locked = match sc {
-        _ if read_locks => s.mm_parts().mem.mms[mm].mmap_lock.down_read(t),
-        Syscall::MadviseDontneed { .. } | Syscall::MadvisePageout { .. } => true,
-        Syscall::Munmap { .. } | Syscall::MprotectRead { .. } => mmap_write_lock(s, t),
+    // The lock is taken after the entry: its atomic is asked for then.
+    let at = s.now() + s.machine().cost[Cost::Syscall];
+    let mut vma_lock = None;
+    let down = match sc {
+        _ if read_locks => mmap_read_lock(s, cpu, t, at),
+        Syscall::MadviseDontneed { vpn, .. } => {
+            // lock_vma_under_rcu() of the VMA at the start (MADVISE_VMA_READ_LOCK).
+            vma_lock = s.mem().vma_at(mm, vpn).map(|v| v.lock);
+            Some(vma_lock.map_or(0, |l| vma_lock_atomic(s, cpu, t, l, at)))
+        }
+        Syscall::MadvisePageout { .. } => Some(0),
+        Syscall::Munmap { .. } | Syscall::MprotectRead { .. } => mmap_write_lock(s, cpu, t, at),
     };
-    if !locked {
+    let Some(down) = down else {
         s.push_step(t, Step::Syscall(sc));
         return Outcome::Sleep(crate::engine::NEVER);
-    }
+    };
     let Parts { m, mem, obs, .. } = s.mm_parts();
     let mut vma = m.cost[Cost::VmaOp];
     if let Syscall::Munmap { .. } = sc {
         vma += m.cost[Cost::MunmapVma];
     }
-    let entry = m.cost[Cost::Syscall] + vma;
+    let entry = m.cost[Cost::Syscall] + down + vma;
     obs.stats
         .charge(Some(t), Func::Syscall, m.cost[Cost::Syscall]);
     obs.stats.charge(Some(t), Func::VmaOps, vma);
@@ -42,6 +50,9 @@ pub fn syscall(s: &mut impl Host, _cpu: CpuId, t: TaskId, sc: Syscall) -> Outcom
             let (from, end, reclaim_pt) = (vpn, vpn + n, mem.cfg.pt_reclaim);
             if read_locks {
                 s.push_step(t, Step::MmapReadUnlock);
+            }
+            if let Some(lock) = vma_lock {
+                s.push_step(t, Step::VmaEndRead { lock });
             }
             s.push_step(t, Step::TlbFinishMmu);
             s.push_step(
@@ -79,7 +90,7 @@ fn munmap(s: &mut impl Host, t: TaskId, mm: usize, vpn: u64, n: u64) {
     let j = m.vmas.partition_point(|v| v.start < vpn + n);
     let floor = if i > 0 { m.vmas[i - 1].end } else { 0 };
     let ceiling = m.vmas.get(j).map_or(0, |v| v.start);
-    m.vmas.drain(i..j);
+    m.remove_vmas(i..j);
     let (start, end) = (vpn, vpn + n);
     // vms_complete_munmap_vmas(): with the VMAs detached, the zap, free_pgtables and the flush
     // go on under a read lock (4.20), which still keeps mmap out of the hole.
@@ -135,44 +146,117 @@ fn mprotect_read(s: &mut impl Host, t: TaskId, mm: usize, vpn: u64, n: u64) {
     s.push_step(t, Step::Protect { from, end });
 }
 
-/// mmap_write_lock(): take the task's mm's mmap_lock for writing, or queue to sleep for it
-/// (false; the caller's step runs again when woken). A munmap keeps it, or the read lock it
-/// downgrades to, until its page tables are freed and its TLB flush is done, so another thread
-/// cannot map into the hole meanwhile (it would get a table being freed).
-pub fn mmap_write_lock(s: &mut impl Host, t: TaskId) -> bool {
-    let mm = s.task_mm(t);
-    s.mm_parts().mem.mms[mm].mmap_lock.down_write(t)
+/// The atomic on `mm`'s mmap_lock `count` asked for at `at` on `cpu`: the wait for its line and
+/// the transfer (every down and up of the rwsem is one; see mmap_lock.rs). A process of one
+/// thread keeps its lock words in its CPU's cache: no cost, and the line is left alone.
+pub(super) fn rwsem_atomic(s: &mut impl Host, cpu: CpuId, mm: usize, at: Time) -> Time {
+    let Parts { m, mem, .. } = s.mm_parts();
+    if mem.mms[mm].users <= 1 {
+        return 0;
+    }
+    super::mmap_lock::lock_word_atomic(&mut mem.mms[mm].mmap_lock.line, m, cpu, at)
 }
 
-/// mmap_write_unlock().
-pub fn mmap_write_unlock(s: &mut impl Host, t: TaskId) -> Outcome {
+/// The atomic of mmap_read_unlock() after a fault that read mmap_lock (FaultMmapReadUnlock),
+/// charged to up_read: its time.
+pub fn mmap_read_unlock_atomic(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time {
+    let (mm, now) = (s.task_mm(t), s.now());
+    let ps = rwsem_atomic(s, cpu, mm, now);
+    s.mm_parts().obs.stats.charge(Some(t), Func::UpRead, ps);
+    ps
+}
+
+/// One atomic on the lock word of `mm`'s VMA `lock` at `at` on `cpu` (vma_start_read() or
+/// vma_end_read()), charged to lock_vma_under_rcu: its time (none for a one-thread process, as
+/// rwsem_atomic()).
+pub fn vma_lock_atomic(s: &mut impl Host, cpu: CpuId, t: TaskId, lock: u32, at: Time) -> Time {
     let mm = s.task_mm(t);
+    let Parts { m, mem, obs, .. } = s.mm_parts();
+    if mem.mms[mm].users <= 1 {
+        return 0;
+    }
+    let line = &mut mem.mms[mm].vma_locks[lock as usize];
+    let ps = super::mmap_lock::lock_word_atomic(line, m, cpu, at);
+    obs.stats.charge(Some(t), Func::LockVmaUnderRcu, ps);
+    ps
+}
+
+/// mmap_read_lock() at `at` on `cpu`: the time its atomic takes once `t` holds the lock for
+/// reading (charged to down_read), or None: `t` is queued and sleeps (its step runs again when
+/// woken, handed the lock).
+fn mmap_read_lock(s: &mut impl Host, cpu: CpuId, t: TaskId, at: Time) -> Option<Time> {
+    let mm = s.task_mm(t);
+    if !s.mm_parts().mem.mms[mm].mmap_lock.down_read(t) {
+        return None;
+    }
+    let ps = rwsem_atomic(s, cpu, mm, at);
+    s.mm_parts().obs.stats.charge(Some(t), Func::DownRead, ps);
+    Some(ps)
+}
+
+/// mmap_write_lock() at `at` on `cpu`: as mmap_read_lock(), for writing (down_write). A munmap
+/// keeps it, or the read lock it downgrades to, until its page tables are freed and its TLB flush
+/// is done, so another thread cannot map into the hole meanwhile (it would get a table being
+/// freed).
+pub fn mmap_write_lock(s: &mut impl Host, cpu: CpuId, t: TaskId, at: Time) -> Option<Time> {
+    let mm = s.task_mm(t);
+    if !s.mm_parts().mem.mms[mm].mmap_lock.down_write(t) {
+        return None;
+    }
+    let ps = rwsem_atomic(s, cpu, mm, at);
+    s.mm_parts().obs.stats.charge(Some(t), Func::DownWrite, ps);
+    Some(ps)
+}
+
+/// mmap_write_unlock() on `cpu` now: the time of its atomic (charged to up_write).
+pub fn mmap_write_unlock(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time {
+    let mm = s.task_mm(t);
+    let ps = rwsem_atomic(s, cpu, mm, s.now());
     s.mm_parts().mem.mms[mm].mmap_lock.up_write(t);
-    wake_mmap_lock_waiters(s, mm)
+    s.mm_parts().obs.stats.charge(Some(t), Func::UpWrite, ps);
+    wake_mmap_lock_waiters(s, mm);
+    ps
 }
 
-/// mmap_read_unlock().
-pub fn mmap_read_unlock(s: &mut impl Host, t: TaskId) -> Outcome {
+/// mmap_read_unlock() on `cpu` now: the time of its atomic (charged to up_read).
+pub fn mmap_read_unlock(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time {
     let mm = s.task_mm(t);
+    let ps = rwsem_atomic(s, cpu, mm, s.now());
     s.mm_parts().mem.mms[mm].mmap_lock.up_read();
-    wake_mmap_lock_waiters(s, mm)
+    s.mm_parts().obs.stats.charge(Some(t), Func::UpRead, ps);
+    wake_mmap_lock_waiters(s, mm);
+    ps
 }
 
-/// mmap_write_downgrade().
-pub fn mmap_write_downgrade(s: &mut impl Host, t: TaskId) -> Outcome {
+/// mmap_write_downgrade() on `cpu` now (its atomic is charged to up_write, where
+/// downgrade_write()'s time shows in no profile we compare with).
+pub fn mmap_write_downgrade(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time {
     let mm = s.task_mm(t);
+    let ps = rwsem_atomic(s, cpu, mm, s.now());
     s.mm_parts().mem.mms[mm].mmap_lock.downgrade(t);
-    wake_mmap_lock_waiters(s, mm)
+    s.mm_parts().obs.stats.charge(Some(t), Func::UpWrite, ps);
+    wake_mmap_lock_waiters(s, mm);
+    ps
+}
+
+/// An unlock step: busy for its atomic, if it took any time.
+pub fn unlock_step(ps: Time) -> Outcome {
+    match ps {
+        0 => Outcome::Next,
+        _ => Outcome::Busy {
+            ps,
+            irqs_off: false,
+        },
+    }
 }
 
 /// Wake the tasks the lock's last release handed it to.
-fn wake_mmap_lock_waiters(s: &mut impl Host, mm: usize) -> Outcome {
+fn wake_mmap_lock_waiters(s: &mut impl Host, mm: usize) {
     let woken = std::mem::take(&mut s.mm_parts().mem.mms[mm].mmap_lock.woken);
     for &w in &woken {
         s.wake(w);
     }
     s.mm_parts().mem.mms[mm].mmap_lock.woken = woken;
-    Outcome::Next
 }
 
 /// zap_pmd_range() / zap_pte_range() over [from, end): clear present PTEs into the gather. If the
@@ -356,5 +440,70 @@ pub fn protect_step(s: &mut impl Host, t: TaskId, from: u64, end: u64) -> Outcom
     Outcome::Busy {
         ps,
         irqs_off: false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::RunRequest;
+    use crate::observe::Func;
+    use crate::resolve;
+    use crate::sim::{time_limit, Sim};
+
+    /// will-it-scale tlb_flush2 (256-page region), `tasks` threads of `loops` loops each on the
+    /// Milan with `kernel` (madvise reads mmap_lock): the count line's atomics, its total wait,
+    /// and the time charged to the rwsem's functions and to lock_vma_under_rcu.
+    fn tlb_flush2(kernel: &str, tasks: usize, loops: u64) -> (u64, u64, u64, u64) {
+        let sets = vec![
+            ("mode".into(), "thread".into()),
+            ("tasks".into(), tasks.to_string()),
+            ("loops".into(), loops.to_string()),
+        ];
+        let req = RunRequest {
+            scenario: "will-it-scale/tlb_flush2".into(),
+            machine: Some("amd-milan-72c".into()),
+            kernel: Some(kernel.into()),
+            sets,
+            seed: 1,
+        };
+        let mut s = Sim::new(&resolve(&req).unwrap()).unwrap();
+        let limit = time_limit(&s);
+        s.run(limit, &mut |_, _| {});
+        let line = &s.mem.mms[0].mmap_lock.line;
+        let rwsem = [
+            Func::DownRead,
+            Func::DownReadTrylock,
+            Func::UpRead,
+            Func::DownWrite,
+            Func::UpWrite,
+        ];
+        let profile = &s.obs.stats.profile;
+        let charged = rwsem.iter().map(|&f| profile[f as usize]).sum();
+        let vma = profile[Func::LockVmaUnderRcu as usize];
+        (line.acquisitions, line.wait, charged, vma)
+    }
+
+    /// Every down and up of mmap_lock is one atomic on its count line: per thread, a madvise a
+    /// loop takes two; each of the 3 munmaps of 1000 loops takes three (down_write, the
+    /// downgrade, up_read), each of the 4 mmaps two. Before per-VMA locks (6.3) the loop's two
+    /// faults take two more each; since (6.14) they take the VMA's lock word instead. Two threads
+    /// (whose regions merge into one VMA) take turns for the lines, and every wait is charged. A
+    /// process of one thread keeps them in its cache: none is modelled.
+    #[test]
+    fn each_lock_word_atomic_takes_its_line() {
+        let per_thread = 2000 + 3 * 3 + 4 * 2;
+        // (Once one thread has exited, the other's last few atomics are a lone thread's.)
+        let lone = |atomics: u64, all: u64| (all - 8..=all).contains(&atomics);
+        let (atomics, wait, charged, vma) = tlb_flush2("linux-6.14", 2, 1000);
+        assert!(lone(atomics, 2 * per_thread), "{atomics}");
+        assert!(wait > 0 && vma > 0);
+        assert_eq!(charged, wait);
+        let (atomics, wait, charged, vma) = tlb_flush2("linux-6.3", 2, 1000);
+        assert!(lone(atomics, 2 * (per_thread + 4000)), "{atomics}");
+        assert!(wait > 0);
+        assert_eq!((charged, vma), (wait, 0));
+        for kernel in ["linux-6.14", "linux-6.3"] {
+            assert_eq!(tlb_flush2(kernel, 1, 1000), (0, 0, 0, 0));
+        }
     }
 }

@@ -201,23 +201,24 @@ impl Scenario for WillItScale {
         }
     }
 
-    fn next_op(&mut self, s: &mut impl Host, _cpu: CpuId, t: TaskId) -> Outcome {
+    fn next_op(&mut self, s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
         let pages = self.pages;
         let task = self.tasks[t];
         let vpn = task.region + task.page;
         let (step, phase) = match task.phase {
             Phase::Mmap => {
                 // mmap() takes mmap_lock for writing: wait out another thread's munmap.
-                if !crate::mm::mmap_write_lock(s, t) {
+                let entry = s.machine().cost[Cost::Syscall];
+                let Some(down) = crate::mm::mmap_write_lock(s, cpu, t, s.now() + entry) else {
                     return Outcome::Sleep(crate::engine::NEVER);
-                }
+                };
                 let mm = s.sched().tasks[t].mm;
                 let region = s.mem().mmap(mm, pages, true, task.backing, false);
-                crate::mm::mmap_write_unlock(s, t);
+                let up = crate::mm::mmap_write_unlock(s, cpu, t);
                 self.tasks[t].region = region;
                 self.tasks[t].page = 0;
-                // mmap() itself flushes nothing: a syscall and VMA work.
-                let ps = s.machine().cost[Cost::Syscall] + s.machine().cost[Cost::VmaOp];
+                // mmap() itself flushes nothing: a syscall, VMA work and the lock's two atomics.
+                let ps = entry + down + s.machine().cost[Cost::VmaOp] + up;
                 let step = Step::Work {
                     func: Func::VmaOps,
                     ps,
