@@ -152,8 +152,9 @@ fn hackbench_small_run_is_deterministic() {
 // "saved". (Before skbs came from order-1 and order-2 slabs and text stayed active while
 // referenced: 2, 10, 0, 31, 3800, 20; before reclaim passes drained their CPU's pagevec first:
 // 3, 5, 0, 25, 3759, 31; before the fair class, when every wakeup preempted at the next step
-// boundary and a forked child did not start a slice behind: 3, 5, 0, 17, 3737, 32.)
-const PINNED_34: (u64, u64, u64, u64, u64, u64) = (2, 1, 0, 6, 3800, 36);
+// boundary and a forked child did not start a slice behind: 3, 5, 0, 17, 3737, 32; before a
+// lru_lock round moved the lruvec's own lines, 2026-11-28: 2, 1, 0, 6, 3800, 36.)
+const PINNED_34: (u64, u64, u64, u64, u64, u64) = (3, 10, 0, 51, 3702, 79);
 
 /// Without memory pressure nothing reclaims, drains or is killed, and every message arrives.
 #[test]
@@ -179,9 +180,10 @@ fn drain_eras_under_oom() {
     let after = counts(&run(&req("linux-3.4", &[])).unwrap().json);
     assert!(before.drains > 0 && after.drains > 0);
     assert!(after.cal <= before.cal, "{} vs {}", after.cal, before.cal);
-    // (6, 0) and (5, 0) before the fair class.
-    assert_eq!((before.drains, before.saved), (1, 0));
-    assert_eq!((after.drains, after.saved), (1, 0));
+    // (6, 0) and (5, 0) before the fair class; (1, 0) and (1, 0) before a lru_lock round moved
+    // the lruvec's own lines (2026-11-28).
+    assert_eq!((before.drains, before.saved), (15, 0));
+    assert_eq!((after.drains, after.saved), (10, 0));
     assert!(before.kills > 0 && after.kills > 0);
     println!(
         "3.3: {} drains, {} saved, {} CAL; 3.4: {} drains, {} saved, {} CAL",
@@ -222,9 +224,10 @@ fn reclaimable_zones_drain_before_oom() {
     let off = [("kernel.zone_reclaimable_progress", "false")];
     let old = counts(&run(&req("linux-3.4", &[])).unwrap().json);
     let new = counts(&run(&req("linux-3.4", &off)).unwrap().json);
-    // (5, 3) and (0, 4) before the fair class.
-    assert_eq!((old.drains, old.kills), (1, 2));
-    assert_eq!((new.drains, new.kills), (0, 3));
+    // (5, 3) and (0, 4) before the fair class; (1, 2) and (0, 3) before a lru_lock round moved
+    // the lruvec's own lines (2026-11-28).
+    assert_eq!((old.drains, old.kills), (10, 3));
+    assert_eq!((new.drains, new.kills), (0, 5));
 }
 
 /// too_many_isolated(): with more pages isolated than left on the inactive list, a direct

@@ -38,6 +38,8 @@ pub struct NodeLru {
     pub isolated: [usize; 2],
     /// Direct reclaimers asleep in reclaim_throttle(VMSCAN_THROTTLE_ISOLATED).
     pub throttled: Vec<u32>,
+    /// The CPU whose cache holds the lruvec's list heads and LRU size counters: the last holder.
+    pub lines_cpu: usize,
 }
 
 impl NodeLru {
@@ -61,7 +63,8 @@ impl NodeLru {
 }
 
 /// Take `node`'s lru_lock now for list operations on `pages`, whose `struct page` lines must come
-/// to this CPU while it holds the lock. Returns spin + hold time.
+/// to this CPU while it holds the lock, as must the lruvec's own two (below). Returns spin + hold
+/// time.
 pub fn lock_lru(s: &mut impl Host, cpu: CpuId, node: usize, pages: &[u32]) -> Time {
     let (spin, hold) = lock_lru_split(s, cpu, node, pages);
     spin + hold
@@ -75,6 +78,12 @@ pub fn lock_lru_split(s: &mut impl Host, cpu: CpuId, node: usize, pages: &[u32])
     let mut hold = pages.len() as Time * m.cost[Cost::LruPage];
     for &pfn in pages {
         hold += super::filemap::touch_page(m, mem, cpu, pfn);
+    }
+    // struct lruvec's lists[] share a line apart from lru_lock's, and update_lru_size() writes
+    // mem_cgroup_per_node's lru_zone_size[][]: both come from the last holder, once a round.
+    let last = std::mem::replace(&mut mem.lru[node].lines_cpu, cpu);
+    if last != cpu {
+        hold += 2 * m.line_transfer(last, cpu);
     }
     let spin = mem.lru[node]
         .lock
@@ -249,6 +258,27 @@ mod tests {
     /// PAGEVEC_SIZE (31) pages, all zapped but the last: one round adds the 31, one frees the 30
     /// the batch held last, one frees the 31st at its madvise: 3 per 31 loops, and the last
     /// 1000 - 32 x 31 = 8 pages are still in the batch at the end.
+    /// A round of the lru_lock from another CPU than the last holder's moves the lruvec's list
+    /// heads and LRU size lines as it holds the lock: two transfers, whatever its pages; the
+    /// same CPU again, none.
+    #[test]
+    fn a_round_from_another_cpu_moves_the_lruvecs_two_lines() {
+        let req = RunRequest {
+            scenario: "will-it-scale/tlb_flush2".into(),
+            machine: Some("amd-milan-72c".into()),
+            kernel: Some("linux-6.14".into()),
+            sets: vec![],
+            seed: 1,
+        };
+        let mut s = Sim::new(&resolve(&req).unwrap()).unwrap();
+        let (_, first) = super::lock_lru_split(&mut s, 0, 0, &[]);
+        let (_, again) = super::lock_lru_split(&mut s, 0, 0, &[]);
+        let (_, other) = super::lock_lru_split(&mut s, 16, 0, &[]);
+        assert_eq!((first, again), (0, 0));
+        assert_eq!(other, 2 * s.m.line_transfer(0, 16));
+        assert!(other > 0);
+    }
+
     #[test]
     fn lru_lock_rounds_per_madvise_loop() {
         assert_eq!(tlb_flush2("linux-6.1", 1000, &[]), (2000, 0));
