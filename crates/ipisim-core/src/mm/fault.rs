@@ -86,17 +86,7 @@ pub fn touch(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: 
                 let Parts { mem, arch, .. } = s.mm_parts();
                 mem.tables[tab].pte[idx] = pte;
                 arch.tlb[cpu].fill_at(slot, asid, v, pte.pfn(), pte.write(), pte.dirty());
-                if v + 1 < end {
-                    let n = (end - v - 1) as u32;
-                    s.push_step(
-                        t,
-                        Step::Touch {
-                            vpn: v + 1,
-                            n,
-                            write,
-                        },
-                    );
-                }
+                push_rest_of_touch(s, t, (v, end), write);
                 s.push_step(t, fault_unlock_step(s, &this));
                 break;
             }
@@ -127,6 +117,21 @@ fn fault_lock(s: &mut impl Host, cpu: CpuId, t: TaskId, vma: &Vma, at: Time) -> 
         .stats
         .charge(Some(t), Func::DownReadTrylock, ps);
     ps
+}
+
+/// The touch of [v + 1, end) goes on as a step of its own, after what the fault at `v` pushed.
+fn push_rest_of_touch(s: &mut impl Host, t: TaskId, (v, end): (u64, u64), write: bool) {
+    if v + 1 < end {
+        let n = (end - v - 1) as u32;
+        s.push_step(
+            t,
+            Step::Touch {
+                vpn: v + 1,
+                n,
+                write,
+            },
+        );
+    }
 }
 
 /// The step that drops a fault's lock (vma_end_read() or mmap_read_unlock()) after it.
@@ -161,17 +166,7 @@ fn touch_fault(
         // private mapping, or the zero page): ptep_clear_flush() before the new PTE is used, so
         // other CPUs drop the old translation. Resume after the flush.
         s.mm_parts().mem.tables[tab].pte[idx] = new;
-        if v + 1 < end {
-            let n = (end - v - 1) as u32;
-            s.push_step(
-                t,
-                Step::Touch {
-                    vpn: v + 1,
-                    n,
-                    write,
-                },
-            );
-        }
+        push_rest_of_touch(s, t, (v, end), write);
         s.push_step(t, crate::mm::rmap::flush_tlb_page(s.task_mm(t), v));
         return (new, cost, true);
     }
