@@ -66,6 +66,33 @@ pub(crate) fn machine(cpus: usize, kernel: &str, then: Then, sets: &[(&str, &str
     s
 }
 
+/// will-it-scale tlb_flush2 in thread mode on the Milan: `tasks` threads of `loops` loops each,
+/// with `kernel` and `sets`, run to its end.
+pub(crate) fn tlb_flush2_threads(
+    kernel: &str,
+    tasks: usize,
+    loops: u64,
+    sets: &[(&str, &str)],
+) -> Sim {
+    let (tasks, loops) = (tasks.to_string(), loops.to_string());
+    let mut all = vec![("mode", "thread"), ("tasks", &tasks), ("loops", &loops)];
+    all.extend_from_slice(sets);
+    let req = RunRequest {
+        scenario: "will-it-scale/tlb_flush2".into(),
+        machine: Some("amd-milan-72c".into()),
+        kernel: Some(kernel.into()),
+        sets: all
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        seed: 1,
+    };
+    let mut s = Sim::new(&resolve(&req).unwrap()).unwrap();
+    let limit = crate::sim::time_limit(&s);
+    s.run(limit, &mut |_, _| {});
+    s
+}
+
 /// A task of `mm` on `cpu` that runs `steps` in order (then does as the machine's `Then`), woken
 /// now: on an idle CPU it is switched in at once.
 pub(crate) fn spawn(s: &mut Sim, mm: usize, cpu: CpuId, steps: &[Step]) -> TaskId {

@@ -34,6 +34,7 @@ pub fn touch(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: 
     // Other threads may take this mm's lock words between a fault's two atomics: the touch then
     // ends at each fault, and the fault's unlock is a step at its own time.
     let shared = s.mm_view().0.mms[mm].users > 1;
+    let mut ends_at_fault: Option<Vma> = None;
     for v in vpn..end {
         user += touch_cost;
         let Parts { mem, arch, obs, .. } = s.mm_parts();
@@ -83,12 +84,7 @@ pub fn touch(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: 
             }
             pte = new;
             if shared {
-                let Parts { mem, arch, .. } = s.mm_parts();
-                mem.tables[tab].pte[idx] = pte;
-                arch.tlb[cpu].fill_at(slot, asid, v, pte.pfn(), pte.write(), pte.dirty());
-                push_rest_of_touch(s, t, (v, end), write);
-                s.push_step(t, fault_unlock_step(s, &this));
-                break;
+                ends_at_fault = Some(this);
             }
         } else if write && !pte.dirty() {
             pte = pte.mkdirty();
@@ -96,6 +92,11 @@ pub fn touch(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: 
         let Parts { mem, arch, .. } = s.mm_parts();
         mem.tables[tab].pte[idx] = pte;
         arch.tlb[cpu].fill_at(slot, asid, v, pte.pfn(), pte.write(), pte.dirty());
+        if let Some(this) = ends_at_fault {
+            push_rest_of_touch(s, t, (v, end), write);
+            s.push_step(t, fault_unlock_step(s, &this));
+            break;
+        }
     }
     s.mm_parts().obs.stats.charge(Some(t), Func::User, user);
     Outcome::Busy {
@@ -111,12 +112,7 @@ fn fault_lock(s: &mut impl Host, cpu: CpuId, t: TaskId, vma: &Vma, at: Time) -> 
     if s.mem().cfg.fault_vma_lock {
         return super::syscall::vma_lock_atomic(s, cpu, t, vma.lock, at);
     }
-    let ps = super::syscall::rwsem_atomic(s, cpu, s.task_mm(t), at);
-    s.mm_parts()
-        .obs
-        .stats
-        .charge(Some(t), Func::DownReadTrylock, ps);
-    ps
+    super::syscall::rwsem_atomic(s, cpu, t, at, Func::DownReadTrylock)
 }
 
 /// The touch of [v + 1, end) goes on as a step of its own, after what the fault at `v` pushed.

@@ -226,30 +226,27 @@ pub fn free_pages_and_swap_cache(
 
 #[cfg(test)]
 mod tests {
-    use crate::config::RunRequest;
-    use crate::resolve;
-    use crate::sim::{time_limit, Sim};
+    use crate::testing::{machine, tlb_flush2_threads, Then};
 
     /// will-it-scale tlb_flush2, one thread, `loops` loops on the Milan: the node's lru_lock
     /// acquisitions, and the frames still in use when it ends.
     fn tlb_flush2(kernel: &str, loops: u64, sets: &[(&str, &str)]) -> (u64, usize) {
-        let mut all = vec![
-            ("mode".to_string(), "thread".to_string()),
-            ("tasks".to_string(), "1".to_string()),
-            ("loops".to_string(), loops.to_string()),
-        ];
-        all.extend(sets.iter().map(|(k, v)| (k.to_string(), v.to_string())));
-        let req = RunRequest {
-            scenario: "will-it-scale/tlb_flush2".into(),
-            machine: Some("amd-milan-72c".into()),
-            kernel: Some(kernel.into()),
-            sets: all,
-            seed: 1,
-        };
-        let mut s = Sim::new(&resolve(&req).unwrap()).unwrap();
-        let limit = time_limit(&s);
-        s.run(limit, &mut |_, _| {});
+        let s = tlb_flush2_threads(kernel, 1, loops, sets);
         (s.mem.lru[0].lock.acquisitions, s.mem.pagevec[0].len())
+    }
+
+    /// A round of the lru_lock from another CPU than the last holder's moves the lruvec's list
+    /// heads and LRU size lines as it holds the lock: two transfers, whatever its pages; the
+    /// same CPU again, none.
+    #[test]
+    fn a_round_from_another_cpu_moves_the_lruvecs_two_lines() {
+        let mut s = machine(2, "linux-6.14", Then::Sleep, &[]);
+        let (_, first) = super::lock_lru_split(&mut s, 0, 0, &[]);
+        let (_, again) = super::lock_lru_split(&mut s, 0, 0, &[]);
+        let (_, other) = super::lock_lru_split(&mut s, 1, 0, &[]);
+        assert_eq!((first, again), (0, 0));
+        assert_eq!(other, 2 * s.m.line_transfer(0, 1));
+        assert!(other > 0);
     }
 
     /// Before 1aa43598c03b (6.13 and older), each loop's madvise drains the one page its write
@@ -258,27 +255,6 @@ mod tests {
     /// PAGEVEC_SIZE (31) pages, all zapped but the last: one round adds the 31, one frees the 30
     /// the batch held last, one frees the 31st at its madvise: 3 per 31 loops, and the last
     /// 1000 - 32 x 31 = 8 pages are still in the batch at the end.
-    /// A round of the lru_lock from another CPU than the last holder's moves the lruvec's list
-    /// heads and LRU size lines as it holds the lock: two transfers, whatever its pages; the
-    /// same CPU again, none.
-    #[test]
-    fn a_round_from_another_cpu_moves_the_lruvecs_two_lines() {
-        let req = RunRequest {
-            scenario: "will-it-scale/tlb_flush2".into(),
-            machine: Some("amd-milan-72c".into()),
-            kernel: Some("linux-6.14".into()),
-            sets: vec![],
-            seed: 1,
-        };
-        let mut s = Sim::new(&resolve(&req).unwrap()).unwrap();
-        let (_, first) = super::lock_lru_split(&mut s, 0, 0, &[]);
-        let (_, again) = super::lock_lru_split(&mut s, 0, 0, &[]);
-        let (_, other) = super::lock_lru_split(&mut s, 16, 0, &[]);
-        assert_eq!((first, again), (0, 0));
-        assert_eq!(other, 2 * s.m.line_transfer(0, 16));
-        assert!(other > 0);
-    }
-
     #[test]
     fn lru_lock_rounds_per_madvise_loop() {
         assert_eq!(tlb_flush2("linux-6.1", 1000, &[]), (2000, 0));

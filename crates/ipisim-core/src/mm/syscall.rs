@@ -146,24 +146,25 @@ fn mprotect_read(s: &mut impl Host, t: TaskId, mm: usize, vpn: u64, n: u64) {
     s.push_step(t, Step::Protect { from, end });
 }
 
-/// The atomic on `mm`'s mmap_lock `count` asked for at `at` on `cpu`: the wait for its line and
-/// the transfer (every down and up of the rwsem is one; see mmap_lock.rs). A process of one
-/// thread keeps its lock words in its CPU's cache: no cost, and the line is left alone.
-pub(super) fn rwsem_atomic(s: &mut impl Host, cpu: CpuId, mm: usize, at: Time) -> Time {
-    let Parts { m, mem, .. } = s.mm_parts();
-    if mem.mms[mm].users <= 1 {
-        return 0;
-    }
-    super::mmap_lock::lock_word_atomic(&mut mem.mms[mm].mmap_lock.line, m, cpu, at)
+/// The atomic on `t`'s mm's mmap_lock `count` asked for at `at` on `cpu`, charged to `func`: the
+/// wait for its line and the transfer (every down and up of the rwsem is one; see
+/// mmap_lock.rs). A process of one thread keeps its lock words in its CPU's cache: no cost, and
+/// the line is left alone.
+pub(super) fn rwsem_atomic(s: &mut impl Host, cpu: CpuId, t: TaskId, at: Time, func: Func) -> Time {
+    let mm = s.task_mm(t);
+    let Parts { m, mem, obs, .. } = s.mm_parts();
+    let ps = match mem.mms[mm].users {
+        0 | 1 => 0,
+        _ => super::mmap_lock::lock_word_atomic(&mut mem.mms[mm].mmap_lock.line, m, cpu, at),
+    };
+    obs.stats.charge(Some(t), func, ps);
+    ps
 }
 
 /// The atomic of mmap_read_unlock() after a fault that read mmap_lock (FaultMmapReadUnlock),
 /// charged to up_read: its time.
 pub fn mmap_read_unlock_atomic(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time {
-    let (mm, now) = (s.task_mm(t), s.now());
-    let ps = rwsem_atomic(s, cpu, mm, now);
-    s.mm_parts().obs.stats.charge(Some(t), Func::UpRead, ps);
-    ps
+    rwsem_atomic(s, cpu, t, s.now(), Func::UpRead)
 }
 
 /// One atomic on the lock word of `mm`'s VMA `lock` at `at` on `cpu` (vma_start_read() or
@@ -189,9 +190,7 @@ fn mmap_read_lock(s: &mut impl Host, cpu: CpuId, t: TaskId, at: Time) -> Option<
     if !s.mm_parts().mem.mms[mm].mmap_lock.down_read(t) {
         return None;
     }
-    let ps = rwsem_atomic(s, cpu, mm, at);
-    s.mm_parts().obs.stats.charge(Some(t), Func::DownRead, ps);
-    Some(ps)
+    Some(rwsem_atomic(s, cpu, t, at, Func::DownRead))
 }
 
 /// mmap_write_lock() at `at` on `cpu`: as mmap_read_lock(), for writing (down_write). A munmap
@@ -203,17 +202,14 @@ pub fn mmap_write_lock(s: &mut impl Host, cpu: CpuId, t: TaskId, at: Time) -> Op
     if !s.mm_parts().mem.mms[mm].mmap_lock.down_write(t) {
         return None;
     }
-    let ps = rwsem_atomic(s, cpu, mm, at);
-    s.mm_parts().obs.stats.charge(Some(t), Func::DownWrite, ps);
-    Some(ps)
+    Some(rwsem_atomic(s, cpu, t, at, Func::DownWrite))
 }
 
 /// mmap_write_unlock() on `cpu` now: the time of its atomic (charged to up_write).
 pub fn mmap_write_unlock(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time {
     let mm = s.task_mm(t);
-    let ps = rwsem_atomic(s, cpu, mm, s.now());
+    let ps = rwsem_atomic(s, cpu, t, s.now(), Func::UpWrite);
     s.mm_parts().mem.mms[mm].mmap_lock.up_write(t);
-    s.mm_parts().obs.stats.charge(Some(t), Func::UpWrite, ps);
     wake_mmap_lock_waiters(s, mm);
     ps
 }
@@ -221,9 +217,8 @@ pub fn mmap_write_unlock(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time {
 /// mmap_read_unlock() on `cpu` now: the time of its atomic (charged to up_read).
 pub fn mmap_read_unlock(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time {
     let mm = s.task_mm(t);
-    let ps = rwsem_atomic(s, cpu, mm, s.now());
+    let ps = rwsem_atomic(s, cpu, t, s.now(), Func::UpRead);
     s.mm_parts().mem.mms[mm].mmap_lock.up_read();
-    s.mm_parts().obs.stats.charge(Some(t), Func::UpRead, ps);
     wake_mmap_lock_waiters(s, mm);
     ps
 }
@@ -232,9 +227,8 @@ pub fn mmap_read_unlock(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time {
 /// downgrade_write()'s time shows in no profile we compare with).
 pub fn mmap_write_downgrade(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time {
     let mm = s.task_mm(t);
-    let ps = rwsem_atomic(s, cpu, mm, s.now());
+    let ps = rwsem_atomic(s, cpu, t, s.now(), Func::UpWrite);
     s.mm_parts().mem.mms[mm].mmap_lock.downgrade(t);
-    s.mm_parts().obs.stats.charge(Some(t), Func::UpWrite, ps);
     wake_mmap_lock_waiters(s, mm);
     ps
 }
@@ -445,30 +439,14 @@ pub fn protect_step(s: &mut impl Host, t: TaskId, from: u64, end: u64) -> Outcom
 
 #[cfg(test)]
 mod tests {
-    use crate::config::RunRequest;
     use crate::observe::Func;
-    use crate::resolve;
-    use crate::sim::{time_limit, Sim};
+    use crate::testing::tlb_flush2_threads;
 
     /// will-it-scale tlb_flush2 (256-page region), `tasks` threads of `loops` loops each on the
     /// Milan with `kernel` (madvise reads mmap_lock): the count line's atomics, its total wait,
     /// and the time charged to the rwsem's functions and to lock_vma_under_rcu.
     fn tlb_flush2(kernel: &str, tasks: usize, loops: u64) -> (u64, u64, u64, u64) {
-        let sets = vec![
-            ("mode".into(), "thread".into()),
-            ("tasks".into(), tasks.to_string()),
-            ("loops".into(), loops.to_string()),
-        ];
-        let req = RunRequest {
-            scenario: "will-it-scale/tlb_flush2".into(),
-            machine: Some("amd-milan-72c".into()),
-            kernel: Some(kernel.into()),
-            sets,
-            seed: 1,
-        };
-        let mut s = Sim::new(&resolve(&req).unwrap()).unwrap();
-        let limit = time_limit(&s);
-        s.run(limit, &mut |_, _| {});
+        let s = tlb_flush2_threads(kernel, tasks, loops, &[]);
         let line = &s.mem.mms[0].mmap_lock.line;
         let rwsem = [
             Func::DownRead,
