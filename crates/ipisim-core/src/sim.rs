@@ -334,9 +334,10 @@ impl crate::smp::Host for Sim {
         task: Option<TaskId>,
         sender: CpuId,
         func: CallFunc,
+        at: Time,
     ) -> Time {
         match func {
-            CallFunc::FlushTlbFunc => crate::arch::flush_tlb_func(self, cpu, task, sender),
+            CallFunc::FlushTlbFunc => crate::arch::flush_tlb_func(self, cpu, task, sender, at),
             CallFunc::FlushTlbBatchPages => crate::arch::tlbbatch_flush(self, cpu, task),
             CallFunc::FlushTlbPfns => crate::arch::tlbbatch_flush_pfns(self, cpu, task, sender),
             CallFunc::DrainLocalPages => crate::mm::drain::drain_local_pages(self, cpu, task),

@@ -13,7 +13,7 @@ pub use powerpc::{AfterPmdClear, PmdClear};
 pub use tlb::{Tlb, TlbEntry};
 
 use crate::config::{params, Kind};
-use crate::engine::{CpuId, CpuMask, TaskId, Time};
+use crate::engine::{CpuId, CpuMask, SpinLock, TaskId, Time};
 use crate::machine::{Arch, Cost, Machine};
 use crate::observe::{Func, Observe};
 pub use crate::step::FlushRange;
@@ -30,6 +30,7 @@ params! {
         tlb_single_page_flush_ceiling: u64 = "kernel.tlb_single_page_flush_ceiling", Kind::Int { min: 0, max: 1 << 20 }, "pages", "33", "flush_tlb_mm_range flushes page by page up to this many pages, else the whole TLB (a5102476a2, 3.15)";
         mm_cpumask: MmCpumask = "kernel.mm_cpumask", Kind::Choice(MmCpumask::NAMES), "", "lazy_trim", "clear_on_switch: switch_mm clears the old mm's bit (to 6.12); lazy_trim: bits stay until a flush IPI finds the CPU on another mm, trimmed at most once per second (209954cbc7d0 + 6db2526c1d69, 6.13); lazy_every_flush: 209954cbc7d0 alone, every flush IPIs the mask's non-lazy CPUs, those on another mm clear their bit";
         lazy_tlb: LazyTlb = "kernel.lazy_tlb", Kind::Choice(LazyTlb::NAMES), "", "skip_lazy_cpus", "leave_mm_on_ipi: lazy CPUs get flush IPIs and leave the mm (to 4.19: merged for 4.19, reverted before its release); skip_lazy_cpus: no IPI to lazy CPUs unless page tables were freed (4.20)";
+        tlb_gen_read_early: bool = "kernel.tlb_gen_read_early", Kind::Bool, "", "false", "x86 with kernel.pcid: flush_tlb_func() reads the mm's tlb_gen (a line every flush writes) on entry, even when this CPU already did the flush (4.14 to 5.19); false: only when it has not (aa44284960d5 \"x86/mm/tlb: Avoid reading mm_tlb_gen when possible\", 6.0)";
         pcid: bool = "kernel.pcid", Kind::Bool, "", "true", "PCID with 6 dynamic ASIDs and per-mm tlb_gen (4.14); false: every mm switch flushes the TLB. On riscv the ASID allocator, used only where machine.asid_bits allows it";
         concurrent_local_flush: bool = "kernel.concurrent_local_flush", Kind::Bool, "", "true", "flush the local TLB after sending the IPIs, overlapping them (4ce94eabac16, 5.13); false: local flush first";
         broadcast_tlb_flush: BroadcastTlbFlush = "kernel.broadcast_tlb_flush", Kind::Choice(BroadcastTlbFlush::NAMES), "", "invlpgb", "x86 with machine.invlpgb: none (to 6.14: every remote flush is an IPI); invlpgb (CONFIG_BROADCAST_TLB_FLUSH, 6.15, 4afeb0ed1753): a process seen on more than global_asid_threshold CPUs at once gets a global ASID, and its flushes are INVLPGB + TLBSYNC instead of IPIs; invlpgb_no_tlbsync: an unsafe what-if that never waits with TLBSYNC, so pages are freed while broadcasts are in flight (the checker reports it)";
@@ -50,6 +51,9 @@ pub struct MmContext {
     pub cpumask: CpuMask,
     pub ctx_id: u64,
     pub tlb_gen: u64,
+    /// The cache line of mm->context.tlb_gen (x86): inc_mm_tlb_gen() writes it at every flush
+    /// and batched unmap, flush_tlb_func() on each target reads it.
+    pub tlb_gen_line: SpinLock,
     /// In jiffies.
     pub next_trim_cpumask: u64,
     /// mm->context.global_asid: 0, or the mm's global ASID (6.15).
@@ -95,6 +99,7 @@ impl ArchState {
             cpumask: CpuMask::new(),
             ctx_id: self.next_ctx_id,
             tlb_gen: 0,
+            tlb_gen_line: SpinLock::default(),
             next_trim_cpumask: jiffies + self.cfg.hz,
             global_asid: 0,
             asid_transition: false,
@@ -218,12 +223,14 @@ pub fn tlbbatch_should_defer(a: &ArchState, m: &Machine, cpu: CpuId, mm: usize) 
     }
 }
 
-/// arch_tlbbatch_add_pending() for page `vpn` of `mm`: its time on `cpu`.
-pub fn tlbbatch_add_pending(p: Parts, cpu: CpuId, mm: usize, vpn: u64) -> Time {
+/// arch_tlbbatch_add_pending() for page `vpn` of `mm` at `now`: its time on `cpu`.
+pub fn tlbbatch_add_pending(p: Parts, cpu: CpuId, now: Time, mm: usize, vpn: u64) -> Time {
     match p.m.arch {
-        // With PCID (4.14) x86 bumps the mm's tlb_gen, so a CPU that switches back to the mm
-        // flushes the ASID it left behind.
-        // riscv (6.8): cpumask_or() only, which the caller does; tlb_gen as x86's, see riscv/.
+        // With PCID (4.14) x86 bumps the mm's tlb_gen (inc_mm_tlb_gen(), a write of its line),
+        // so a CPU that switches back to the mm flushes the ASID it left behind.
+        Arch::X86 if p.arch.cfg.pcid => x86::inc_mm_tlb_gen(p.arch, p.m, cpu, now, mm).1,
+        // riscv (6.8): cpumask_or() only, which the caller does; tlb_gen as x86's (a stand-in
+        // with no line: see riscv/).
         Arch::X86 | Arch::PowerpcRadix | Arch::Riscv => {
             if p.arch.cfg.pcid {
                 p.arch.mm[mm].tlb_gen += 1;
@@ -281,9 +288,15 @@ pub fn flush_tlb_others(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
     x86::flush_tlb_multi(s, cpu, t, false)
 }
 
-/// flush_tlb_func() on `cpu` for the flush `sender` is making: the handler's time.
-pub fn flush_tlb_func(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, sender: CpuId) -> Time {
-    x86::flush_tlb_func(s, cpu, task, sender)
+/// flush_tlb_func() on `cpu` at `at` for the flush `sender` is making: the handler's time.
+pub fn flush_tlb_func(
+    s: &mut impl Host,
+    cpu: CpuId,
+    task: Option<TaskId>,
+    sender: CpuId,
+    at: Time,
+) -> Time {
+    x86::flush_tlb_func(s, cpu, task, sender, at)
 }
 
 /// should_flush_tlb(): does `cpu` need the flush `sender` is sending?

@@ -134,7 +134,7 @@ pub fn set_tlb_ubc_flush_pending(
 ) -> Time {
     let now = s.now();
     let Parts { m, mem, arch, obs } = s.mm_parts();
-    let ps = arch::tlbbatch_add_pending(arch::Parts { m, arch, obs }, cpu, mm, vpn);
+    let ps = arch::tlbbatch_add_pending(arch::Parts { m, arch, obs }, cpu, now, mm, vpn);
     let mask = arch.mm[mm].cpumask.copied();
     let ubc = &mut mem.tasks[t].reclaim.ubc;
     ubc.cpumask.or(&mask);

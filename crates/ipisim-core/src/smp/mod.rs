@@ -207,9 +207,16 @@ pub trait Host {
     fn csd_lock_call(&mut self, t: TaskId) -> &mut Option<Call>;
     /// A tracepoint's context on `cpu` when a trace is recorded.
     fn trace_at(&self, cpu: CpuId) -> Option<LineAt>;
-    /// Run `func` on `cpu` for `sender` (task: the CPU's current task): the handler's time.
-    fn run_call(&mut self, cpu: CpuId, task: Option<TaskId>, sender: CpuId, func: CallFunc)
-        -> Time;
+    /// Run `func` on `cpu` for `sender` at `at` (task: the CPU's current task): the handler's
+    /// time.
+    fn run_call(
+        &mut self,
+        cpu: CpuId,
+        task: Option<TaskId>,
+        sender: CpuId,
+        func: CallFunc,
+        at: Time,
+    ) -> Time;
     /// Does `cpu` want the call `sender` is making (on_each_cpu_cond_mask's cond_func)?
     fn call_wanted(&self, cond: Cond, cpu: CpuId, sender: CpuId) -> bool;
     /// Is `cpu` idle and polling its need-resched flag (set_nr_if_polling)?
@@ -621,7 +628,7 @@ fn walk_one(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, mut t: Time, i:
         return t;
     }
     let func = func.expect("queued cfd has a function");
-    t += s.run_call(cpu, task, sender, func);
+    t += s.run_call(cpu, task, sender, func, t);
     let p = s.parts();
     let m = p.m;
     let g = &mut p.smp.global;
@@ -680,7 +687,8 @@ fn walk_one(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, mut t: Time, i:
 
 /// Run a call function on the calling CPU, IRQs off (SCF_RUN_LOCAL).
 pub fn run_local(s: &mut impl Host, cpu: CpuId, task: TaskId, func: CallFunc) -> Outcome {
-    let ps = s.run_call(cpu, Some(task), cpu, func);
+    let now = s.now();
+    let ps = s.run_call(cpu, Some(task), cpu, func, now);
     Outcome::Busy { ps, irqs_off: true }
 }
 
@@ -788,7 +796,8 @@ pub fn continue_pass(
             false => p.m.line_transfer(csd.sender as usize, cpu),
         };
         p.obs.stats.charge(task, handler, read);
-        t += read + s.run_call(cpu, task, csd.sender as usize, csd.func);
+        t += read;
+        t += s.run_call(cpu, task, csd.sender as usize, csd.func, t);
         csd_unlock(s, csd.sender as usize, cpu, cpu as u32, csd.wait, t);
     }
     let p = s.parts();

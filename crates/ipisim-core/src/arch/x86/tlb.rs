@@ -6,7 +6,7 @@ use super::{FlushInfo, FlushRange, LazyTlb, MmCpumask, INIT_MM_CTX_ID, TLB_FLUSH
 use crate::arch::tlb::{GLOBAL_SLOT, NR_ASID_SLOTS};
 use crate::arch::{ArchState, Host, Parts};
 use crate::engine::{CpuId, CpuMask, TaskId, Time, PS_PER_S};
-use crate::machine::Cost;
+use crate::machine::{Cost, Machine};
 use crate::observe::tracelog::LineAt;
 use crate::observe::{Func, Irq, Observe, Vm};
 use crate::smp::{self, CallFunc, Cond};
@@ -144,19 +144,72 @@ fn should_trim_cpumask(a: &mut ArchState, now: Time, mm: usize) -> bool {
     }
 }
 
+/// inc_mm_tlb_gen() on `cpu` at `now`: an atomic increment of the mm's tlb_gen, which takes its
+/// line from the last CPU to touch it (after the reads and writes before it). Returns the new
+/// generation and the time.
+pub fn inc_mm_tlb_gen(
+    a: &mut ArchState,
+    m: &Machine,
+    cpu: CpuId,
+    now: Time,
+    mm: usize,
+) -> (u64, Time) {
+    let ctx = &mut a.mm[mm];
+    ctx.tlb_gen += 1;
+    let t = ctx
+        .tlb_gen_line
+        .acquire(now, cpu, 0, |x, y| m.line_transfer(x, y));
+    (ctx.tlb_gen, t)
+}
+
 /// flush_tlb_mm_range(mm, start, end, stride_shift, freed_tables).
 pub fn flush_tlb_mm_range(s: &mut impl Host, cpu: CpuId, task: TaskId, r: FlushRange) -> Outcome {
     let now = s.now();
     let p = s.arch_parts();
     let (a, m) = (p.arch, p.m);
-    let mm = r.mm as usize;
     // inc_mm_tlb_gen(): also a full barrier against switch_mm.
-    let new_tlb_gen = if a.cfg.pcid {
-        a.mm[mm].tlb_gen += 1;
-        a.mm[mm].tlb_gen
-    } else {
-        0
+    let (new_tlb_gen, inc) = match a.cfg.pcid {
+        true => inc_mm_tlb_gen(a, m, cpu, now, r.mm as usize),
+        false => (0, 0),
     };
+    let out = flush_tlb_mm_range_with(s, cpu, task, r, new_tlb_gen);
+    if inc == 0 {
+        return out;
+    }
+    // The increment comes first; its time goes before the rest of the flush's.
+    let (ps, irqs_off) = match out {
+        Outcome::Busy { ps, irqs_off } => (ps, irqs_off),
+        Outcome::Next => (0, false),
+        other => {
+            let work = Step::Work {
+                func: Func::FlushTlbMmRange,
+                ps: inc,
+                irqs_off: false,
+            };
+            s.push_step(task, work);
+            return other;
+        }
+    };
+    let stats = &mut s.arch_parts().obs.stats;
+    stats.charge(Some(task), Func::FlushTlbMmRange, inc);
+    Outcome::Busy {
+        ps: ps + inc,
+        irqs_off,
+    }
+}
+
+/// flush_tlb_mm_range() after inc_mm_tlb_gen() gave `new_tlb_gen`.
+fn flush_tlb_mm_range_with(
+    s: &mut impl Host,
+    cpu: CpuId,
+    task: TaskId,
+    r: FlushRange,
+    new_tlb_gen: u64,
+) -> Outcome {
+    let now = s.now();
+    let p = s.arch_parts();
+    let (a, m) = (p.arch, p.m);
+    let mm = r.mm as usize;
     // get_flush_tlb_info(): more than the ceiling of strides becomes a full flush.
     let (mut start, mut end) = (r.start, r.end);
     if end != TLB_FLUSH_ALL
@@ -253,22 +306,42 @@ pub fn should_flush_tlb(a: &ArchState, cpu: CpuId, sender: CpuId) -> bool {
     }
 }
 
-/// flush_tlb_func(): run `sender`'s flush_tlb_info on `cpu`. Returns the time taken.
-pub fn flush_tlb_func(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, sender: CpuId) -> Time {
+/// A load of `mm`'s tlb_gen (atomic64_read) on `cpu` at `at`: the wait for the write in
+/// progress and the line's transfer.
+fn read_mm_tlb_gen(a: &mut ArchState, m: &Machine, cpu: CpuId, at: Time, mm: usize) -> Time {
+    a.mm[mm]
+        .tlb_gen_line
+        .read(at, cpu, |x, y| m.line_transfer(x, y))
+}
+
+/// flush_tlb_func(): run `sender`'s flush_tlb_info on `cpu` at `at`. Returns the time taken.
+pub fn flush_tlb_func(
+    s: &mut impl Host,
+    cpu: CpuId,
+    task: Option<TaskId>,
+    sender: CpuId,
+    at: Time,
+) -> Time {
     let trace_at = s.trace_at(cpu);
     let p = s.arch_parts();
     let (m, a, obs) = (p.m, p.arch, p.obs);
     let f = a.x86.info[sender];
     let local = cpu == f.initiating_cpu;
     let mut cost = m.cost[Cost::FlushTlbFunc];
-    obs.stats.charge(task, Func::FlushTlbFunc, cost);
     if !local {
         obs.stats.irq(Irq::Tlb, cpu);
         if a.cfg.pcid {
             obs.stats.vm(Vm::TlbRemoteFlushReceived, 1);
         }
+        // The sender's flush_tlb_info, which it just wrote: its line comes over.
+        cost += m.line_transfer(sender, cpu);
     }
     let loaded = a.x86.cpu[cpu].loaded_mm;
+    if let Some(mm) = loaded.filter(|_| a.cfg.pcid && a.cfg.tlb_gen_read_early) {
+        // To 5.19 flush_tlb_func() read mm_tlb_gen first thing, whatever followed.
+        cost += read_mm_tlb_gen(a, m, cpu, at + cost, mm);
+    }
+    obs.stats.charge(task, Func::FlushTlbFunc, cost);
     if let Some(target) = f.mm.filter(|&mm| Some(mm) != loaded) {
         // The CPU was left in the mm_cpumask of the target mm: clear it (6.13+). 209954cbc7d0
         // cleared it on remote CPUs only ("Can only happen on remote CPUs"); "x86/mm/tlb: Also
@@ -314,6 +387,13 @@ pub fn flush_tlb_func(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, sende
         if f.new_tlb_gen != 0 && f.new_tlb_gen <= local_gen {
             // Already caught up with this flush.
             return cost;
+        }
+        if !a.cfg.tlb_gen_read_early {
+            // aa44284960d5 (6.0): "Defer mm_tlb_gen reading as long as possible to avoid cache
+            // contention": only a CPU that is behind this flush reads it.
+            let read = read_mm_tlb_gen(a, m, cpu, at + cost, mm);
+            obs.stats.charge(task, Func::FlushTlbFunc, read);
+            cost += read;
         }
         let mm_gen = a.mm[mm].tlb_gen;
         if local_gen == mm_gen {
@@ -428,7 +508,9 @@ pub fn flush_tlb_pfns(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, sende
         }
     }
     let p = s.arch_parts();
-    let ps = p.m.cost[Cost::FlushTlbFunc] + n as Time * p.m.cost[Cost::Invlpg];
+    // The list is the sender's tlb_ubc.pfns[], 8 bytes a page: its lines come over.
+    let lines = (n as Time).div_ceil(8) * p.m.line_transfer(sender, cpu);
+    let ps = p.m.cost[Cost::FlushTlbFunc] + n as Time * p.m.cost[Cost::Invlpg] + lines;
     p.obs.stats.charge(task, Func::FlushTlbBatchPages, ps);
     ps
 }
@@ -485,6 +567,7 @@ pub fn arch_tlbbatch_flush(s: &mut impl Host, cpu: CpuId, t: TaskId, mask: &CpuM
 #[cfg(test)]
 mod tests {
     use crate::engine::Time;
+    use crate::machine::Cost;
     use crate::observe::{Irq, Trace};
     use crate::sched::{self, Step};
     use crate::sim::Sim;
@@ -536,6 +619,48 @@ mod tests {
         }
         spawn(&mut s, MM, 0, &steps);
         s
+    }
+
+    /// A flush target pays for the lines it reads: the sender's flush_tlb_info always, and the
+    /// mm's tlb_gen, which the sender's inc_mm_tlb_gen() just wrote, only when it is behind the
+    /// flush (aa44284960d5, 6.0), or at every flush with `kernel.tlb_gen_read_early` (to 5.19).
+    #[test]
+    fn a_flush_target_reads_the_senders_info_and_the_mms_tlb_gen_line() {
+        // (tlb_gen_read_early, target behind the flush, lines read)
+        for (early, behind, lines) in [
+            ("false", true, 2),
+            ("false", false, 1),
+            ("true", true, 2),
+            ("true", false, 2),
+        ] {
+            let mut s = machine(
+                2,
+                "linux-6.18",
+                Then::Sleep,
+                &[("kernel.tlb_gen_read_early", early)],
+            );
+            crate::arch::load_for_test(&mut s, 1, MM);
+            let (gen, _) = super::inc_mm_tlb_gen(&mut s.arch, &s.m, 0, 0, MM);
+            assert_eq!(s.arch.mm[MM].tlb_gen_line.acquisitions, 1);
+            s.arch.x86.info[0] = super::FlushInfo {
+                mm: Some(MM),
+                start: 10,
+                end: 11,
+                stride_shift: 12,
+                new_tlb_gen: gen,
+                freed_tables: false,
+                trim_cpumask: false,
+                initiating_cpu: 0,
+            };
+            if !behind {
+                s.arch.x86.cpu[1].ctxs[0].tlb_gen = gen;
+            }
+            let t = super::flush_tlb_func(&mut s, 1, None, 0, 0);
+            let work = s.m.cost[Cost::FlushTlbFunc] + behind as Time * s.m.cost[Cost::Invlpg];
+            let line = s.m.line_transfer(0, 1);
+            assert!(line > 0);
+            assert_eq!(t - work, lines * line, "early {early}, behind {behind}");
+        }
     }
 
     /// Each mm_cpumask variant on a CPU that left MM for another process: how many of MM's four
