@@ -5,7 +5,7 @@
 use crate::arch::x86::X86;
 use crate::arch::Tlb;
 use crate::config::RunRequest;
-use crate::engine::{CpuMask, EventQueue, Time, NEVER};
+use crate::engine::{CpuMask, EventQueue, SpinLock, Time, NEVER};
 use crate::machine::Cost;
 use crate::observe::{Irq, Stats};
 use crate::resolve;
@@ -63,6 +63,7 @@ pub(crate) fn machine(cpus: usize, kernel: &str, then: Then, sets: &[(&str, &str
         .map(|_| Tlb::new(s.m.tlb_entries, s.m.tlb_ways))
         .collect();
     s.arch.mm[MM].cpumask = CpuMask::new();
+    s.arch.mm[MM].tlb_gen_line = SpinLock::in_memory();
     s
 }
 

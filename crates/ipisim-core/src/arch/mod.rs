@@ -99,7 +99,7 @@ impl ArchState {
             cpumask: CpuMask::new(),
             ctx_id: self.next_ctx_id,
             tlb_gen: 0,
-            tlb_gen_line: SpinLock::default(),
+            tlb_gen_line: SpinLock::in_memory(),
             next_trim_cpumask: jiffies + self.cfg.hz,
             global_asid: 0,
             asid_transition: false,

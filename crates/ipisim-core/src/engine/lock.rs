@@ -42,9 +42,15 @@ impl SpinLock {
         }
     }
 
-    /// The CPU whose cache holds the line now (the last holder).
-    pub fn holder(&self) -> usize {
-        self.last_cpu
+    /// A free line in no CPU's cache yet: its first access moves nothing between CPUs (a load
+    /// from memory, not a line transfer).
+    pub fn in_memory() -> SpinLock {
+        SpinLock {
+            last_cpu: IN_MEMORY,
+            copy: IN_MEMORY,
+            gap_cpu: IN_MEMORY,
+            ..SpinLock::default()
+        }
     }
 
     /// Take the lock at `now` on `cpu` and hold it for `hold`; `line(from, to)` is the cost of
@@ -120,9 +126,13 @@ impl SpinLock {
     }
 }
 
-/// The cost of moving a lock's cache line from `from`'s cache to `to`'s (none if it is there).
+/// No CPU's cache: `SpinLock::in_memory()`'s line before its first access.
+const IN_MEMORY: usize = usize::MAX;
+
+/// The cost of moving a lock's cache line from `from`'s cache to `to`'s (none if it is there,
+/// or if it comes from memory).
 fn transfer(from: usize, to: usize, line: impl Fn(usize, usize) -> Time) -> Time {
-    if from == to {
+    if from == to || from == IN_MEMORY {
         0
     } else {
         line(from, to)

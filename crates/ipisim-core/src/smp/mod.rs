@@ -891,7 +891,8 @@ mod tests {
     /// ends exactly when the last target's unlock reaches the sender.
     #[test]
     fn a_call_to_k_targets_sends_k_ipis_and_waits_for_the_last_handler() {
-        let mut s = machine(6, "linux-6.3", Then::Spin, &[]);
+        // No PCID: the switch-ins then read no mm tlb_gen line, and start together.
+        let mut s = machine(6, "linux-6.3", Then::Spin, &[("kernel.pcid", "false")]);
         for cpu in 1..=3 {
             spawn(&mut s, MM, cpu, &[]);
         }
@@ -1072,7 +1073,12 @@ mod tests {
     #[test]
     fn a_polling_idle_cpu_is_kicked_without_an_ipi() {
         for (elide, ipis) in [("true", 0), ("false", 1)] {
-            let sets = [("machine.idle", "poll"), ("kernel.ipi_poll_elision", elide)];
+            // No PCID: CPU 0's switch-in then reads no mm tlb_gen line that CPU 1's read last.
+            let sets = [
+                ("machine.idle", "poll"),
+                ("kernel.ipi_poll_elision", elide),
+                ("kernel.pcid", "false"),
+            ];
             let mut s = machine(2, "linux-6.3", Then::Sleep, &sets);
             // CPU 1 runs a task that sleeps at once, so it enters the (polling) idle loop.
             spawn(&mut s, MM, 1, &[]);

@@ -6,7 +6,7 @@ use super::{FlushInfo, FlushRange, LazyTlb, MmCpumask, INIT_MM_CTX_ID, TLB_FLUSH
 use crate::arch::tlb::{GLOBAL_SLOT, NR_ASID_SLOTS};
 use crate::arch::{ArchState, Host, Parts};
 use crate::engine::{CpuId, CpuMask, TaskId, Time, PS_PER_S};
-use crate::machine::{Cost, Machine};
+use crate::machine::{Arch, Cost, Machine};
 use crate::observe::tracelog::LineAt;
 use crate::observe::{Func, Irq, Observe, Vm};
 use crate::smp::{self, CallFunc, Cond};
@@ -71,8 +71,12 @@ pub fn switch_mm_irqs_off(
     clear_old: bool,
 ) -> Time {
     let trace_at = s.trace_at(cpu);
+    let now = s.now();
     let p = s.arch_parts();
-    let a = &mut *p.arch;
+    let (a, m) = (&mut *p.arch, p.m);
+    // atomic64_read(&next->context.tlb_gen) on x86 (riscv's tlb_gen is a stand-in, no line).
+    let real_line = a.cfg.pcid && m.arch == Arch::X86;
+    let mut read = 0;
     let prev = a.x86.cpu[cpu].loaded_mm;
     let was_lazy = a.x86.cpu[cpu].is_lazy;
     a.x86.cpu[cpu].is_lazy = false;
@@ -88,9 +92,12 @@ pub fn switch_mm_irqs_off(
             return 0;
         }
         next_tlb_gen = tlb_gen(a, next);
+        if let Some(n) = next.filter(|_| real_line) {
+            read = read_mm_tlb_gen(a, m, cpu, now, n);
+        }
         let l = a.x86.cpu[cpu].loaded_asid;
         if a.x86.cpu[cpu].ctxs[l as usize].tlb_gen == next_tlb_gen {
-            return 0;
+            return read;
         }
         asid = l;
         need_flush = true;
@@ -103,6 +110,9 @@ pub fn switch_mm_irqs_off(
             a.mm[n].cpumask.set(cpu);
         }
         next_tlb_gen = tlb_gen(a, next);
+        if let Some(n) = next.filter(|_| real_line) {
+            read = read_mm_tlb_gen(a, m, cpu, now, n);
+        }
         (asid, need_flush) = choose_new_asid(a, cpu, next, next_tlb_gen);
     }
     let id = ctx_id(a, next);
@@ -120,7 +130,7 @@ pub fn switch_mm_irqs_off(
     let pages = if need_flush { -1 } else { 0 };
     p.obs.tlb_flush(trace_at, TLB_FLUSH_ON_TASK_SWITCH, pages);
     // Every CR3 write costs about the same; a flushing one also empties the ASID.
-    p.m.cost[Cost::Cr3Flush]
+    read + m.cost[Cost::Cr3Flush]
 }
 
 /// enter_lazy_tlb(): the idle task keeps the old mm loaded, marked lazy.
@@ -661,6 +671,39 @@ mod tests {
             assert!(line > 0);
             assert_eq!(t - work, lines * line, "early {early}, behind {behind}");
         }
+    }
+
+    /// switch_mm_irqs_off() reads the next mm's tlb_gen: a CPU switching to the mm, or coming
+    /// back to it from lazy mode behind a flush, takes the line the last inc_mm_tlb_gen() wrote;
+    /// one still up to date, with the line, pays nothing. The line starts in memory.
+    #[test]
+    fn switching_to_the_mm_reads_its_tlb_gen_line() {
+        let mut s = machine(2, "linux-6.18", Then::Sleep, &[]);
+        let (cr3, line) = (s.m.cost[Cost::Cr3Flush], s.m.line_transfer(0, 1));
+        let switch_at = |s: &mut Sim, t: Time, inc: bool| {
+            if inc {
+                let _ = super::inc_mm_tlb_gen(&mut s.arch, &s.m, 0, t, MM);
+            }
+            s.q.advance_to(t + MS);
+            let ps = crate::arch::switch_mm_irqs_off(s, 1, Some(MM));
+            super::enter_lazy_tlb(&mut s.arch, 1);
+            ps
+        };
+        assert_eq!(
+            switch_at(&mut s, 0, false),
+            cr3,
+            "a new mm, its line in memory"
+        );
+        assert_eq!(
+            switch_at(&mut s, 2 * MS, true),
+            cr3 + line,
+            "back from lazy, behind"
+        );
+        assert_eq!(
+            switch_at(&mut s, 4 * MS, false),
+            0,
+            "back from lazy, up to date"
+        );
     }
 
     /// Each mm_cpumask variant on a CPU that left MM for another process: how many of MM's four
