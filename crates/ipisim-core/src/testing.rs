@@ -22,6 +22,21 @@ pub(crate) enum Then {
     Sleep,
 }
 
+/// `scenario` on `machine` with `kernel` and `sets`, seed 1, made and not started.
+fn sim(scenario: &str, machine: &str, kernel: &str, sets: &[(&str, &str)]) -> Sim {
+    let req = RunRequest {
+        scenario: scenario.into(),
+        machine: Some(machine.into()),
+        kernel: Some(kernel.into()),
+        sets: sets
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        seed: 1,
+    };
+    Sim::new(&resolve(&req).unwrap()).unwrap()
+}
+
 /// `cpus` CPUs on one node, HLT idle, `kernel` with `sets` on top. The scenario (membarrier,
 /// whose threads other than its main one spin or sleep as `then` says) is only a host: its main
 /// thread is taken off the machine before anything ran, so the machine is quiet at time 0.
@@ -39,17 +54,7 @@ pub(crate) fn machine(cpus: usize, kernel: &str, then: Then, sets: &[(&str, &str
         ("remote_threads", "0"),
     ];
     all.extend_from_slice(sets);
-    let req = RunRequest {
-        scenario: "membarrier".into(),
-        machine: Some("host-2cpu".into()),
-        kernel: Some(kernel.into()),
-        sets: all
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        seed: 1,
-    };
-    let mut s = Sim::new(&resolve(&req).unwrap()).unwrap();
+    let mut s = sim("membarrier", "host-2cpu", kernel, &all);
     // Undo the main thread's switch-in at time 0: the machine starts idle, with no mm loaded.
     let n = s.sched.cpus.len();
     s.q = EventQueue::new();
@@ -78,17 +83,7 @@ pub(crate) fn tlb_flush2_threads(
     let (tasks, loops) = (tasks.to_string(), loops.to_string());
     let mut all = vec![("mode", "thread"), ("tasks", &tasks), ("loops", &loops)];
     all.extend_from_slice(sets);
-    let req = RunRequest {
-        scenario: "will-it-scale/tlb_flush2".into(),
-        machine: Some("amd-milan-72c".into()),
-        kernel: Some(kernel.into()),
-        sets: all
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        seed: 1,
-    };
-    let mut s = Sim::new(&resolve(&req).unwrap()).unwrap();
+    let mut s = sim("will-it-scale/tlb_flush2", "amd-milan-72c", kernel, &all);
     let limit = crate::sim::time_limit(&s);
     s.run(limit, &mut |_, _| {});
     s

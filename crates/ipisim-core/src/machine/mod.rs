@@ -6,7 +6,7 @@ mod cost;
 pub use cost::{Cost, CostEntry, Costs, COSTS, COST_NAMES, MAX_CYCLES};
 
 use crate::config::{named_enum, params, ConfigError, Kind, Resolved};
-use crate::engine::Time;
+use crate::engine::{SpinLock, Time};
 
 named_enum! {
     Arch {
@@ -256,6 +256,19 @@ impl Machine {
             | ((a.core == b.core) as usize) << 1
             | (a.llc == b.llc) as usize;
         self.line_by_class[class] * (from != to) as Time
+    }
+
+    /// One write of `line` (an atomic read-modify-write, or a store to a line others read) on
+    /// `cpu` at `at`: the wait for the accesses before it and the line's transfer, the time it
+    /// takes.
+    pub fn line_write(&self, line: &mut SpinLock, cpu: usize, at: Time) -> Time {
+        line.acquire(at, cpu, 0, |a, b| self.line_transfer(a, b))
+    }
+
+    /// One load of `line` on `cpu` at `at`: the wait for the write in progress and the line's
+    /// transfer, the time until the data is here.
+    pub fn line_read(&self, line: &mut SpinLock, cpu: usize, at: Time) -> Time {
+        line.read(at, cpu, |a, b| self.line_transfer(a, b))
     }
 
     /// Time from the sender's ICR write to the target taking the interrupt.

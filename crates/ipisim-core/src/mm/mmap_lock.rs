@@ -18,14 +18,7 @@
 
 use std::collections::VecDeque;
 
-use crate::engine::{CpuId, SpinLock, TaskId, Time};
-use crate::machine::Machine;
-
-/// One atomic read-modify-write of a lock word (an rwsem's `count`, a VMA's lock) asked for at
-/// `at` on `cpu`: the wait for its cache line and the line's transfer, the time it takes.
-pub fn lock_word_atomic(line: &mut SpinLock, m: &Machine, cpu: CpuId, at: Time) -> Time {
-    line.acquire(at, cpu, 0, |a, b| m.line_transfer(a, b))
-}
+use crate::engine::{SpinLock, TaskId};
 
 /// rwsem_mark_wake()'s MAX_READERS_WAKEUP.
 const MAX_READERS_WAKEUP: usize = 0x100;

@@ -155,7 +155,7 @@ pub(super) fn rwsem_atomic(s: &mut impl Host, cpu: CpuId, t: TaskId, at: Time, f
     let Parts { m, mem, obs, .. } = s.mm_parts();
     let ps = match mem.mms[mm].users {
         0 | 1 => 0,
-        _ => super::mmap_lock::lock_word_atomic(&mut mem.mms[mm].mmap_lock.line, m, cpu, at),
+        _ => m.line_write(&mut mem.mms[mm].mmap_lock.line, cpu, at),
     };
     obs.stats.charge(Some(t), func, ps);
     ps
@@ -177,7 +177,7 @@ pub fn vma_lock_atomic(s: &mut impl Host, cpu: CpuId, t: TaskId, lock: u32, at: 
         return 0;
     }
     let line = &mut mem.mms[mm].vma_locks[lock as usize];
-    let ps = super::mmap_lock::lock_word_atomic(line, m, cpu, at);
+    let ps = m.line_write(line, cpu, at);
     obs.stats.charge(Some(t), Func::LockVmaUnderRcu, ps);
     ps
 }

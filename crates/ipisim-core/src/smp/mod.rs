@@ -494,7 +494,7 @@ fn queue_csd(p: &mut Parts, cpu: CpuId, task: TaskId, t: CpuId, at: Time) -> (Ti
     let wait = if smp.cfg.call_single_queue == CallSingleQueue::Llist {
         // __smp_call_single_queue(): llist_add() on the target's head, a cmpxchg that takes its
         // line from the last sender or the target's llist_del_all(), in turn with other senders.
-        let wait = smp.llist_head[t].acquire(at + add, cpu, 0, |a, b| m.line_transfer(a, b));
+        let wait = m.line_write(&mut smp.llist_head[t], cpu, at + add);
         let st = sending(smp, cpu);
         st.heads_ready = st.heads_ready.max(at + add + wait);
         0
@@ -579,9 +579,7 @@ fn global_cfd_call(
     setup += spin + op;
     // list_add_rcu() at the head sets the old first entry's prev: a write to its cfd's line.
     if let Some(&first) = g.queue.first() {
-        setup += g.cfd[first as usize]
-            .line
-            .acquire(now + setup, cpu, 0, |a, b| m.line_transfer(a, b));
+        setup += m.line_write(&mut g.cfd[first as usize].line, cpu, now + setup);
     }
     let cfd = &mut g.cfd[cpu];
     (cfd.func, cfd.cpumask, cfd.refs) = (Some(func), *targets, targets.weight() as u32);
@@ -618,7 +616,7 @@ fn walk_one(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, mut t: Time, i:
     let cfd = &mut p.smp.global.cfd[sender];
     // list_for_each_entry_rcu + cpumask_test_cpu: a read of the entry's line, after the write
     // in progress (the sender's fill or another target's update).
-    let read = cfd.line.read(t, cpu, |a, b| m.line_transfer(a, b));
+    let read = m.line_read(&mut cfd.line, cpu, t);
     let (mine, func) = (cfd.cpumask.test(cpu), cfd.func);
     p.obs
         .stats
@@ -633,9 +631,7 @@ fn walk_one(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, mut t: Time, i:
     let m = p.m;
     let g = &mut p.smp.global;
     // cpumask_test_and_clear_cpu + atomic_dec_return on the shared line.
-    let mut walk = g.cfd[sender]
-        .line
-        .acquire(t, cpu, 0, |a, b| m.line_transfer(a, b));
+    let mut walk = m.line_write(&mut g.cfd[sender].line, cpu, t);
     t += walk;
     let cfd = &mut g.cfd[sender];
     cfd.cpumask.clear(cpu);
@@ -650,9 +646,7 @@ fn walk_one(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, mut t: Time, i:
         if waited && s.polls_csd(sender, t) {
             let p = s.parts();
             let m = p.m;
-            p.smp.global.cfd[sender]
-                .line
-                .read(t, sender, |a, b| m.line_transfer(a, b));
+            m.line_read(&mut p.smp.global.cfd[sender].line, sender, t);
         }
         return t;
     }
@@ -665,9 +659,7 @@ fn walk_one(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, mut t: Time, i:
     let neighbours = [i.checked_sub(1), Some(i + 1)];
     for n in neighbours.into_iter().flatten() {
         if let Some(&other) = g.queue.get(n) {
-            let w = g.cfd[other as usize]
-                .line
-                .acquire(t, cpu, 0, |a, b| m.line_transfer(a, b));
+            let w = m.line_write(&mut g.cfd[other as usize].line, cpu, t);
             (t, walk) = (t + w, walk + w);
         }
     }
@@ -738,7 +730,7 @@ pub fn begin_pass(
     }
     if smp.cfg.call_single_queue == CallSingleQueue::Llist {
         // llist_del_all(): an xchg of this CPU's head, whose line the last sender took.
-        let head = smp.llist_head[cpu].acquire(t, cpu, 0, |a, b| m.line_transfer(a, b));
+        let head = m.line_write(&mut smp.llist_head[cpu], cpu, t);
         p.obs
             .stats
             .charge(task, Func::FlushSmpCallFunctionQueue, head);
@@ -838,7 +830,7 @@ fn begin_walk(p: Parts, cpu: CpuId, task: Option<TaskId>, t: Time) -> Time {
     // list_for_each_entry_rcu starts at call_function.queue, whose line is the lock's: a load
     // after the write in progress (a sender's list_add_rcu or an unlink, under the lock), from
     // the last CPU there. It sees the entries there now (new ones go at the head).
-    let read = g.lock.read(t, cpu, |a, b| m.line_transfer(a, b));
+    let read = m.line_read(&mut g.lock, cpu, t);
     p.obs
         .stats
         .charge(task, Func::GenericSmpCallFunctionInterrupt, read);

@@ -166,9 +166,7 @@ pub fn inc_mm_tlb_gen(
 ) -> (u64, Time) {
     let ctx = &mut a.mm[mm];
     ctx.tlb_gen += 1;
-    let t = ctx
-        .tlb_gen_line
-        .acquire(now, cpu, 0, |x, y| m.line_transfer(x, y));
+    let t = m.line_write(&mut ctx.tlb_gen_line, cpu, now);
     (ctx.tlb_gen, t)
 }
 
@@ -319,9 +317,7 @@ pub fn should_flush_tlb(a: &ArchState, cpu: CpuId, sender: CpuId) -> bool {
 /// A load of `mm`'s tlb_gen (atomic64_read) on `cpu` at `at`: the wait for the write in
 /// progress and the line's transfer.
 fn read_mm_tlb_gen(a: &mut ArchState, m: &Machine, cpu: CpuId, at: Time, mm: usize) -> Time {
-    a.mm[mm]
-        .tlb_gen_line
-        .read(at, cpu, |x, y| m.line_transfer(x, y))
+    m.line_read(&mut a.mm[mm].tlb_gen_line, cpu, at)
 }
 
 /// flush_tlb_func(): run `sender`'s flush_tlb_info on `cpu` at `at`. Returns the time taken.
