@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -94,6 +95,16 @@ def test_fit_arithmetic() -> None:
     assert f["ipi_wire_remote"].cycles == f["ipi_wire_node"].cycles
 
 
+def test_a_difference_below_zero_is_held_at_its_floor_and_says_so() -> None:
+    """A noisy victim gap can exceed the whole round trip: the wire keeps 1 cycle and says why."""
+    p = fake_probe()
+    p.runs["victim_gap"] = [30000.0] * 3
+    f = fitted(p)
+    assert f["ipi_wire_node"].cycles == 1 and f["ipi_send"].cycles == 1
+    assert "held at 1 cycle(s): the parts subtracted exceed the whole" in f["ipi_wire_node"].source
+    assert "held at" not in fitted(fake_probe())["ipi_wire_node"].source
+
+
 def test_every_entry_has_a_source_and_unmeasured_ones_say_so() -> None:
     fs = probe.fit(fake_probe())
     assert [f.key for f in fs] == [
@@ -159,9 +170,16 @@ def test_probe_on_this_machine(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert "marginal cost of one membarrier IPI" in text
     d = ipisim.describe(str(out))
     costs = {c["key"].removeprefix("machine.cost."): c for c in d["costs"]}
-    # An IPI round trip takes far longer than a syscall on any x86 machine.
-    assert costs["ipi_wire_node"]["value"] > 5 * costs["syscall"]["value"]
-    assert costs["ipi_wire_node"]["source"].startswith("measured: membarrier IPI round trip")
+    # An IPI round trip takes far longer than a syscall on any x86 machine. The measurements are
+    # asserted, not the wire fitted from them: on a noisy host the parts subtracted from the round
+    # trip can exceed it, and the source then says the wire was held at its floor.
+    wire = costs["ipi_wire_node"]["source"]
+    assert wire.startswith("measured: membarrier IPI round trip")
+    busy1, busy0 = map(float, re.findall(r"round trip (\d+) - (\d+) ns", wire)[0])
+    syscall_ns = float(re.findall(r"getppid\(\) (\d+) ns", costs["syscall"]["source"])[0])
+    assert busy1 - busy0 > 5 * syscall_ns
+    if costs["ipi_wire_node"]["value"] == 1:
+        assert "held at 1 cycle(s)" in wire
 
 
 def test_invlpg_from_32_page_calls() -> None:

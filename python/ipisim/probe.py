@@ -188,6 +188,12 @@ def fit(p: Probe, template: str = "host-2cpu") -> list[Fitted]:
         return all(n in p.runs for n in names)
 
     def put(key: str, ns: float, source: str, floor: float = 1.0) -> None:
+        if ns * g < floor:
+            # A difference of noisy medians went below zero: keep the floor, and say so.
+            source += (
+                f"; came out {ns:.0f} ns, held at {floor:g} cycle(s): the parts subtracted exceed"
+                " the whole (host noise? rerun with more --repeats)"
+            )
         out[key] = Fitted(key, round(max(ns * g, floor)), source)
 
     def ns_of(key: str) -> float:
