@@ -139,10 +139,14 @@ pub fn lru_add_drain(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time {
             }
             j += 1;
         }
-        cost += lock_lru(s, cpu, node, &pv[i..j]);
+        // The wait is lock time called from here, as release_pages()' is (perf's callers).
+        let (spin, hold) = lock_lru_split(s, cpu, node, &pv[i..j]);
+        let stats = &mut s.mm_parts().obs.stats;
+        stats.charge_lock(Some(t), Func::LruAdd, spin);
+        stats.charge(Some(t), Func::LruAdd, hold);
+        cost += spin + hold;
         i = j;
     }
-    s.mm_parts().obs.stats.charge(Some(t), Func::LruAdd, cost);
     // folio_batch_move_lru() ends with folios_put(): the batch's references go, and pages zapped
     // while in the batch (their last reference) are freed, off the LRU under the lock again.
     let mem = s.mm_parts().mem;
@@ -247,6 +251,27 @@ mod tests {
         assert_eq!((first, again), (0, 0));
         assert_eq!(other, 2 * s.m.line_transfer(0, 1));
         assert!(other > 0);
+    }
+
+    /// Waiting for the lru_lock in the LRU-add drain is lock time with that caller, as in
+    /// release_pages(): with the drain, two threads' rounds alternate, and both callers wait.
+    #[test]
+    fn the_drains_wait_is_lock_time_called_from_lru_add() {
+        use crate::observe::Func;
+        let s = tlb_flush2_threads(
+            "linux-6.14",
+            2,
+            200,
+            &[("kernel.zap_lru_add_drain", "true")],
+        );
+        let st = &s.obs.stats;
+        let [add, release] =
+            [Func::LruAdd, Func::ReleasePages].map(|f| st.lock_callers[f as usize]);
+        assert!(add > 0 && release > 0, "{add} {release}");
+        assert_eq!(
+            st.lock_callers.iter().sum::<u64>(),
+            st.profile[Func::RawSpinLock as usize]
+        );
     }
 
     /// Before 1aa43598c03b (6.13 and older), each loop's madvise drains the one page its write
