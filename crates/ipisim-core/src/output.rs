@@ -72,8 +72,8 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         "events": s.q.popped(),
         "config": config,
     });
-    if s.m.invlpgb {
-        // Only machines with INVLPGB carry the block, so other results are unchanged.
+    if s.m.invlpgb || s.m.rar {
+        // Only machines with INVLPGB (or RAR) carry the block, so other results are unchanged.
         json["broadcast"] = broadcast_json(s);
     }
     if s.m.arch == crate::machine::Arch::Arm64 {
@@ -97,7 +97,7 @@ fn broadcast_json(s: &Sim) -> Value {
         .filter(|(_, c)| c.global_asid != 0)
         .map(|(mm, c)| json!({"mm": mm, "asid": c.global_asid, "transition": c.asid_transition}))
         .collect();
-    json!({
+    let mut out = json!({
         "invlpgb": b.invlpgb,
         "tlbsync": b.tlbsync,
         "tlbsync_invlpgbs": b.tlbsync_invlpgbs,
@@ -108,7 +108,12 @@ fn broadcast_json(s: &Sim) -> Value {
         "global_asids_freed": b.freed,
         "asid_space_resets": b.resets,
         "global_asids_held": held,
-    })
+    });
+    if s.m.rar {
+        out["rar_calls"] = json!(b.rar_calls);
+        out["rar_signals"] = json!(b.rar_signals);
+    }
+    out
 }
 
 /// /proc/interrupts: each row per CPU.

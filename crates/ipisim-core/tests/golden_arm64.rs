@@ -138,6 +138,7 @@ fn checker_clean_over_seeds() {
     let runs = common::reclaim_checker_clean_over_seeds(
         &[SD888, KUNPENG],
         &["linux-6.4-arm64", "linux-6.5-arm64"],
+        &[],
     );
     assert_eq!(runs, 400);
 }

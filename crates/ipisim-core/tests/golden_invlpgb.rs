@@ -7,7 +7,7 @@
 
 mod common;
 
-use common::{run_json, tlb};
+use common::{broadcast as b, remote_flushes, run_json, tlb};
 use serde_json::Value;
 
 const MILAN: &str = "amd-milan-72c";
@@ -17,14 +17,6 @@ fn wis(kernel: &str, tasks: usize, loops: u64, extra: &[(&str, &str)]) -> Value 
     let mut sets = vec![("mode", "thread"), ("tasks", &tasks), ("loops", &loops)];
     sets.extend_from_slice(extra);
     run_json("will-it-scale/tlb_flush2", MILAN, kernel, &sets)
-}
-
-fn b(j: &Value, key: &str) -> u64 {
-    j["broadcast"][key].as_u64().unwrap()
-}
-
-fn remote_flushes(j: &Value) -> u64 {
-    j["vmstat"]["nr_tlb_remote_flush"].as_u64().unwrap()
 }
 
 /// Up to 3 threads the process never gets a global ASID: 6.15 flushes exactly as 6.14 does, by

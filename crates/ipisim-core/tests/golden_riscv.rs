@@ -149,7 +149,7 @@ fn skipping_the_batch_flush_is_caught() {
 /// eras on both machines.
 #[test]
 fn checker_clean_over_seeds() {
-    let runs = common::reclaim_checker_clean_over_seeds(&[UNMATCHED, TH1520], &[OLD, NEW]);
+    let runs = common::reclaim_checker_clean_over_seeds(&[UNMATCHED, TH1520], &[OLD, NEW], &[]);
     assert_eq!(runs, 400);
 }
 

@@ -60,6 +60,7 @@ params! {
         tlb_ways: usize = "machine.tlb_ways", Kind::Int { min: 1, max: 64 }, "ways", "12", "TLB associativity";
         swap_bandwidth: u64 = "machine.swap_bandwidth", Kind::Size, "bytes/s", "0", "swap device write bandwidth (binary units: 1GiB = 2^30 bytes a second); 0 with no latency: a RAM-backed device (brd, zram) written synchronously in pageout()";
         invlpgb: bool = "machine.invlpgb", Kind::Bool, "", "false", "x86: the CPU has AMD's INVLPGB and TLBSYNC (X86_FEATURE_INVLPGB, CPUID 0x80000008 EBX[3]; Zen 3 and later): broadcast TLB invalidation by ASID and address, which kernels with kernel.broadcast_tlb_flush = invlpgb (6.15) use for processes with a global ASID";
+        rar: bool = "machine.rar", Kind::Bool, "", "false", "x86: the CPU has Intel's Remote Action Request (X86_FEATURE_RAR; a what-if: the kernel support is Rik van Riel's unmerged RFC of 2025): a flush signal whose handler is microcode, which kernels with kernel.broadcast_tlb_flush = rar use for processes with a global ASID";
         invlpgb_count_max: u64 = "machine.invlpgb_count_max", Kind::Int { min: 1, max: 65536 }, "pages", "1", "x86 with INVLPGB: the most pages one INVLPGB invalidates (invlpgb_count_max = CPUID 0x80000008 EDX[15:0] + 1, arch/x86/kernel/cpu/amd.c cpu_detect_tlb_amd); broadcast_tlb_flush() splits a longer range";
         tlbi_range: bool = "machine.tlbi_range", Kind::Bool, "", "false", "arm64 FEAT_TLBIRANGE (ARMv8.4): __flush_tlb_range() uses range TLBIs (TLBI RVALE1IS) and flushes the whole ASID only from MAX_TLBI_RANGE_PAGES pages, not from MAX_TLBI_OPS (512) strides; unused elsewhere";
         sbi_tlb_range_flush_limit: u64 = "machine.sbi_tlb_range_flush_limit", Kind::Int { min: 0, max: 1 << 20 }, "pages", "1", "riscv: the firmware's tlb_range_flush_limit (OpenSBI, per platform): a remote fence of more pages than this flushes the whole ASID on each hart (default SBI_PLATFORM_TLB_RANGE_FLUSH_LIMIT_DEFAULT, 4 KiB = 1 page; 0 on FU540/FU740 for the CIP-1200 errata); unused elsewhere";
@@ -92,6 +93,8 @@ pub struct Machine {
     /// INVLPGB and TLBSYNC exist (machine.invlpgb), and the most pages one INVLPGB covers.
     pub invlpgb: bool,
     pub invlpgb_count_max: u64,
+    /// Intel RAR exists (machine.rar).
+    pub rar: bool,
     /// arm64 FEAT_TLBIRANGE (machine.tlbi_range).
     pub tlbi_range: bool,
     /// riscv: the firmware's remote-fence range limit (machine.sbi_tlb_range_flush_limit).
@@ -141,6 +144,12 @@ impl Machine {
             return Err(r.error(
                 "machine.invlpgb",
                 "INVLPGB is an x86 (AMD) instruction; machine.arch is not x86",
+            ));
+        }
+        if p.rar && p.arch != Arch::X86 {
+            return Err(r.error(
+                "machine.rar",
+                "Remote Action Request is an x86 (Intel) feature; machine.arch is not x86",
             ));
         }
         let mem_per_node = p.mem_per_node;
@@ -206,6 +215,7 @@ impl Machine {
             swap_latency: p.swap_latency,
             invlpgb: p.invlpgb,
             invlpgb_count_max: p.invlpgb_count_max,
+            rar: p.rar,
             tlbi_range: p.tlbi_range,
             sbi_tlb_range_flush_limit: p.sbi_tlb_range_flush_limit,
             // asids_init(): the allocator runs with at least twice as many ASIDs as harts.

@@ -68,6 +68,7 @@ named_enum! {
         BroadcastTlbFlush = "broadcast_tlb_flush",
         Tlbsync = "tlbsync",
         InvlpgbFlushAllNonglobals = "invlpgb_flush_all_nonglobals",
+        SmpCallRarMany = "smp_call_rar_many",
         PtepClearFlush = "ptep_clear_flush",
         Arm64FlushTlbRange = "__flush_tlb_range",
         TryToUnmapFlush = "try_to_unmap_flush",

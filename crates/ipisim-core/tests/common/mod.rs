@@ -42,6 +42,16 @@ pub fn tlb(j: &Value) -> u64 {
     row.iter().map(|v| v.as_u64().unwrap()).sum()
 }
 
+/// x86: a count of the result's broadcast block (INVLPGB, RAR and the global ASIDs).
+pub fn broadcast(j: &Value, key: &str) -> u64 {
+    j["broadcast"][key].as_u64().unwrap()
+}
+
+/// vmstat nr_tlb_remote_flush: flushes that went to other CPUs by IPI.
+pub fn remote_flushes(j: &Value) -> u64 {
+    j["vmstat"]["nr_tlb_remote_flush"].as_u64().unwrap()
+}
+
 /// arm64: (TLBIs issued, dsb(ish) executed).
 pub fn tlbi_dsb(j: &Value) -> (u64, u64) {
     (n(&j["arm64"]["tlbi"]), n(&j["arm64"]["dsb_ish"]))
@@ -68,8 +78,13 @@ pub fn profile_percent(j: &Value, function: &str) -> f64 {
 
 /// The coherence checker on `reclaim` over seeds: 4 shapes (file and anon, direct reclaim and
 /// kswapd, busy and sleeping readers) x 25 seeds, with timing jitter and shuffled placement, on
-/// each machine and kernel. Panics on the first violation; returns the number of runs.
-pub fn reclaim_checker_clean_over_seeds(machines: &[&str], kernels: &[&str]) -> usize {
+/// each machine and kernel, with `extra` sets. Panics on the first violation; returns the number
+/// of runs.
+pub fn reclaim_checker_clean_over_seeds(
+    machines: &[&str],
+    kernels: &[&str],
+    extra: &[(&str, &str)],
+) -> usize {
     let perturb = [("sched.jitter", "0.05"), ("sched.placement", "shuffled")];
     let shapes: [&[(&str, &str)]; 4] = [
         &[("processes", "3"), ("pages", "64")],
@@ -94,6 +109,7 @@ pub fn reclaim_checker_clean_over_seeds(machines: &[&str], kernels: &[&str]) -> 
                 for seed in 1..=25u64 {
                     let mut sets: Vec<(&str, &str)> = shape.to_vec();
                     sets.extend_from_slice(&perturb);
+                    sets.extend_from_slice(extra);
                     let mut req = request("reclaim", machine, kernel, &sets);
                     req.seed = seed + 100 * i as u64;
                     let j = run(&req).unwrap().json;

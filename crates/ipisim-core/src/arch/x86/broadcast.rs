@@ -15,7 +15,7 @@
 use super::{BroadcastTlbFlush, TlbState, TLB_FLUSH_ALL};
 use crate::arch::tlb::{Tlb, GLOBAL_SLOT, NR_ASID_SLOTS};
 use crate::arch::{ArchState, Host};
-use crate::engine::{CpuId, TaskId, Time};
+use crate::engine::{CpuId, CpuMask, TaskId, Time};
 use crate::machine::{Cost, Machine};
 use crate::observe::Func;
 use crate::step::{Event, Outcome, Step};
@@ -82,12 +82,16 @@ pub struct BroadcastStats {
     pub freed: u64,
     /// reset_global_asid_space(): invlpgb_flush_all_nonglobals() at an allocation.
     pub resets: u64,
+    /// RAR (what-if): smp_call_rar_many() calls, and the RAR signals they sent (one a target).
+    pub rar_calls: u64,
+    pub rar_signals: u64,
 }
 
 /// The `asid` of an INVLPGB of every non-global translation of every ASID.
-const ALL_NONGLOBALS: u16 = u16::MAX;
+pub(super) const ALL_NONGLOBALS: u16 = u16::MAX;
 
-/// One INVLPGB in flight: what it invalidates, and when it has everywhere.
+/// One INVLPGB in flight (or a RAR's invalidation on its targets): what it invalidates, where,
+/// and when it has.
 #[derive(Debug, Clone, Copy)]
 pub struct Invlpgb {
     /// The global ASID, or ALL_NONGLOBALS.
@@ -96,13 +100,26 @@ pub struct Invlpgb {
     start: u64,
     end: u64,
     stride_shift: u8,
+    /// The CPUs whose TLBs it reaches: every CPU for an INVLPGB, a RAR's targets.
+    targets: Option<CpuMask>,
     done_at: Time,
 }
 
-/// Broadcast flushing is on: the CPU has INVLPGB and the kernel uses it. Global ASIDs are PCIDs:
-/// without PCID (kernel.pcid = false) there are none, and no process ever gets one.
+/// Broadcast flushing is on: the CPU has INVLPGB (or RAR, for the what-if) and the kernel uses
+/// it. Global ASIDs are PCIDs: without PCID (kernel.pcid = false) there are none, and no process
+/// ever gets one.
 pub fn active(a: &ArchState, m: &Machine) -> bool {
-    m.invlpgb && a.cfg.pcid && a.cfg.broadcast_tlb_flush != BroadcastTlbFlush::None
+    a.cfg.pcid
+        && match a.cfg.broadcast_tlb_flush {
+            BroadcastTlbFlush::None => false,
+            BroadcastTlbFlush::Invlpgb | BroadcastTlbFlush::InvlpgbNoTlbsync => m.invlpgb,
+            BroadcastTlbFlush::Rar => m.rar,
+        }
+}
+
+/// Flushes of an mm with a global ASID are RARs (only such an mm exists when RAR is active).
+pub fn rar(a: &ArchState) -> bool {
+    a.cfg.broadcast_tlb_flush == BroadcastTlbFlush::Rar
 }
 
 /// `cpu` runs under `g`, a global ASID.
@@ -116,30 +133,36 @@ pub fn needs_global_asid(a: &ArchState, cpu: CpuId, mm: usize) -> bool {
     g != 0 && !uses_global(&a.x86.cpu[cpu], g)
 }
 
-/// choose_new_asid() for an mm with a global ASID: always up to date, no flush. The model's one
-/// global slot is emptied when it held another global ASID's translations.
-pub fn choose_global_asid(a: &mut ArchState, cpu: CpuId, g: u16) -> u8 {
+/// choose_new_asid() for an mm with a global ASID: with INVLPGB always up to date, no flush;
+/// with RAR up to date only on the CPUs of the mm_cpumask, so a CPU that was not in it
+/// (`new_cpu`) flushes (the RFC's choose_new_asid(next, next_tlb_gen, new_cpu)). The model's one
+/// global slot is also emptied when it held another global ASID's translations.
+pub fn choose_global_asid(a: &mut ArchState, cpu: CpuId, g: u16, new_cpu: bool) -> (u8, bool) {
+    let need_flush = new_cpu && rar(a);
     let st = &mut a.x86.cpu[cpu];
     if st.global_tag != g {
         a.tlb[cpu].flush_asid(GLOBAL_SLOT);
         st.global_tag = g;
     }
-    GLOBAL_SLOT
+    (GLOBAL_SLOT, need_flush)
 }
 
 /// Drop the translations `b` names from every CPU's TLB (what the hardware has done by the time
 /// the INVLPGB completes).
 fn invalidate(tlb: &mut [Tlb], cpus: &[TlbState], b: &Invlpgb) {
     if b.asid == ALL_NONGLOBALS {
-        for t in tlb.iter_mut() {
+        for (cpu, t) in tlb.iter_mut().enumerate() {
+            if b.targets.is_some_and(|m| !m.test(cpu)) {
+                continue;
+            }
             for slot in 0..=GLOBAL_SLOT {
                 t.flush_asid(slot);
             }
         }
         return;
     }
-    for (t, st) in tlb.iter_mut().zip(cpus) {
-        if st.global_tag != b.asid {
+    for (cpu, (t, st)) in tlb.iter_mut().zip(cpus).enumerate() {
+        if st.global_tag != b.asid || b.targets.is_some_and(|m| !m.test(cpu)) {
             continue;
         }
         if b.end == TLB_FLUSH_ALL {
@@ -174,30 +197,45 @@ pub fn invlpgb_done(s: &mut impl Host, cpu: CpuId) {
     complete(s.arch_parts().arch, cpu, now);
 }
 
-/// invlpgb_flush_user_nr_nosync() (or _single_pcid_ when `end` is TLB_FLUSH_ALL) issued by `cpu`
-/// at `at`: in flight until `at + tlbsync`, for this CPU's next TLBSYNC to wait for.
-fn issue(s: &mut impl Host, cpu: CpuId, b: (u16, u64, u64, u8), at: Time) {
-    let p = s.arch_parts();
-    let done_at = at + p.m.cost[Cost::Tlbsync];
+/// An invalidation `cpu` started that reaches `targets` (None: every CPU) at `done_at`.
+pub(super) fn issue_on(
+    s: &mut impl Host,
+    cpu: CpuId,
+    b: (u16, u64, u64, u8),
+    targets: Option<CpuMask>,
+    done_at: Time,
+) {
     let (asid, start, end, stride_shift) = b;
-    p.arch.x86.inflight[cpu].push(Invlpgb {
+    s.arch_parts().arch.x86.inflight[cpu].push(Invlpgb {
         asid,
         start,
         end,
         stride_shift,
+        targets,
         done_at,
     });
-    p.arch.x86.cpu[cpu].need_tlbsync = true;
-    p.arch.x86.cpu[cpu].issued_since_sync += 1;
-    p.arch.x86.bstats.invlpgb += 1;
     s.parts()
         .q
         .schedule(done_at, Event::InvlpgbDone { cpu: cpu as u16 });
 }
 
+/// invlpgb_flush_user_nr_nosync() (or _single_pcid_ when `end` is TLB_FLUSH_ALL) issued by `cpu`
+/// at `at`: in flight until `at + tlbsync`, for this CPU's next TLBSYNC to wait for.
+fn issue(s: &mut impl Host, cpu: CpuId, b: (u16, u64, u64, u8), at: Time) {
+    let done_at = at + s.arch_parts().m.cost[Cost::Tlbsync];
+    issue_on(s, cpu, b, None, done_at);
+    let p = s.arch_parts();
+    p.arch.x86.cpu[cpu].need_tlbsync = true;
+    p.arch.x86.cpu[cpu].issued_since_sync += 1;
+    p.arch.x86.bstats.invlpgb += 1;
+}
+
 /// broadcast_tlb_flush(): INVLPGB the flush_tlb_info of `cpu` (invlpgb_count_max pages a go),
 /// then finish_asid_transition(), then __tlbsync(). No IPI unless a CPU is mid-transition.
 pub fn broadcast_tlb_flush(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
+    if rar(s.arch_view().0) {
+        return super::rar::rar_tlb_flush(s, cpu, task);
+    }
     let now = s.now();
     let (a, m) = s.arch_view();
     let f = a.x86.info[cpu];
@@ -396,7 +434,9 @@ fn use_global_asid(s: &mut impl Host, task: TaskId, mm: usize) -> Outcome {
         }
         g.last = TLB_NR_DYN_ASIDS;
         a.x86.bstats.resets += 1;
-        a.x86.bstats.invlpgb += 1;
+        // The RAR RFC resets with flush_tlb_all() (an IPI to every CPU), modelled as this same
+        // flush of every TLB at once, and not counted as an INVLPGB.
+        a.x86.bstats.invlpgb += !rar(a) as u64;
         ps = m.cost[Cost::Invlpgb] + m.cost[Cost::Tlbsync];
         p.obs.stats.charge(Some(task), Func::BroadcastTlbFlush, ps);
     }

@@ -2,6 +2,7 @@
 //! `flush_tlb_info`, and the policies that changed between kernel eras.
 
 mod broadcast;
+mod rar;
 mod tlb;
 
 pub use broadcast::{
@@ -51,6 +52,9 @@ named_enum! {
         Invlpgb = "invlpgb",
         /// Unsafe what-if: as invlpgb, but TLBSYNC never waits; the checker catches the frees.
         InvlpgbNoTlbsync = "invlpgb_no_tlbsync",
+        /// What-if: Intel RAR with the same global ASIDs (Rik van Riel's RFC v4, June 2025, not
+        /// merged): a flush goes to the mm_cpumask's CPUs as a RAR their microcode handles.
+        Rar = "rar",
     }
 }
 
@@ -120,6 +124,8 @@ pub struct X86 {
     /// The global ASID space (global_asid_used/_freed, last_global_asid, global_asid_available).
     pub asids: GlobalAsids,
     pub bstats: BroadcastStats,
+    /// Intel RAR's payload table and action vectors (kernel.broadcast_tlb_flush = rar).
+    pub rar: rar::RarState,
 }
 
 impl X86 {
@@ -132,6 +138,7 @@ impl X86 {
             inflight: (0..n).map(|_| Vec::with_capacity(64)).collect(),
             asids: GlobalAsids::new(),
             bstats: BroadcastStats::default(),
+            rar: rar::RarState::new(n),
         }
     }
 }

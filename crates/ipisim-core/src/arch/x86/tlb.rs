@@ -35,18 +35,20 @@ fn tlb_gen(a: &ArchState, mm: Option<usize>) -> u64 {
 
 /// choose_new_asid(): reuse the slot that holds `next` (flushing it if stale) or take the next
 /// slot round-robin and flush it. Without PCID there is one address space and every switch flushes.
+/// `new_cpu`: this CPU was not in next's mm_cpumask (only RAR's global ASIDs care).
 fn choose_new_asid(
     a: &mut ArchState,
     cpu: CpuId,
     next: Option<usize>,
     next_tlb_gen: u64,
+    new_cpu: bool,
 ) -> (u8, bool) {
     if !a.cfg.pcid {
         return (0, true);
     }
-    // 6.15: global ASIDs are kept up to date by INVLPGB; never a flush.
+    // 6.15: global ASIDs are kept up to date by INVLPGB (by RAR, on the mm_cpumask's CPUs).
     if let Some(g) = next.map(|n| a.mm[n].global_asid).filter(|&g| g != 0) {
-        return (broadcast::choose_global_asid(a, cpu, g), false);
+        return broadcast::choose_global_asid(a, cpu, g, new_cpu);
     }
     let id = ctx_id(a, next);
     let st = &mut a.x86.cpu[cpu];
@@ -84,7 +86,7 @@ pub fn switch_mm_irqs_off(
     if let Some(n) = next.filter(|&n| prev == next && broadcast::needs_global_asid(a, cpu, n)) {
         // 6.15: the mm got a global ASID this CPU does not run yet: reload onto it.
         next_tlb_gen = tlb_gen(a, next);
-        (asid, need_flush) = choose_new_asid(a, cpu, Some(n), next_tlb_gen);
+        (asid, need_flush) = choose_new_asid(a, cpu, Some(n), next_tlb_gen, true);
     } else if prev == next {
         // Not switching mms: only a CPU coming back from lazy mode may have missed flushes. A
         // global ASID (6.15) is always up to date.
@@ -105,23 +107,28 @@ pub fn switch_mm_irqs_off(
         if let (Some(p), true) = (prev, clear_old) {
             a.mm[p].cpumask.clear(cpu);
         }
-        // Start receiving flush IPIs, then read tlb_gen.
+        // Start receiving flush IPIs (and RARs), then read tlb_gen.
+        let mut new_cpu = false;
         if let Some(n) = next {
+            new_cpu = !a.mm[n].cpumask.test(cpu);
             a.mm[n].cpumask.set(cpu);
         }
         next_tlb_gen = tlb_gen(a, next);
         if let Some(n) = next.filter(|_| real_line) {
             read = read_mm_tlb_gen(a, m, cpu, now, n);
         }
-        (asid, need_flush) = choose_new_asid(a, cpu, next, next_tlb_gen);
+        (asid, need_flush) = choose_new_asid(a, cpu, next, next_tlb_gen, new_cpu);
     }
     let id = ctx_id(a, next);
     let st = &mut a.x86.cpu[cpu];
     if need_flush {
-        st.ctxs[asid as usize] = super::AsidCtx {
-            ctx_id: id,
-            tlb_gen: next_tlb_gen,
-        };
+        // is_dyn_asid(): a global ASID has no per-CPU context to record.
+        if let Some(ctx) = st.ctxs.get_mut(asid as usize) {
+            *ctx = super::AsidCtx {
+                ctx_id: id,
+                tlb_gen: next_tlb_gen,
+            };
+        }
         a.tlb[cpu].flush_asid(asid);
     }
     st.loaded_mm = next;
@@ -238,13 +245,17 @@ fn flush_tlb_mm_range_with(
     };
     let others = a.mm[mm].cpumask.any_but(cpu);
     let loaded_here = a.x86.cpu[cpu].loaded_mm == Some(mm);
+    let global = a.mm[mm].global_asid != 0;
+    // The RAR RFC trims first, by IPI, as RARs follow the mm_cpumask too (its flush_tlb_mm_range).
+    let trim = global && broadcast::rar(a) && should_trim_cpumask(a, now, mm);
     // mm_global_asid(mm) (6.15): every CPU's TLB by INVLPGB, then TLBSYNC; no IPI.
-    if a.mm[mm].global_asid != 0 {
+    if global && !trim {
         return broadcast::broadcast_tlb_flush(s, cpu, task);
     }
+    a.x86.info[cpu].trim_cpumask = trim;
     if a.cfg.concurrent_local_flush {
         if others {
-            a.x86.info[cpu].trim_cpumask = should_trim_cpumask(a, now, mm);
+            a.x86.info[cpu].trim_cpumask |= should_trim_cpumask(a, now, mm);
             // After the IPIs, consider_global_asid(mm) (6.15).
             if broadcast::active(a, m) {
                 s.push_step(task, Step::ConsiderGlobalAsid { mm: mm as u32 });
@@ -279,9 +290,11 @@ pub fn flush_tlb_multi(s: &mut impl Host, cpu: CpuId, task: TaskId, run_local: b
     // them speculatively (4.20). Before that every CPU in the mask got it.
     // 6.15: an mm in its ASID transition IPIs every CPU too (mm_in_asid_transition()).
     let transition = p.arch.mm[mm].asid_transition;
+    // The RAR RFC's should_flush_all(): a trim, or any flush of a global-ASID mm, too.
+    let rar_all = broadcast::rar(p.arch) && (info.trim_cpumask || p.arch.mm[mm].global_asid != 0);
     let cond = match p.arch.cfg.lazy_tlb {
         LazyTlb::LeaveMmOnIpi => Cond::Always,
-        LazyTlb::SkipLazyCpus if info.freed_tables || transition => Cond::Always,
+        LazyTlb::SkipLazyCpus if info.freed_tables || transition || rar_all => Cond::Always,
         LazyTlb::SkipLazyCpus => Cond::ShouldFlushTlb,
     };
     let mask = p.arch.mm[mm].cpumask.copied();
@@ -376,7 +389,8 @@ pub fn flush_tlb_func(
     }
     let p = s.arch_parts();
     let (m, a, obs) = (p.m, p.arch, p.obs);
-    if a.x86.cpu[cpu].loaded_asid == GLOBAL_SLOT {
+    let global = a.x86.cpu[cpu].loaded_asid == GLOBAL_SLOT;
+    if global && !broadcast::rar(a) {
         // Broadcast ASIDs are always kept up to date with INVLPGB.
         return cost;
     }
@@ -389,7 +403,11 @@ pub fn flush_tlb_func(
     let asid = a.x86.cpu[cpu].loaded_asid;
     let mut partial = f.end != TLB_FLUSH_ALL;
     if a.cfg.pcid {
-        let local_gen = a.x86.cpu[cpu].ctxs[asid as usize].tlb_gen;
+        // A global ASID (RAR) keeps no per-CPU generation: 0, always behind (is_dyn_asid()).
+        let local_gen = a.x86.cpu[cpu]
+            .ctxs
+            .get(asid as usize)
+            .map_or(0, |c| c.tlb_gen);
         if f.new_tlb_gen != 0 && f.new_tlb_gen <= local_gen {
             // Already caught up with this flush.
             return cost;
@@ -409,7 +427,9 @@ pub fn flush_tlb_func(
         }
         // Partial only if it brings this CPU exactly up to date.
         partial = partial && f.new_tlb_gen == local_gen + 1 && f.new_tlb_gen == mm_gen;
-        a.x86.cpu[cpu].ctxs[asid as usize].tlb_gen = mm_gen;
+        if let Some(c) = a.x86.cpu[cpu].ctxs.get_mut(asid as usize) {
+            c.tlb_gen = mm_gen;
+        }
     }
     let parts = Parts {
         m,
@@ -530,6 +550,10 @@ pub fn flush_tlb_pfns(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, sende
 pub fn arch_tlbbatch_flush(s: &mut impl Host, cpu: CpuId, t: TaskId, mask: &CpuMask) -> Outcome {
     let trace_at = s.trace_at(cpu);
     let (a, m) = s.arch_view();
+    if broadcast::active(a, m) && broadcast::rar(a) {
+        // The RAR RFC: rar_full_flush() of the batch's CPUs, every PCID; no IPI.
+        return super::rar::rar_full_flush(s, cpu, t, mask);
+    }
     if broadcast::active(a, m) {
         // 6.15 (0b7eb55cb706): pages were unmapped (else no flush is asked for), so
         // invlpgb_flush_all_nonglobals(): every ASID on every CPU, then __tlbsync(); no IPI.
