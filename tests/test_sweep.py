@@ -132,3 +132,12 @@ def test_the_gain_by_arch_example_prints_its_table_and_plots(tmp_path: Path) -> 
     # Pinned as simulated (docs/riscv-batched-unmap.md has the table): RISC-V's remote fence a page
     # costs more with every hart it IPIs; x86's sleeping threads' CPUs are lazy and get no IPI.
     assert "+158.3 %" in rows[0] and "+4.6 %" in rows[0]
+
+
+@pytest.mark.parametrize(
+    "path", sorted((Path(__file__).parent.parent / "examples").glob("*.toml")), ids=lambda p: p.name
+)
+def test_every_example_grid_loads(path: Path) -> None:
+    """The grid files the docs tell users to run name real scenarios, keys and columns."""
+    g = grid.load_grid(path)
+    assert g.points and g.plot_x and g.plot_y
