@@ -44,6 +44,11 @@ def one_line_exit_2(args: list[str], capsys: pytest.CaptureFixture[str]) -> str:
         (["--json", "/nonexistent/x.json"], ["--json", "/nonexistent/x.json", "no such directory"]),
         (["--trace", "/nonexistent/t.json"], ["--trace", "/nonexistent/t.json", "no such directory"]),
         (["--max-memory", "1 parsec"], ["--max-memory", "1 parsec", "use B, KiB"]),
+        (
+            ["--machine", "kunpeng920-96c", "--set", "machine.rar=true"],
+            ["machine.rar", "x86 (Intel)", "not x86"],
+        ),
+        (["--set", "kernel.broadcast_tlb_flush=rar2"], ["kernel.broadcast_tlb_flush", "rar2", "rar"]),
     ],
 )
 def test_bad_run_input_is_one_line(
