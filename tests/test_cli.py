@@ -102,3 +102,14 @@ def test_list_and_describe(capsys: pytest.CaptureFixture[str]) -> None:
     assert "machine.cost.invlpg" in out and "source:" in out
     assert main(["describe", "shootdown"]) == 0
     assert "batch" in capsys.readouterr().out
+
+
+def test_reproduce_jobs_default_to_the_usable_cpus() -> None:
+    import argparse
+    import os
+
+    from ipisim import cli
+
+    want = max(1, min(len(os.sched_getaffinity(0)), cli.MAX_DEFAULT_JOBS))
+    assert cli._jobs(argparse.Namespace(jobs=None)) == want
+    assert cli._jobs(argparse.Namespace(jobs=3)) == 3

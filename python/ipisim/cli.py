@@ -365,8 +365,15 @@ def cmd_probe(args: argparse.Namespace) -> int:
     return 0
 
 
+#: `reproduce --jobs` by default: every usable CPU, at most this many (a full-scale run can take
+#: about 1 GB of memory).
+MAX_DEFAULT_JOBS = 8
+
+
 def _jobs(args: argparse.Namespace) -> int:
-    """--jobs: simulations at once, at least one."""
+    """--jobs: simulations at once, at least one; unset: the usable CPUs, at most MAX_DEFAULT_JOBS."""
+    if args.jobs is None:
+        return max(1, min(len(os.sched_getaffinity(0)), MAX_DEFAULT_JOBS))
     if args.jobs < 1:
         raise UsageError(f"--jobs: must be at least 1, got {args.jobs}")
     return int(args.jobs)
@@ -622,7 +629,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--out", default="ipisim-report", help="directory for report.html (default ipisim-report)"
     )
     rp.add_argument("--json", metavar="PATH", help="write the entries here (default OUT/reproduce.json)")
-    rp.add_argument("--jobs", type=int, default=2, help="simulations run at once (default 2)")
+    rp.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help=f"simulations run at once (default: the usable CPUs, at most {MAX_DEFAULT_JOBS})",
+    )
     rp.add_argument("--markdown", metavar="PATH", help="also write the table as Markdown (docs/fidelity.md)")
     rp.add_argument(
         "--strict", action="store_true", help="exit 1 unless every prediction is within tolerance"
