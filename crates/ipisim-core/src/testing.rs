@@ -24,16 +24,7 @@ pub(crate) enum Then {
 
 /// `scenario` on `machine` with `kernel` and `sets`, seed 1, made and not started.
 fn sim(scenario: &str, machine: &str, kernel: &str, sets: &[(&str, &str)]) -> Sim {
-    let req = RunRequest {
-        scenario: scenario.into(),
-        machine: Some(machine.into()),
-        kernel: Some(kernel.into()),
-        sets: sets
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        seed: 1,
-    };
+    let req = RunRequest::new(scenario, machine, kernel, sets);
     Sim::new(&resolve(&req).unwrap()).unwrap()
 }
 

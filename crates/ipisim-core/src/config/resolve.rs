@@ -15,6 +15,22 @@ pub struct RunRequest {
     pub seed: u64,
 }
 
+impl RunRequest {
+    /// `scenario` on `machine` with `kernel` and `sets`, seed 1 (what tests and examples build).
+    pub fn new(scenario: &str, machine: &str, kernel: &str, sets: &[(&str, &str)]) -> RunRequest {
+        RunRequest {
+            scenario: scenario.into(),
+            machine: Some(machine.into()),
+            kernel: Some(kernel.into()),
+            sets: sets
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
+            seed: 1,
+        }
+    }
+}
+
 /// What resolution checks a request against, declared by the layers above config and gathered
 /// by the root (`crate::resolve`): the scenario, every parameter and every machine cost.
 #[derive(Debug, Clone)]

@@ -272,7 +272,13 @@ impl Machine {
     /// `cpu` at `at`: the wait for the accesses before it and the line's transfer, the time it
     /// takes.
     pub fn line_write(&self, line: &mut SpinLock, cpu: usize, at: Time) -> Time {
-        line.acquire(at, cpu, 0, |a, b| self.line_transfer(a, b))
+        self.lock(line, cpu, at, 0)
+    }
+
+    /// Take `lock` on `cpu` at `at` and hold it for `hold`: the wait until it is taken, its line
+    /// moved from the last holder included.
+    pub fn lock(&self, lock: &mut SpinLock, cpu: usize, at: Time, hold: Time) -> Time {
+        lock.acquire(at, cpu, hold, |a, b| self.line_transfer(a, b))
     }
 
     /// One load of `line` on `cpu` at `at`: the wait for the write in progress and the line's

@@ -85,9 +85,7 @@ pub fn lock_lru_split(s: &mut impl Host, cpu: CpuId, node: usize, pages: &[u32])
     if last != cpu {
         hold += 2 * m.line_transfer(last, cpu);
     }
-    let spin = mem.lru[node]
-        .lock
-        .acquire(now, cpu, hold, |a, b| m.line_transfer(a, b));
+    let spin = m.lock(&mut mem.lru[node].lock, cpu, now, hold);
     (spin, hold)
 }
 

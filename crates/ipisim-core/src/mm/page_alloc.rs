@@ -163,9 +163,7 @@ pub fn zonelist(nodes: usize, node: usize) -> impl Iterator<Item = usize> {
 pub fn zone_lock_wait(s: &mut impl Host, zone: usize, cpu: CpuId, hold: Time) -> Time {
     let now = s.now();
     let Parts { m, mem, .. } = s.mm_parts();
-    mem.frames.zones[zone]
-        .lock
-        .acquire(now, cpu, hold, |a, b| m.line_transfer(a, b))
+    m.lock(&mut mem.frames.zones[zone].lock, cpu, now, hold)
 }
 
 /// One page from `zone` through this CPU's pcp list, refilling a batch under zone->lock.

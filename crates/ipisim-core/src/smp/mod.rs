@@ -505,7 +505,7 @@ fn queue_csd(p: &mut Parts, cpu: CpuId, task: TaskId, t: CpuId, at: Time) -> (Ti
         }
         // raw_spin_lock_irqsave(&dst->lock): its line comes from the last sender or the
         // target's handler; the list_add_tail happens under it.
-        let wait = smp.queue_lock[t].acquire(at, cpu, add, |a, b| m.line_transfer(a, b));
+        let wait = m.lock(&mut smp.queue_lock[t], cpu, at, add);
         p.obs
             .stats
             .charge(Some(task), Func::RawSpinLockIrqsave, wait);
@@ -567,15 +567,10 @@ fn global_cfd_call(
     let op = m.cost[Cost::CsdQueue];
     let g = &mut p.smp.global;
     // csd_lock(&data->csd) and the stores to func, cpumask and refs.
-    let mut setup = g.cfd[cpu]
-        .line
-        .acquire(now, cpu, op, |a, b| m.line_transfer(a, b))
-        + op;
+    let mut setup = m.lock(&mut g.cfd[cpu].line, cpu, now, op) + op;
     // raw_spin_lock_irqsave(&call_function.lock, flags): perf names the spin
     // _raw_spin_lock_irqsave (the handler's list_del_rcu takes it with raw_spin_lock).
-    let spin = g
-        .lock
-        .acquire(now + setup, cpu, op, |a, b| m.line_transfer(a, b));
+    let spin = m.lock(&mut g.lock, cpu, now + setup, op);
     setup += spin + op;
     // list_add_rcu() at the head sets the old first entry's prev: a write to its cfd's line.
     if let Some(&first) = g.queue.first() {
@@ -652,7 +647,7 @@ fn walk_one(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, mut t: Time, i:
     }
     // The last one: list_del_rcu under call_function.lock, then csd_unlock.
     let op = m.cost[Cost::CsdQueue];
-    let spin = g.lock.acquire(t, cpu, op, |a, b| m.line_transfer(a, b));
+    let spin = m.lock(&mut g.lock, cpu, t, op);
     (t, walk) = (t + spin + op, walk + op);
     // list_del_rcu() relinks the neighbours: next->prev and prev->next, each a write to
     // that entry's cfd line (the head's is the lock's, held now).
@@ -722,7 +717,7 @@ pub fn begin_pass(
             .flatten()
             .map(|c| m.line_transfer(c.sender as usize, cpu))
             .sum();
-        let wait = smp.queue_lock[cpu].acquire(t, cpu, hold, |a, b| m.line_transfer(a, b));
+        let wait = m.lock(&mut smp.queue_lock[cpu], cpu, t, hold);
         let stats = &mut p.obs.stats;
         stats.charge_lock(task, Func::GenericSmpCallFunctionSingleInterrupt, wait);
         stats.charge(task, Func::GenericSmpCallFunctionSingleInterrupt, hold);

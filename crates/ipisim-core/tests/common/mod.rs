@@ -6,16 +6,7 @@ use serde_json::Value;
 
 /// The request for `scenario` on `machine` with `kernel` and `sets`, seed 1.
 pub fn request(scenario: &str, machine: &str, kernel: &str, sets: &[(&str, &str)]) -> RunRequest {
-    RunRequest {
-        scenario: scenario.into(),
-        machine: Some(machine.into()),
-        kernel: Some(kernel.into()),
-        sets: sets
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-        seed: 1,
-    }
+    RunRequest::new(scenario, machine, kernel, sets)
 }
 
 /// Run `scenario` on `machine` with `kernel` and `sets`, seed 1: the result JSON.

@@ -197,13 +197,13 @@ mod tests {
     #[test]
     fn without_asids_every_mm_switch_flushes() {
         for (bits, kept) in [("16", true), ("0", false)] {
-            let req = crate::config::RunRequest {
-                scenario: "shootdown".into(),
-                machine: Some("hifive-unmatched".into()),
-                kernel: Some("linux-6.7-riscv".into()),
-                sets: vec![("machine.asid_bits".into(), bits.into())],
-                seed: 1,
-            };
+            let sets = [("machine.asid_bits", bits)];
+            let req = crate::config::RunRequest::new(
+                "shootdown",
+                "hifive-unmatched",
+                "linux-6.7-riscv",
+                &sets,
+            );
             let mut s = crate::sim::Sim::new(&crate::resolve(&req).unwrap()).unwrap();
             let j = crate::arch::jiffies(&s);
             s.arch.init_new_context(j);

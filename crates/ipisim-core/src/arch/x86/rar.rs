@@ -126,7 +126,7 @@ fn smp_call_rar_many(s: &mut impl Host, cpu: CpuId, mask: &CpuMask, pl: Payload)
         t = t.max(from + m.line_read(&mut r.action[c], cpu, from));
     }
     let body = t - now;
-    let spin = r.slot_lock[slot].acquire(now, cpu, body, |x, y| m.line_transfer(x, y));
+    let spin = m.lock(&mut r.slot_lock[slot], cpu, now, body);
     let st = &mut a.x86.bstats;
     st.rar_calls += 1;
     st.rar_signals += dest.weight() as u64;

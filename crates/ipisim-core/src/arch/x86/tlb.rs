@@ -255,7 +255,7 @@ fn flush_tlb_mm_range_with(
     a.x86.info[cpu].trim_cpumask = trim;
     if a.cfg.concurrent_local_flush {
         if others {
-            a.x86.info[cpu].trim_cpumask |= should_trim_cpumask(a, now, mm);
+            a.x86.info[cpu].trim_cpumask = trim || should_trim_cpumask(a, now, mm);
             // After the IPIs, consider_global_asid(mm) (6.15).
             if broadcast::active(a, m) {
                 s.push_step(task, Step::ConsiderGlobalAsid { mm: mm as u32 });
