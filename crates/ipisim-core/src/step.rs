@@ -80,6 +80,13 @@ pub enum Step {
         ps: Time,
         irqs_off: bool,
     },
+    /// Time already decided and charged to `func`: keep the CPU busy (the rest of a step that
+    /// was split where interrupts went on again).
+    Charged {
+        func: Func,
+        ps: Time,
+        irqs_off: bool,
+    },
     /// The body of a system call.
     Syscall(Syscall),
     /// A vCPU runs guest code for `ps` (KVM): interrupts meanwhile cost a guest exit and entry.
@@ -200,6 +207,7 @@ impl Step {
         match self {
             Step::User => "[user]",
             Step::Work { func, .. } => func.name(),
+            Step::Charged { func, .. } => func.name(),
             Step::Syscall(_) => "entry_SYSCALL_64",
             Step::Touch { .. } | Step::FileRead { .. } => "[user]",
             Step::Guest { .. } => "[guest]",

@@ -28,6 +28,8 @@ pub fn touch(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: 
     let c = &s.mm_view().1.cost;
     let (touch_cost, walk_cost) = (c[Cost::UserTouch], c[Cost::TlbMiss]);
     let (mut user, mut fault): (Time, Time) = (0, 0);
+    // Of `fault`: the LRU-add drains' lru_lock rounds (lru::lock_first()).
+    let mut locked: Time = 0;
     let mut vma: Option<Vma> = None;
     let mut table: Option<(u64, usize)> = None;
     let end = vpn + chunk as u64;
@@ -73,8 +75,9 @@ pub fn touch(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: 
                 true => fault_lock(s, cpu, t, &this, now + user + fault),
                 false => 0,
             };
-            let (new, cost, stop) = touch_fault(s, cpu, t, this, (v, end), write, (tab, idx));
+            let (new, cost, lru, stop) = touch_fault(s, cpu, t, this, (v, end), write, (tab, idx));
             fault += down + cost;
+            locked += lru;
             if stop {
                 // (The unlock runs before the copy-on-write flush the fault did under it.)
                 if shared {
@@ -99,10 +102,7 @@ pub fn touch(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u32, write: 
         }
     }
     s.mm_parts().obs.stats.charge(Some(t), Func::User, user);
-    Outcome::Busy {
-        ps: user + fault,
-        irqs_off: false,
-    }
+    super::lru::lock_first(s, t, Func::User, user + fault, locked)
 }
 
 /// A fault's lock taken at `at`: vma_start_read() on the VMA's lock word, or before per-VMA locks
@@ -140,7 +140,8 @@ fn fault_unlock_step(s: &impl Host, vma: &Vma) -> Step {
 
 /// The fault of a touch at `v` (of [v, end)) whose PTE at `at` (table, index) is none, or
 /// read-only for a write: handle_mm_fault(), then fault-around or a copy-on-write flush. The PTE
-/// to use, the fault's time, and whether the touch stops here for the flush.
+/// to use, the fault's time, the part of it in lru_lock rounds, and whether the touch stops
+/// here for the flush.
 fn touch_fault(
     s: &mut impl Host,
     cpu: CpuId,
@@ -149,9 +150,9 @@ fn touch_fault(
     (v, end): (u64, u64),
     write: bool,
     (tab, idx): (usize, usize),
-) -> (Pte, Time, bool) {
+) -> (Pte, Time, Time, bool) {
     let pte = s.mm_view().0.tables[tab].pte[idx];
-    let (new, mut cost) = handle_mm_fault(s, cpu, t, vma, v, write);
+    let (new, mut cost, lru) = handle_mm_fault(s, cpu, t, vma, v, write);
     if !pte.present() {
         s.mm_parts().mem.tables[tab].present += 1;
         if !write {
@@ -164,9 +165,9 @@ fn touch_fault(
         s.mm_parts().mem.tables[tab].pte[idx] = new;
         push_rest_of_touch(s, t, (v, end), write);
         s.push_step(t, crate::mm::rmap::flush_tlb_page(s.task_mm(t), v));
-        return (new, cost, true);
+        return (new, cost, lru, true);
     }
-    (new, cost, false)
+    (new, cost, lru, false)
 }
 
 /// do_fault_around() on a read fault of a file mapping (3.15): map every page-cache page of the
@@ -199,8 +200,9 @@ fn fault_around(s: &mut impl Host, t: TaskId, vma: Vma, v: u64, tab: usize) -> T
     cost
 }
 
-/// handle_mm_fault(): the PTE to install for `v`, and the kernel time spent. A new private
-/// anonymous page goes onto the LRU through this CPU's batch (folio_add_lru_vma()).
+/// handle_mm_fault(): the PTE to install for `v`, the kernel time spent, and the part of it that
+/// a full LRU-add batch's drain spent in lru_lock rounds. A new private anonymous page goes onto
+/// the LRU through this CPU's batch (folio_add_lru_vma()).
 fn handle_mm_fault(
     s: &mut impl Host,
     cpu: CpuId,
@@ -208,7 +210,7 @@ fn handle_mm_fault(
     vma: Vma,
     v: u64,
     write: bool,
-) -> (Pte, Time) {
+) -> (Pte, Time, Time) {
     assert!(
         !write || vma.write,
         "workload wrote to read-only page {v:#x}"
@@ -277,7 +279,7 @@ fn handle_mm_fault(
     } else {
         0
     };
-    (pte, cost + extra + lru)
+    (pte, cost + extra + lru, lru)
 }
 
 #[cfg(test)]

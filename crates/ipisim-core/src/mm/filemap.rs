@@ -380,11 +380,8 @@ fn fault_in_new_page(
     };
     let work = m.cost[new.cost] + m.cost[Cost::PageClear];
     obs.stats.charge(Some(t), new.func, work);
-    let ps = alloc + work + super::lru::lru_cache_add(s, cpu, t, pfn);
-    Outcome::Busy {
-        ps,
-        irqs_off: false,
-    }
+    let locked = super::lru::lru_cache_add(s, cpu, t, pfn);
+    super::lru::lock_first(s, t, new.func, alloc + work + locked, locked)
 }
 
 /// __do_page_cache_readahead() of a sparse file: allocate, clear and insert the missing pages of
@@ -403,7 +400,7 @@ pub fn readahead(
     let f = file as usize;
     let end = (index + n as u64).min(mem.files[f].pages.len() as u64);
     let per_page = m.cost[Cost::PageClear] + m.cost[Cost::PagecacheInsert];
-    let mut ps: Time = 0;
+    let (mut ps, mut locked): (Time, Time) = (0, 0);
     for i in index..end {
         let mem = s.mm_view().0;
         if mem.files[f].pages[i as usize] != NONE {
@@ -449,12 +446,11 @@ pub fn readahead(
             cpu: cpu as u16,
         };
         obs.stats.charge(Some(t), Func::Readahead, per_page);
-        ps += per_page + super::lru::lru_cache_add(s, cpu, t, pfn);
+        let lru = super::lru::lru_cache_add(s, cpu, t, pfn);
+        ps += per_page + lru;
+        locked += lru;
     }
-    Outcome::Busy {
-        ps,
-        irqs_off: false,
-    }
+    super::lru::lock_first(s, t, Func::Readahead, ps, locked)
 }
 
 #[cfg(test)]
@@ -511,7 +507,8 @@ mod tests {
     }
 
     /// A 32-page readahead reaches the LRU a pagevec at a time: each step ends before the page
-    /// that fills the pagevec (14), whose add then drains it at the start of the next step.
+    /// that fills the pagevec (14), whose add then drains it at the start of the next step,
+    /// interrupts off for that lru_lock round (the rest of the step follows as its own).
     #[test]
     fn readahead_adds_to_the_lru_a_pagevec_at_a_time() {
         let (mut s, ..) = unmapped_clean_page(true);
@@ -522,12 +519,21 @@ mod tests {
         let mut seen = vec![];
         let (mut index, mut n) = (1, 32);
         loop {
-            assert!(matches!(
-                readahead(&mut s, 0, t, 0, index, n),
-                Outcome::Busy { .. }
-            ));
-            seen.push((on_lru(&s), s.mem.pagevec[0].len()));
-            match s.sched.tasks[t].steps.pop() {
+            let Outcome::Busy { irqs_off, .. } = readahead(&mut s, 0, t, 0, index, n) else {
+                panic!("readahead is busy");
+            };
+            seen.push((on_lru(&s), s.mem.pagevec[0].len(), irqs_off));
+            let steps = &mut s.sched.tasks[t].steps;
+            if irqs_off {
+                assert!(matches!(
+                    steps.pop(),
+                    Some(Step::Charged {
+                        irqs_off: false,
+                        ..
+                    })
+                ));
+            }
+            match steps.pop() {
                 Some(Step::Readahead { index: i, n: m, .. }) => (index, n) = (i, m),
                 None => break,
                 Some(other) => panic!("unexpected step {other:?}"),
@@ -535,6 +541,6 @@ mod tests {
         }
         // Pages 1-13 wait; the 14th drains them (LRU 14) and 15-27 wait; the 28th drains
         // (LRU 28) and 29-32 wait.
-        assert_eq!(seen, [(0, 13), (14, 13), (28, 4)]);
+        assert_eq!(seen, [(0, 13, false), (14, 13, true), (28, 4, true)]);
     }
 }

@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use crate::engine::{CpuId, SpinLock, TaskId, Time};
 use crate::machine::Cost;
 use crate::observe::Func;
+use crate::step::{Outcome, Step};
 
 use super::filemap::{PG_ANON_PRIVATE, PG_FREE_PENDING};
 use super::Host;
@@ -87,6 +88,34 @@ pub fn lock_lru_split(s: &mut impl Host, cpu: CpuId, node: usize, pages: &[u32])
     }
     let spin = m.lock(&mut mem.lru[node].lock, cpu, now, hold);
     (spin, hold)
+}
+
+/// The outcome of a step of `ps`, of which `locked` went on lru_lock rounds: every kernel takes
+/// that lock with interrupts off (spin_lock_irq(), spin_lock_irqsave() in __pagevec_lru_add()
+/// and release_pages(), folio_lruvec_relock_irqsave() since 5.x), so an IPI waits while the CPU
+/// spins for it and holds it. lock_lru_split() takes the lock at the step's start, so that part
+/// comes first; the rest follows as a step of its own (named `func` in traces), interrupts on.
+pub fn lock_first(s: &mut impl Host, t: TaskId, func: Func, ps: Time, locked: Time) -> Outcome {
+    if locked == 0 {
+        return Outcome::Busy {
+            ps,
+            irqs_off: false,
+        };
+    }
+    if ps > locked {
+        s.push_step(
+            t,
+            Step::Charged {
+                func,
+                ps: ps - locked,
+                irqs_off: false,
+            },
+        );
+    }
+    Outcome::Busy {
+        ps: locked,
+        irqs_off: true,
+    }
 }
 
 /// Whether the next lru_cache_add() on this CPU fills its pagevec and so drains it.
@@ -270,6 +299,62 @@ mod tests {
             st.lock_callers.iter().sum::<u64>(),
             st.profile[Func::RawSpinLock as usize]
         );
+    }
+
+    /// Two CPUs, an LRU-add batch of one page, and a task on CPU 1 whose one step writes a new
+    /// anonymous page (its fault's add drains the batch at once).
+    fn one_page_write() -> (crate::sim::Sim, crate::engine::TaskId) {
+        use crate::mm::Backing;
+        use crate::step::Step;
+        use crate::testing::{spawn, MM};
+        let sets = [("kernel.pagevec_size", "1")];
+        let mut s = machine(2, "linux-6.14", Then::Sleep, &sets);
+        let vpn = s.mem.mmap(MM, 1, true, Backing::Anon, false);
+        let write = Step::Touch {
+            vpn,
+            n: 1,
+            write: true,
+        };
+        let t = spawn(&mut s, MM, 1, &[write]);
+        (s, t)
+    }
+
+    /// folio_batch_move_lru() takes the lru_lock with spin_lock_irqsave(): a write fault whose
+    /// LRU-add batch fills keeps the CPU's interrupts off for that lock round, at the start of
+    /// its step, so an IPI arriving meanwhile is taken when the round ends, not at once.
+    #[test]
+    fn an_ipi_waits_out_a_faults_lru_lock_round() {
+        use crate::testing::{busy_until, cal, ipi_at, run_until, switch_in};
+        let (mut s, _) = one_page_write();
+        let start = switch_in(&s);
+        run_until(&mut s, start);
+        let round_end = busy_until(&s, 1);
+        assert!(s.sched.cpus[1].irqs_off && round_end > start);
+        assert_eq!(s.mem.lru[0].lock.acquisitions, 1);
+        ipi_at(&mut s, 1, start + 1);
+        run_until(&mut s, round_end - 1);
+        assert!(s.sched.cpus[1].irq_pending);
+        assert_eq!(cal(&s, 1), 0);
+        run_until(&mut s, round_end + 1);
+        assert_eq!(cal(&s, 1), 1);
+    }
+
+    /// release_pages() takes the lru_lock with spin_lock_irqsave() too: the freeing step after a
+    /// zap's flush, all lock rounds, runs with interrupts off.
+    #[test]
+    fn freeing_a_zapped_lru_page_keeps_interrupts_off() {
+        use crate::mm::filemap::{PG_ANON_PRIVATE, PG_LRU};
+        use crate::mm::Host;
+        use crate::step::Outcome;
+        let (mut s, t) = one_page_write();
+        crate::testing::run_until(&mut s, 1_000_000_000);
+        let on_lru = PG_LRU | PG_ANON_PRIVATE;
+        let pfn = s.mem.page.iter().position(|p| p.flags & on_lru == on_lru);
+        let pfn = pfn.expect("the written page is on the LRU") as u32;
+        s.gather(t).pages.push(pfn);
+        let out = crate::mm::tlb_batch_pages_flush(&mut s, 1, t);
+        assert!(matches!(out, Outcome::Busy { irqs_off: true, ps } if ps > 0));
+        assert_eq!(s.mem.lru[0].lock.acquisitions, 2);
     }
 
     /// Before 1aa43598c03b (6.13 and older), each loop's madvise drains the one page its write

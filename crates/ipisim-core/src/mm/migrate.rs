@@ -7,7 +7,7 @@
 use super::filemap::{
     touch_page, PageInfo, PG_ACTIVE, PG_DIRTY, PG_LRU, PTE_DIRTY, PTE_MAPPED, PTE_MIGRATION,
 };
-use super::lru::{lock_lru, lru_add_drain, lru_cache_add};
+use super::lru::{lock_first, lock_lru, lru_add_drain, lru_cache_add};
 use super::page_alloc::{alloc_page_on_node, free_page};
 use super::rmap::{self, flush_tlb_page};
 use super::{Host, Parts};
@@ -88,10 +88,8 @@ pub fn migrate_pages(
     let m = &mut mem.tasks[t].migrate;
     (m.pages, m.to) = (pages, to);
     s.push_step(t, Step::MigrateUnmap);
-    Outcome::Busy {
-        ps,
-        irqs_off: false,
-    }
+    // All of it is lru_lock rounds: the batches' drains and folio_isolate_lru().
+    lock_first(s, t, Func::IsolateLruPages, ps, ps)
 }
 
 /// migrate_pages_batch(): allocate a destination for each page of the next batch and unmap it
@@ -181,7 +179,7 @@ pub fn unmap_batch(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
 pub fn move_batch(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
     let now = s.now();
     let batch = std::mem::take(&mut s.mm_parts().mem.tasks[t].migrate.batch);
-    let mut ps: Time = 0;
+    let (mut ps, mut locked): (Time, Time) = (0, 0);
     for &(src, dst) in &batch {
         let Parts { m, mem, obs, .. } = s.mm_parts();
         let info = mem.page[src as usize];
@@ -207,7 +205,9 @@ pub fn move_batch(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
         };
         let free = free_page(s, cpu, src);
         s.mm_parts().obs.stats.charge(Some(t), Func::FreePage, free);
-        ps += copy + remap + free + lru_cache_add(s, cpu, t, dst);
+        let lru = lru_cache_add(s, cpu, t, dst);
+        ps += copy + remap + free + lru;
+        locked += lru;
     }
     let Parts { mem, obs, .. } = s.mm_parts();
     obs.stats.vm(Vm::PgMigrateSuccess, batch.len() as u64);
@@ -215,10 +215,7 @@ pub fn move_batch(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
     let mut batch = batch;
     batch.clear();
     mem.tasks[t].migrate.batch = batch;
-    Outcome::Busy {
-        ps,
-        irqs_off: false,
-    }
+    lock_first(s, t, Func::CopyPage, ps, locked)
 }
 
 /// A page that could not be migrated goes back on its LRU list.

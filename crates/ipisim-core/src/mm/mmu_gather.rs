@@ -3,6 +3,7 @@
 
 use crate::arch::{FlushRange, TLB_FLUSH_ALL};
 use crate::engine::{CpuId, TaskId};
+use crate::observe::Func;
 use crate::step::{Outcome, Step};
 
 use super::Host;
@@ -119,9 +120,7 @@ pub fn tlb_batch_pages_flush(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcom
     if ps == 0 {
         Outcome::Next
     } else {
-        Outcome::Busy {
-            ps,
-            irqs_off: false,
-        }
+        // All of it is lru_lock rounds (release_pages(), and the LRU-add drain before it).
+        super::lru::lock_first(s, t, Func::ReleasePages, ps, ps)
     }
 }

@@ -456,10 +456,7 @@ pub fn madvise_pageout(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u6
     obs.stats.charge(Some(t), Func::MadvisePageout, walk);
     let Some(&first) = isolated.first() else {
         mem.tasks[t].reclaim.isolated = isolated;
-        return Outcome::Busy {
-            ps: drain + walk,
-            irqs_off: false,
-        };
+        return super::lru::lock_first(s, t, Func::MadvisePageout, drain + walk, drain);
     };
     let node = mem.frames.node_of(first);
     debug_assert!(isolated.iter().all(|&p| mem.frames.node_of(p) == node));
@@ -475,10 +472,13 @@ pub fn madvise_pageout(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u6
     let lock = lock_lru(s, cpu, node, &isolated);
     s.obs().stats.charge(Some(t), Func::IsolateLruPages, lock);
     begin_shrink_page_list(s, t, isolated, node, anon, true);
-    Outcome::Busy {
-        ps: drain + walk + lock,
-        irqs_off: false,
-    }
+    super::lru::lock_first(
+        s,
+        t,
+        Func::MadvisePageout,
+        drain + walk + lock,
+        drain + lock,
+    )
 }
 
 /// Hand `isolated`, taken off `node`'s `anon` or file lists (by MADV_PAGEOUT if `madvise`), to
