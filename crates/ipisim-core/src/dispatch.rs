@@ -18,7 +18,10 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
             s.obs.stats.charge(Some(t), func, ps);
             Outcome::Busy { ps, irqs_off }
         }
-        Step::Charged { ps, irqs_off, .. } => Outcome::Busy { ps, irqs_off },
+        Step::Charged { ps, .. } => Outcome::Busy {
+            ps,
+            irqs_off: false,
+        },
         Step::Syscall(sc) => mm::syscall(s, cpu, t, sc),
         Step::Touch { vpn, n, write } => mm::touch(s, cpu, t, vpn, n, write),
         Step::Guest { ps } => {

@@ -80,13 +80,9 @@ pub enum Step {
         ps: Time,
         irqs_off: bool,
     },
-    /// Time already decided and charged to `func`: keep the CPU busy (the rest of a step that
-    /// was split where interrupts went on again).
-    Charged {
-        func: Func,
-        ps: Time,
-        irqs_off: bool,
-    },
+    /// Time already decided and charged to `func`: keep the CPU busy, interrupts on (the rest
+    /// of a step whose lock rounds ran first with them off: mm::lru::lock_first()).
+    Charged { func: Func, ps: Time },
     /// The body of a system call.
     Syscall(Syscall),
     /// A vCPU runs guest code for `ps` (KVM): interrupts meanwhile cost a guest exit and entry.

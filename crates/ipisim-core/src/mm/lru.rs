@@ -108,7 +108,6 @@ pub fn lock_first(s: &mut impl Host, t: TaskId, func: Func, ps: Time, locked: Ti
             Step::Charged {
                 func,
                 ps: ps - locked,
-                irqs_off: false,
             },
         );
     }
