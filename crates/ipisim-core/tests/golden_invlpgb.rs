@@ -7,17 +7,10 @@
 
 mod common;
 
-use common::{broadcast as b, remote_flushes, run_json, tlb};
+use common::{broadcast as b, remote_flushes, run_json, tlb, tlb_flush2_threads};
 use serde_json::Value;
 
 const MILAN: &str = "amd-milan-72c";
-
-fn wis(kernel: &str, tasks: usize, loops: u64, extra: &[(&str, &str)]) -> Value {
-    let (tasks, loops) = (tasks.to_string(), loops.to_string());
-    let mut sets = vec![("mode", "thread"), ("tasks", &tasks), ("loops", &loops)];
-    sets.extend_from_slice(extra);
-    run_json("will-it-scale/tlb_flush2", MILAN, kernel, &sets)
-}
 
 /// Up to 3 threads the process never gets a global ASID: 6.15 flushes exactly as 6.14 does, by
 /// IPI, and issues no INVLPGB.
@@ -30,8 +23,8 @@ fn below_the_threshold_every_flush_is_an_ipi() {
     // lruvec's own lines, 5819 before the flush's info and tlb_gen lines, and 1992 and 5824
     // before the lru_lock's rounds kept interrupts off, 2026-11-28).
     for (n, remote, irqs) in [(1, 0, 0), (2, 1998, 1994), (3, 3001, 5848)] {
-        let old = wis("linux-6.14", n, 1000, &[]);
-        let new = wis("linux-6.15", n, 1000, &[]);
+        let old = tlb_flush2_threads("linux-6.14", n, 1000, &[]);
+        let new = tlb_flush2_threads("linux-6.15", n, 1000, &[]);
         for j in [&old, &new] {
             assert_eq!(remote_flushes(j), remote, "{n} threads");
             assert_eq!(tlb(j), irqs, "{n} threads");
@@ -60,7 +53,7 @@ fn from_four_threads_flushes_are_invlpgb() {
     // (threads, INVLPGBs of flushes; the same with the per-VMA madvise) of 1000 loops each, as
     // simulated: how many flushes come before the global ASID is timing.
     for (n, flushes, vma_flushes) in [(4, 3981, 3980), (5, 4984, 4983), (8, 7993, 7992)] {
-        let j = wis("linux-6.15", n, 1000, &[]);
+        let j = tlb_flush2_threads("linux-6.15", n, 1000, &[]);
         assert_eq!(j["ops"]["iterations"], 1000 * n as u64);
         assert_eq!(b(&j, "global_asids_allocated"), 1, "{n} threads");
         assert_eq!(b(&j, "asid_space_resets"), 1);
@@ -73,7 +66,7 @@ fn from_four_threads_flushes_are_invlpgb() {
         assert_eq!(b(&j, "transition_flushes"), 1, "{n} threads");
         assert_eq!(remote_flushes(&j), 23 + 1, "{n} threads");
         assert_eq!(tlb(&j), 39, "{n} threads");
-        let vma_lock = wis(
+        let vma_lock = tlb_flush2_threads(
             "linux-6.15",
             n,
             1000,
@@ -92,7 +85,7 @@ fn from_four_threads_flushes_are_invlpgb() {
         assert_eq!(b(&j, "tlbsync_invlpgbs"), flushes);
         assert_eq!(j["check"]["violations"], 0);
         // The same loop on 6.14 IPIs for every flush.
-        let old = wis("linux-6.14", n, 1000, &[]);
+        let old = tlb_flush2_threads("linux-6.14", n, 1000, &[]);
         assert_eq!(b(&old, "invlpgb"), 0);
         assert!(remote_flushes(&old) >= 1000 * n as u64, "{n} threads");
     }
@@ -102,7 +95,7 @@ fn from_four_threads_flushes_are_invlpgb() {
 /// (destroy_context -> mm_free_global_asid); single-threaded processes never get one.
 #[test]
 fn the_global_asid_is_freed_when_the_process_exits() {
-    let j = wis("linux-6.15", 4, 1000, &[]);
+    let j = tlb_flush2_threads("linux-6.15", 4, 1000, &[]);
     assert_eq!(b(&j, "global_asids_freed"), 1);
     assert_eq!(j["broadcast"]["global_asids_held"], serde_json::json!([]));
     // Stopped by time, not by exit: still held, transition over, TLB_NR_DYN_ASIDS = 6 first.
@@ -140,12 +133,12 @@ fn without_invlpgb_linux_6_15_is_linux_6_14() {
 #[test]
 fn skipping_tlbsync_before_the_free_is_caught() {
     let what_if = [("kernel.broadcast_tlb_flush", "invlpgb_no_tlbsync")];
-    let j = wis("linux-6.15", 16, 3000, &what_if);
+    let j = tlb_flush2_threads("linux-6.15", 16, 3000, &what_if);
     assert_eq!(j["check"]["violations"], 6, "{}", j["check"]);
     assert_eq!(j["check"]["by_kind"]["use-after-free"], 6);
     assert_eq!(j["check"]["by_site"]["access"], 6);
     assert_eq!(b(&j, "tlbsync"), 0);
-    let j = wis("linux-6.15", 16, 3000, &[]);
+    let j = tlb_flush2_threads("linux-6.15", 16, 3000, &[]);
     assert_eq!(j["check"]["violations"], 0);
 }
 

@@ -5,7 +5,7 @@
 
 mod common;
 
-use common::{broadcast as b, remote_flushes, request, run_json, tlb};
+use common::{broadcast as b, remote_flushes, request, run_json, tlb, tlb_flush2_threads};
 use ipisim_core::run;
 use serde_json::Value;
 
@@ -18,11 +18,9 @@ const RAR: [(&str, &str); 3] = [
     ("kernel.broadcast_tlb_flush", "rar"),
 ];
 
+/// tlb_flush2 threads on the Milan with linux-6.15, the kernel of the what-if.
 fn wis(tasks: usize, loops: u64, extra: &[(&str, &str)]) -> Value {
-    let (tasks, loops) = (tasks.to_string(), loops.to_string());
-    let mut sets = vec![("mode", "thread"), ("tasks", &tasks), ("loops", &loops)];
-    sets.extend_from_slice(extra);
-    run_json("will-it-scale/tlb_flush2", MILAN, "linux-6.15", &sets)
+    tlb_flush2_threads("linux-6.15", tasks, loops, extra)
 }
 
 /// Until the process has its global ASID the RAR kernel is the INVLPGB kernel (the same IPIs);
@@ -100,10 +98,7 @@ fn without_the_cpu_feature_rar_is_ipis() {
         ("kernel.broadcast_tlb_flush", "rar"),
     ];
     let j = wis(8, 300, &sets);
-    let old = {
-        let s = [("mode", "thread"), ("tasks", "8"), ("loops", "300")];
-        run_json("will-it-scale/tlb_flush2", MILAN, "linux-6.14", &s)
-    };
+    let old = tlb_flush2_threads("linux-6.14", 8, 300, &[]);
     assert_eq!(j["elapsed_s"], old["elapsed_s"]);
     assert_eq!(tlb(&j), tlb(&old));
 }

@@ -14,6 +14,15 @@ pub fn run_json(scenario: &str, machine: &str, kernel: &str, sets: &[(&str, &str
     run(&request(scenario, machine, kernel, sets)).unwrap().json
 }
 
+/// will-it-scale tlb_flush2 in thread mode on the Milan (`amd-milan-72c`): `tasks` threads of
+/// `loops` loops each with `kernel`, plus `extra` sets: the result JSON.
+pub fn tlb_flush2_threads(kernel: &str, tasks: usize, loops: u64, extra: &[(&str, &str)]) -> Value {
+    let (tasks, loops) = (tasks.to_string(), loops.to_string());
+    let mut sets = vec![("mode", "thread"), ("tasks", &tasks), ("loops", &loops)];
+    sets.extend_from_slice(extra);
+    run_json("will-it-scale/tlb_flush2", "amd-milan-72c", kernel, &sets)
+}
+
 /// A JSON count.
 pub fn n(v: &Value) -> u64 {
     v.as_u64().unwrap()
