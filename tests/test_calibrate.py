@@ -11,6 +11,8 @@ import ipisim
 from ipisim import calibration, reproduce
 from ipisim.cli import main
 
+MACHINES = Path(__file__).parents[1] / "crates/ipisim-core/data/machines"
+
 # shootdown on host-2cpu: madvise, batch 1, a busy remote thread; its three times separate
 # syscall from irq_entry_exit.
 SETS = [("op", "madvise"), ("batch", "1"), ("remote", "busy")]
@@ -100,6 +102,37 @@ def test_a_multi_variant_calibration_recovers_a_cost_from_several_runs() -> None
             free=["machine.cost.syscall"],
             variants=variants,
         )
+
+
+def test_a_numeric_machine_parameter_is_fitted_as_a_cost_is() -> None:
+    # One core of two threads: the sender's steps share it with the busy remote thread's spin, so
+    # elapsed time follows machine.smt_yield. Made with 1.4, fitted from the default 2.
+    sets = [*SETS, ("machine.smt", "2")]
+    r = ipisim.run("shootdown", machine="host-2cpu", sets=[*sets, ("machine.smt_yield", "1.4")])
+    cal = ipisim.calibrate(
+        "shootdown",
+        machine="host-2cpu",
+        sets=sets,
+        measured={"elapsed_s": r.elapsed_s},
+        free=["machine.smt_yield=1:2"],
+    )
+    (fitted,) = cal.costs
+    assert (fitted.key, fitted.start) == ("machine.smt_yield", 2.0)
+    assert fitted.value == pytest.approx(1.4, rel=0.01)
+    (line,) = [x for x in cal.profile_toml.splitlines() if x.startswith("smt_yield = ")]
+    assert line.startswith(f"smt_yield = {fitted.value!r}  # calibrated: ipisim calibrate shootdown ")
+    assert "--free machine.smt_yield=1:2" in line
+    for bad, message in [
+        ("machine.smt_yield", "needs bounds"),
+        ("machine.smt_yield=2:1", "bounds must be LO:HI"),
+    ]:
+        with pytest.raises(ipisim.ConfigError, match=message):
+            calibration.parse_free(bad)
+    for bad in ["machine.smt=1:2", "machine.bogus=1:2"]:
+        with pytest.raises(ipisim.ConfigError, match="not a numeric machine parameter"):
+            ipisim.calibrate(
+                "shootdown", machine="host-2cpu", sets=sets, measured={"elapsed_s": 1.0}, free=[bad]
+            )
 
 
 def test_a_pair_no_figure_can_tell_apart_is_refused(figures: dict[str, float]) -> None:
@@ -249,9 +282,14 @@ def test_declared_calibrations_fit_baseline_figures_with_few_free_costs() -> Non
         # The shipped profile is the one the declared command writes.
         calibrated = ipisim.describe(c.machine_profile + "-calibrated")
         costs = {x["key"]: x for x in calibrated["costs"]}
+        text = (MACHINES / f"{c.machine_profile}-calibrated.toml").read_text()
         for f in c.free:
-            source = costs[f.key]["source"]
-            assert source.startswith(f"calibrated: ipisim calibrate --experiment {c.experiment};")
+            source = f"calibrated: ipisim calibrate --experiment {c.experiment};"
+            if f.param:  # a parameter's source is its line's comment
+                (line,) = [x for x in text.splitlines() if x.startswith(f"{f.name} = ")]
+                assert f"  # {source}" in line
+            else:
+                assert costs[f.key]["source"].startswith(source)
         # Everything else is the physics-only profile's as it is now: a cost or parameter changed
         # there without running the declared command again leaves a stale calibrated profile.
         base, free = ipisim.describe(c.machine_profile), {f.key for f in c.free}
@@ -260,7 +298,7 @@ def test_declared_calibrations_fit_baseline_figures_with_few_free_costs() -> Non
                 assert (costs[x["key"]]["value"], costs[x["key"]]["source"]) == (x["value"], x["source"])
         params = {p["key"]: p["value"] for p in calibrated["params"]}
         for p in base["params"]:
-            if p["key"] not in ("machine.name", "machine.description"):
+            if p["key"] not in ("machine.name", "machine.description", *free):
                 assert params[p["key"]] == p["value"], (c.machine_profile, p["key"])
     # Experiments on one machine share its calibration.
     assert reproduce.calibration_spec("seed001") == reproduce.calibration_spec("seed000")

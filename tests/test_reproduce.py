@@ -30,7 +30,7 @@ def test_quick_reproduce_writes_json_and_a_self_contained_report(
     # The run completed: exit 0 whatever the figures; --strict is the gate.
     assert main(["reproduce", "--quick", "--out", str(tmp_path)]) == 0
     printed = capsys.readouterr().out
-    assert "predictions: " in printed and " baseline figures, 14 free costs" in printed
+    assert "predictions: " in printed and " baseline figures, 15 free costs" in printed
     entries = json.loads((tmp_path / "reproduce.json").read_text())
     ids = [m["id"] for e in reproduce.load_published() for m in e["metrics"]]
     assert [e["id"] for e in entries] == ids

@@ -35,6 +35,8 @@ MAX_FREE = 3
 # its start, and the one with the smallest baseline residual is kept.
 MAX_STARTS = 16
 PREFIX = "machine.cost."
+# A machine parameter may be fitted as well when it is a number with no source (machine.smt_yield).
+PARAM_PREFIX = "machine."
 # Forward-difference step, in log space: 10 % steps over the rounding of costs to picoseconds and
 # the run-to-run reordering noise of a discrete-event run (1-2 % in a rate at small scale, which
 # with a 2 % step made the Jacobian noisy enough to stall the fit), and is still local.
@@ -47,20 +49,27 @@ ROUNDS = 4
 FIGURE_HEADS = ("elapsed_s", "user_s", "system_s", "ops", "vmstat", "interrupts", "profile", "ipis_sent")
 
 
+def _key(name: str, param: bool) -> str:
+    """The `--set` key of a free cost, or of a free machine parameter."""
+    return (PARAM_PREFIX if param else PREFIX) + name
+
+
 @dataclass(frozen=True)
 class FreeCost:
     """A cost of the machine profile left to the fit, with its bounds in cycles (None: default), or
     held at least as large as another free cost, `above` (a physical order: a line between sockets
-    costs no less than one within a socket)."""
+    costs no less than one within a socket). With `param`, `name` is a numeric machine parameter
+    (`machine.NAME`, in its own unit) instead of a cost."""
 
     name: str
     lo: float | None = None
     hi: float | None = None
     above: str | None = None
+    param: bool = False
 
     @property
     def key(self) -> str:
-        return PREFIX + self.name
+        return _key(self.name, self.param)
 
     def spec(self) -> str:
         if self.above is not None:
@@ -71,7 +80,14 @@ class FreeCost:
 
 def parse_free(text: str) -> FreeCost:
     """`machine.cost.NAME[=LO:HI]`: a cost to fit, optionally with bounds in cycles; or
-    `machine.cost.NAME>=OTHER`: fitted at least as large as the free cost OTHER (at most 10x)."""
+    `machine.cost.NAME>=OTHER`: fitted at least as large as the free cost OTHER (at most 10x); or
+    `machine.NAME=LO:HI`: a numeric machine parameter, with bounds in its unit."""
+    key, sep, bounds = text.partition("=")
+    if not key.startswith(PREFIX) and key.startswith(PARAM_PREFIX) and key[len(PARAM_PREFIX) :]:
+        lo, hi = _bounds(text, bounds) if sep else (None, None)
+        if lo is None:
+            raise ConfigError(f"--free {text}: a machine parameter needs bounds: machine.NAME=LO:HI")
+        return FreeCost(key[len(PARAM_PREFIX) :], lo, hi, param=True)
     key, ge, other = text.partition(">=")
     if ge:
         if not key.startswith(PREFIX) or not key[len(PREFIX) :] or not other or "=" in other:
@@ -82,14 +98,19 @@ def parse_free(text: str) -> FreeCost:
         raise ConfigError(f"--free {text}: expected machine.cost.NAME[=LO:HI]")
     if not sep:
         return FreeCost(key[len(PREFIX) :])
+    lo_f, hi_f = _bounds(text, bounds)
+    return FreeCost(key[len(PREFIX) :], lo_f, hi_f)
+
+
+def _bounds(text: str, bounds: str) -> tuple[float, float]:
     lo, colon, hi = bounds.partition(":")
     try:
         lo_f, hi_f = float(lo), float(hi)
     except ValueError:
         lo_f = hi_f = math.nan
     if not colon or not (0 < lo_f < hi_f < math.inf):
-        raise ConfigError(f"--free {text}: bounds must be LO:HI cycles with 0 < LO < HI, got {bounds!r}")
-    return FreeCost(key[len(PREFIX) :], lo_f, hi_f)
+        raise ConfigError(f"--free {text}: bounds must be LO:HI with 0 < LO < HI, got {bounds!r}")
+    return lo_f, hi_f
 
 
 def load_measured(path: Path) -> dict[str, float]:
@@ -175,6 +196,11 @@ class Fitted:
     hi: float
     value: float
     above: str | None = None
+    param: bool = False
+
+    @property
+    def key(self) -> str:
+        return _key(self.name, self.param)
 
     def bounds(self) -> str:
         return f">={self.above}" if self.above is not None else f"{self.lo:g}:{self.hi:g}"
@@ -199,11 +225,9 @@ class Calibration:
             f"{f.path:<{w}}  {f.measured:>14.6g}  {f.fitted:>14.6g}  {f.residual:>+9.2%}"
             for f in self.figures
         ]
-        c = max(len(PREFIX + p.name) for p in self.costs)
+        c = max(len(p.key) for p in self.costs)
         lines += ["", f"{'cost':<{c}}  {'start':>10}  {'bounds':>19}  {'fitted':>10}  cycles"]
-        lines += [
-            f"{PREFIX + p.name:<{c}}  {p.start:>10g}  {p.bounds():>19}  {p.value:>10g}" for p in self.costs
-        ]
+        lines += [f"{p.key:<{c}}  {p.start:>10g}  {p.bounds():>19}  {p.value:>10g}" for p in self.costs]
         return "\n".join(lines) + f"\n\n{self.runs} runs\n"
 
 
@@ -295,14 +319,20 @@ def calibrate(
     if not 1 <= starts <= MAX_STARTS:
         raise ConfigError(f"--starts: give 1 to {MAX_STARTS} starting points, got {starts}")
     known = {c["key"][len(PREFIX) :] for c in ipisim.describe("machine")["costs"]}
+    numeric = {p["key"] for p in ipisim.describe("machine")["params"] if p["type"].startswith("number")}
     by_name = {f.name: f for f in free}
     for f in free:
-        if f.name not in known:
+        if f.param and f.key not in numeric:
+            raise ConfigError(
+                f"--free {f.key}: not a numeric machine parameter (see `ipisim describe machine`)"
+            )
+        if not f.param and f.name not in known:
             raise ConfigError(f"--free {f.key}: unknown cost (see `ipisim describe machine`)")
         other = by_name.get(f.above or "")
         if f.above is not None and (other is None or other.above is not None):
             raise ConfigError(f"--free {f.spec()}: {f.above} must be another free cost, itself not ordered")
-    base_sets = [(k, v) for k, v in sets if not k.startswith(PREFIX) or k[len(PREFIX) :] not in names]
+    free_keys = {f.key: f.name for f in free}
+    base_sets = [(k, v) for k, v in sets if k not in free_keys]
     ipisim.check_config(scenario, machine=machine, kernel=kernel, sets=base_sets)
     # Several variants (e.g. one per thread count): each figure is LABEL:PATH, and every point of
     # the fit runs each variant once, with its own sets on top of `sets`.
@@ -319,9 +349,13 @@ def calibrate(
         scaled = [*base_sets, ("scale", inner_scale)]
         ipisim.check_config(scenario, machine=machine, kernel=kernel, sets=scaled)
     machine_name = machine or _default_machine(scenario)
-    start = {c["key"][len(PREFIX) :]: float(c["value"]) for c in ipisim.describe(machine_name)["costs"]}
+    profile = ipisim.describe(machine_name)
+    start = {c["key"][len(PREFIX) :]: float(c["value"]) for c in profile["costs"]}
+    start |= {
+        p["key"][len(PARAM_PREFIX) :]: float(p["value"]) for p in profile["params"] if p["key"] in numeric
+    }
     # A free cost's --set is where its fit starts.
-    start |= {k[len(PREFIX) :]: float(v) for k, v in sets if k.startswith(PREFIX)}
+    start |= {free_keys[k]: float(v) for k, v in sets if k in free_keys}
 
     # An ordered cost's coordinate is its ratio to the cost below it, in [1, MAX_RATIO].
     def bounds_of(f: FreeCost) -> tuple[float, float]:
@@ -353,7 +387,7 @@ def calibrate(
 
         def sets_of(p: Sequence[str]) -> list[tuple[str, str]]:
             extra = [("scale", scale)] if scale is not None else []
-            return [*base_sets, *extra, *((PREFIX + n, v) for n, v in zip(names, p, strict=True))]
+            return [*base_sets, *extra, *((f.key, v) for f, v in zip(free, p, strict=True))]
 
         def runs_of(p: Sequence[str]) -> list[tuple[list[tuple[str, str]], list[str]]]:
             own = variants or {}
@@ -426,7 +460,7 @@ def calibrate(
     for p, value in zip(paths, figures_at([u0], inner_scale)[0], strict=True):
         if value <= 0:
             raise ConfigError(f"--measured {p}: the simulated figure is {value:g}; a fit needs it positive")
-    _check_identifiable(paths, names, jacobian(u0))
+    _check_identifiable(paths, [f.key for f in free], jacobian(u0))
 
     u = list(u0)
     written = as_text(u)
@@ -477,7 +511,7 @@ def calibrate(
 
     figures = [Figure(p, t, f) for p, t, f in zip(paths, target, final, strict=True)]
     fitted = [
-        Fitted(f.name, start[f.name], lo, hi, float(v), f.above)
+        Fitted(f.name, start[f.name], lo, hi, float(v), f.above, f.param)
         for f, (lo, hi), v in zip(free, bounds, written, strict=True)
     ]
     cmd = command or command_line(scenario, machine, kernel, base_sets, free, inner_scale, "FIGURES", starts)
@@ -497,15 +531,16 @@ def start_points(u0: Sequence[float], lo: Sequence[float], hi: Sequence[float], 
     return points
 
 
-def _check_identifiable(paths: Sequence[str], names: Sequence[str], jac: Sequence[Sequence[float]]) -> None:
+def _check_identifiable(paths: Sequence[str], keys: Sequence[str], jac: Sequence[Sequence[float]]) -> None:
     """Refuse a figure no free cost moves, and a pair of costs that move every figure alike."""
     for p, row in zip(paths, jac, strict=True):
         if all(abs(d) < 1e-9 for d in row):
-            raise ConfigError(f"--measured {p}: depends on none of the free costs ({', '.join(names)})")
-    cols = [[row[j] for row in jac] for j in range(len(names))]
+            names = ", ".join(k.removeprefix(PREFIX) for k in keys)
+            raise ConfigError(f"--measured {p}: depends on none of the free costs ({names})")
+    cols = [[row[j] for row in jac] for j in range(len(keys))]
     for j, a in enumerate(cols):
         if all(abs(d) < 1e-9 for d in a):
-            raise ConfigError(f"--free {PREFIX}{names[j]}: moves none of the measured figures")
+            raise ConfigError(f"--free {keys[j]}: moves none of the measured figures")
     for j in range(len(cols)):
         for k in range(j + 1, len(cols)):
             a, b = cols[j], cols[k]
@@ -514,7 +549,7 @@ def _check_identifiable(paths: Sequence[str], names: Sequence[str], jac: Sequenc
             )
             if abs(cos) > 0.999:
                 raise ConfigError(
-                    f"--free {PREFIX}{names[j]} and {PREFIX}{names[k]} move every measured figure alike "
+                    f"--free {keys[j]} and {keys[k]} move every measured figure alike "
                     f"(cosine {cos:.4f}): no figure set of this run can tell them apart"
                 )
 
@@ -564,9 +599,10 @@ def _profile_toml(
     """The machine profile of a run's resolved `machine.*` config, with the fitted costs in place."""
     kinds = {p["key"]: p["type"] for p in ipisim.describe("machine")["params"]}
     residuals = ", ".join(f"{f.path} {f.measured:g} {f.residual:+.2%}" for f in figures)
-    by_name = {f.name: f for f in fitted}
+    by_name = {f.name: f for f in fitted if not f.param}
+    params = {f.key for f in fitted if f.param}
     lines = [
-        f"# Calibrated by `ipisim calibrate` from {cfg['machine.name']}: {len(by_name)} free cost(s)",
+        f"# Calibrated by `ipisim calibrate` from {cfg['machine.name']}: {len(fitted)} free cost(s)",
         f"# fitted to measured figures of {scenario} with {kernel or 'linux-6.18'}; the rest as there.",
         "[machine]",
     ]
@@ -578,7 +614,7 @@ def _profile_toml(
         if key == "machine.name":
             v = f"{v}-calibrated"
         elif key == "machine.description":
-            v = f"{v}; calibrated: {', '.join(by_name)}"
+            v = f"{v}; calibrated: {', '.join(f.name for f in fitted)}"
         if kind.split()[0] == "duration":  # "duration [0, 1e4 s]"
             text = _toml_string(f"{v}ps")
         elif isinstance(v, bool):
@@ -587,7 +623,8 @@ def _profile_toml(
             text = repr(v)
         else:
             text = _toml_string(str(v))
-        lines.append(f"{name} = {text}")
+        source = f"  # calibrated: {command}; residuals {residuals}" if key in params else ""
+        lines.append(f"{name} = {text}{source}")
     lines.append("")
     lines.append("[cost]")
     for key, v in cfg.items():

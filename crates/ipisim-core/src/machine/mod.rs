@@ -50,6 +50,7 @@ params! {
         nodes: usize = "machine.nodes", Kind::Int { min: 1, max: 64 }, "nodes", "1", "NUMA nodes (one socket each)";
         cpus_per_node: usize = "machine.cpus_per_node", Kind::Int { min: 1, max: 1024 }, "CPUs", "2", "logical CPUs per node";
         smt: usize = "machine.smt", Kind::Int { min: 1, max: 8 }, "threads/core", "1", "hardware threads per core. CPUs are numbered as Linux numbers them: on x86 (and arm64, riscv) the first thread of every core, node by node, then the second (CPUs c and c + cores are siblings), so a workload's task i on CPU i has a core of its own while there are cores; on powerpc a core's threads in a row";
+        smt_yield: f64 = "machine.smt_yield", Kind::Float { min: 1.0, max: 2.0 }, "x one thread", "2", "the work a core does with two busy threads, in units of one thread alone: a step that starts while another thread of its core runs (a step, a handler or a user spin; not a kernel spin, whose cpu_relax() pauses, nor idle) takes 2 / smt_yield times as long. 2: each thread runs as if alone (sharing not modelled); 1: SMT adds nothing";
         llc_cores: usize = "machine.llc_cores", Kind::Int { min: 0, max: 1024 }, "cores", "0", "cores that share one last-level cache, in a row within a node (a Zen 3 CCX: 8 cores and their L3): a cache line moves between two of them for line_llc, between cores of a node that share none for line_node. 0: no such level, every two cores of a node pay line_node";
         mem_per_node: u64 = "machine.mem_per_node", Kind::Size, "bytes", "4GiB", "memory per node";
         ghz: f64 = "machine.ghz", Kind::Float { min: 0.1, max: 10.0 }, "GHz", "2.5", "clock rate that converts the cost table's cycles into time (a physical range: 0.1 to 10 GHz)";
@@ -104,6 +105,9 @@ pub struct Machine {
     /// riscv: SiFive CIP-1200, each local page flush a full sfence.vma (machine.sifive_cip_1200).
     pub sifive_cip_1200: bool,
     pub cost: Costs,
+    /// A step's length, in millionths, when another thread of its core is busy (machine.smt_yield;
+    /// None when the core's threads do not slow each other).
+    pub smt_stretch_ppm: Option<u64>,
     /// Each CPU's node, core and last-level cache (machine.llc_cores; an LLC is unique per core
     /// without that level): lookups, as a division costs more on the hot paths, side by side so
     /// that line_transfer() reads one entry per CPU.
@@ -222,6 +226,8 @@ impl Machine {
             riscv_asids: p.asid_bits > 0 && 1u64 << p.asid_bits > 2 * ncpus as u64,
             sifive_cip_1200: p.sifive_cip_1200,
             cost,
+            smt_stretch_ppm: (smt > 1 && p.smt_yield < 2.0)
+                .then(|| (2e6 / p.smt_yield).round() as u64),
             cpu_place,
             line_by_class,
         })
@@ -244,6 +250,23 @@ impl Machine {
     /// `cpu`'s core (a table lookup: these run on every lock, page touch and IPI).
     pub fn core_of(&self, cpu: usize) -> usize {
         self.cpu_place[cpu].core as usize
+    }
+
+    /// The other hardware threads of `cpu`'s core, as Linux numbers them (linux_core()).
+    pub fn siblings(&self, cpu: usize) -> impl Iterator<Item = usize> + '_ {
+        let (smt, cores) = (self.smt, self.ncpus() / self.smt);
+        let first = match self.arch {
+            Arch::PowerpcRadix => cpu - cpu % smt,
+            _ => cpu % cores,
+        };
+        let stride = if self.arch == Arch::PowerpcRadix {
+            1
+        } else {
+            cores
+        };
+        (0..smt)
+            .map(move |i| first + i * stride)
+            .filter(move |&c| c != cpu)
     }
 
     pub fn node_of(&self, cpu: usize) -> usize {

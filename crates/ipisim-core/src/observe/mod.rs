@@ -84,6 +84,8 @@ pub struct TaskAccount {
     pub times: TaskTimes,
     /// Inline, not boxed: charge_task then reaches it without a second pointer load.
     pub profile: [Time; Func::ALL.len()],
+    /// The function charged last: what a stretch of the step it ends is charged to (smt_yield).
+    pub last: Func,
 }
 
 /// What a run records: its counters and profiles, the TLB-coherence checker, and the trace.
@@ -207,13 +209,23 @@ impl Stats {
     pub fn add_task(&mut self) {
         let profile = [0; Func::ALL.len()];
         let times = TaskTimes::default();
-        self.tasks.push(TaskAccount { times, profile });
+        self.tasks.push(TaskAccount {
+            times,
+            profile,
+            last: Func::User,
+        });
     }
 
     /// CPU time spent in `f`, by `task` if a task was current (else by the idle task).
     pub fn charge(&mut self, task: Option<TaskId>, f: Func, ps: Time) {
         self.profile[f as usize] += ps;
         self.charge_task(task, f, ps);
+    }
+
+    /// More time for the function `task` was charged last (its step took longer than charged).
+    pub fn charge_last(&mut self, task: TaskId, ps: Time) {
+        let f = self.tasks[task].last;
+        self.charge(Some(task), f, ps);
     }
 
     /// Spinning on a lock for `caller`: `_raw_spin_lock` time, with its caller kept for the
@@ -235,6 +247,7 @@ impl Stats {
         if let Some(t) = task {
             let a = &mut self.tasks[t];
             a.profile[f as usize] += ps;
+            a.last = f;
             if f == Func::User {
                 a.times.user += ps;
             } else {

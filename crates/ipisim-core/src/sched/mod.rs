@@ -111,6 +111,30 @@ fn jittered(s: &mut impl Host, ps: Time) -> Time {
     ps + s.sched_parts().rng.below(max + 1)
 }
 
+/// A step that starts while another thread of its core is busy (a step, a handler or a user
+/// spin) shares the core's pipeline with it for its whole length (machine.smt_yield); a kernel
+/// spin runs cpu_relax() (PAUSE), which leaves the core to its sibling.
+fn smt_shared(s: &mut impl Host, cpu: CpuId, ps: Time, now: Time) -> Time {
+    let (sched, m) = s.sched_view();
+    let Some(ppm) = m.smt_stretch_ppm else {
+        return ps;
+    };
+    let task = sched.cpus[cpu].task.expect("a busy step has a task");
+    let busy = |c: &Cpu| match c.mode {
+        _ if c.in_irq(now) => true,
+        Mode::Busy { until } => until > now,
+        Mode::Spin(on) => on == SpinOn::UserForever,
+        Mode::Idle => false,
+    };
+    if !m.siblings(cpu).any(|o| busy(&sched.cpus[o])) {
+        return ps;
+    }
+    // The time lost is the step's own: charged to the function it charged last.
+    let shared = (ps as u128 * ppm as u128 / 1_000_000) as Time;
+    s.obs().stats.charge_last(task, shared - ps);
+    shared
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Mode {
     /// No task: the idle loop (lazy TLB).
@@ -483,7 +507,8 @@ fn preemptible(s: &impl Host, cpu: CpuId, t: TaskId) -> bool {
 /// step ends, so the CPU ran on to its end without an event and takes the next step now.
 fn start_busy(s: &mut impl Host, cpu: CpuId, step: Step, ps: Time, irqs_off: bool) -> bool {
     let now = s.now();
-    let until = s.now() + jittered(s, ps);
+    let ps = smt_shared(s, cpu, ps, now);
+    let until = now + jittered(s, ps);
     if let Some(tr) = s.obs().trace.as_mut() {
         tr.step_begin(cpu, step.name(), now);
     }
@@ -592,7 +617,7 @@ fn switch_in(s: &mut impl Host, cpu: CpuId) {
     if let Some(tr) = s.obs().trace.as_mut() {
         tr.step_begin(cpu, Func::Schedule.name(), now);
     }
-    let until = s.now() + cs + switch_mm;
+    let until = now + smt_shared(s, cpu, cs + switch_mm, now);
     resume_at(s, cpu, until, true);
 }
 
@@ -1016,6 +1041,33 @@ mod tests {
         spawn(&mut s, MM, 1, &steps);
         let start = switch_in(&s);
         (s, start)
+    }
+
+    /// machine.smt_yield 1.6: a step that starts while the other thread of its core runs one
+    /// takes 2 / 1.6 = 1.25 times as long; one beside an idle sibling, or on another core, does
+    /// not. 4 CPUs of 2 cores: CPUs 1 and 3 are siblings, 0 and 2.
+    #[test]
+    fn a_step_beside_a_busy_smt_sibling_takes_its_share_of_the_core() {
+        let sets = [("machine.smt", "2"), ("machine.smt_yield", "1.6")];
+        let mut s = machine(4, "linux-6.3", Then::Sleep, &sets);
+        spawn(&mut s, MM, 1, &[work(100 * US, false)]);
+        let start = switch_in(&s);
+        run_until(&mut s, start);
+        assert_eq!(busy_until(&s, 1), start + 100 * US, "its sibling is idle");
+        // CPU 2 (beside idle CPU 0) and CPU 3 (beside busy CPU 1) switch in alike.
+        spawn(&mut s, MM, 2, &[work(100 * US, false)]);
+        spawn(&mut s, MM, 3, &[work(100 * US, false)]);
+        let sw = busy_until(&s, 2) - start;
+        assert_eq!(busy_until(&s, 3), start + sw * 5 / 4, "CPU 1 runs");
+        run_until(&mut s, start + sw * 5 / 4);
+        assert_eq!(busy_until(&s, 2), start + sw + 100 * US, "CPU 0 idles");
+        assert_eq!(busy_until(&s, 3), start + sw * 5 / 4 + 125 * US);
+        let t = s.sched.cpus[3].task.unwrap();
+        assert_eq!(
+            s.obs.stats.tasks[t].times.user,
+            125 * US,
+            "the stretch is its step's"
+        );
     }
 
     /// An IPI to a CPU in a busy step with IRQs on is taken at once; iret returns to the step,
