@@ -126,7 +126,8 @@ fn without_invlpgb_linux_6_15_is_linux_6_14() {
 /// The unsafe what-if: INVLPGB without TLBSYNC. madvise frees the page while the broadcast is
 /// in flight, and the thread's read-back still hits its translation: the checker reports a
 /// use-after-free at the access. With TLBSYNC, none. Whether a read-back beats its broadcast is
-/// timing: 16 threads and 3000 loops give six (8 threads and 1000 loops gave two until the
+/// timing: 16 threads and 3000 loops give five (six until list operations moved their
+/// neighbours' lines, 2026-11-29; 8 threads and 1000 loops gave two until the
 /// flush's info and tlb_gen lines, 2026-11-28, and none since; 8 threads and 3000 loops gave
 /// three before the lock words' lines, two after them and none since a lru_lock round moves the
 /// lruvec's own lines; 4 threads and 1000 loops gave some until Milan's published line costs).
@@ -134,9 +135,9 @@ fn without_invlpgb_linux_6_15_is_linux_6_14() {
 fn skipping_tlbsync_before_the_free_is_caught() {
     let what_if = [("kernel.broadcast_tlb_flush", "invlpgb_no_tlbsync")];
     let j = tlb_flush2_threads("linux-6.15", 16, 3000, &what_if);
-    assert_eq!(j["check"]["violations"], 6, "{}", j["check"]);
-    assert_eq!(j["check"]["by_kind"]["use-after-free"], 6);
-    assert_eq!(j["check"]["by_site"]["access"], 6);
+    assert_eq!(j["check"]["violations"], 5, "{}", j["check"]);
+    assert_eq!(j["check"]["by_kind"]["use-after-free"], 5);
+    assert_eq!(j["check"]["by_site"]["access"], 5);
     assert_eq!(b(&j, "tlbsync"), 0);
     let j = tlb_flush2_threads("linux-6.15", 16, 3000, &[]);
     assert_eq!(j["check"]["violations"], 0);

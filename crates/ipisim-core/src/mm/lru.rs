@@ -9,8 +9,9 @@ use crate::machine::Cost;
 use crate::observe::Func;
 use crate::step::{Outcome, Step};
 
-use super::filemap::{PG_ANON_PRIVATE, PG_FREE_PENDING};
-use super::Host;
+use super::filemap::{touch_page, PG_ANON_PRIVATE, PG_FREE_PENDING};
+use super::{Host, Memory, Parts, NONE};
+use crate::machine::Machine;
 
 /// An inactive and an active list. The front is the head (newest), the back the tail (reclaimed
 /// first).
@@ -27,7 +28,7 @@ impl LruLists {
 }
 
 /// One node's lruvec.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct NodeLru {
     pub file: LruLists,
     pub anon: LruLists,
@@ -41,6 +42,24 @@ pub struct NodeLru {
     pub throttled: Vec<u32>,
     /// The CPU whose cache holds the lruvec's list heads and LRU size counters: the last holder.
     pub lines_cpu: usize,
+    /// The first (newest) PG_ANON_PRIVATE page of the anon list, NONE if none
+    /// (`Memory::anon_lru` links the rest).
+    pub anon_first: u32,
+}
+
+impl Default for NodeLru {
+    fn default() -> Self {
+        NodeLru {
+            file: LruLists::default(),
+            anon: LruLists::default(),
+            lock: SpinLock::default(),
+            zone_dirty: false,
+            isolated: [0; 2],
+            throttled: Vec::new(),
+            lines_cpu: 0,
+            anon_first: NONE,
+        }
+    }
 }
 
 impl NodeLru {
@@ -67,18 +86,25 @@ impl NodeLru {
 /// to this CPU while it holds the lock, as must the lruvec's own two (below). Returns spin + hold
 /// time.
 pub fn lock_lru(s: &mut impl Host, cpu: CpuId, node: usize, pages: &[u32]) -> Time {
-    let (spin, hold) = lock_lru_split(s, cpu, node, pages);
+    let (spin, hold) = lock_lru_split(s, cpu, node, pages, 0);
     spin + hold
 }
 
-/// lock_lru(), with the spin (the wait for the lock and its line) and the hold apart.
-pub fn lock_lru_split(s: &mut impl Host, cpu: CpuId, node: usize, pages: &[u32]) -> (Time, Time) {
+/// lock_lru(), with the spin (the wait for the lock and its line) and the hold apart; `lines`
+/// is what the list neighbours' `struct page` lines took to come over (anon_list_add/del).
+pub fn lock_lru_split(
+    s: &mut impl Host,
+    cpu: CpuId,
+    node: usize,
+    pages: &[u32],
+    lines: Time,
+) -> (Time, Time) {
     let now = s.now();
     let p = s.mm_parts();
     let (m, mem) = (p.m, p.mem);
-    let mut hold = pages.len() as Time * m.cost[Cost::LruPage];
+    let mut hold = pages.len() as Time * m.cost[Cost::LruPage] + lines;
     for &pfn in pages {
-        hold += super::filemap::touch_page(m, mem, cpu, pfn);
+        hold += touch_page(m, mem, cpu, pfn);
     }
     // struct lruvec's lists[] share a line apart from lru_lock's, and update_lru_size() writes
     // mem_cgroup_per_node's lru_zone_size[][]: both come from the last holder, once a round.
@@ -117,6 +143,38 @@ pub fn lock_first(s: &mut impl Host, t: TaskId, func: Func, ps: Time, locked: Ti
     }
 }
 
+/// list_add(&folio->lru, lruvec's anon list) of a PG_ANON_PRIVATE page: it becomes the first,
+/// and the old first's prev pointer is written, so that page's `struct page` line comes here
+/// (the head's own line is the lruvec's, charged once a round). Returns that transfer.
+fn anon_list_add(m: &Machine, mem: &mut Memory, cpu: CpuId, node: usize, pfn: u32) -> Time {
+    let old = std::mem::replace(&mut mem.lru[node].anon_first, pfn);
+    mem.anon_lru[pfn as usize] = [NONE, old];
+    if old == NONE {
+        return 0;
+    }
+    mem.anon_lru[old as usize][0] = pfn;
+    touch_page(m, mem, cpu, old)
+}
+
+/// list_del(&folio->lru) of a PG_ANON_PRIVATE page: its neighbours' next and prev pointers are
+/// written, so both their `struct page` lines come here (a list end's neighbour is the head, in
+/// the lruvec's line). Returns those transfers.
+fn anon_list_del(m: &Machine, mem: &mut Memory, cpu: CpuId, node: usize, pfn: u32) -> Time {
+    let [prev, next] = mem.anon_lru[pfn as usize];
+    let mut lines = 0;
+    if prev == NONE {
+        mem.lru[node].anon_first = next;
+    } else {
+        mem.anon_lru[prev as usize][1] = next;
+        lines += touch_page(m, mem, cpu, prev);
+    }
+    if next != NONE {
+        mem.anon_lru[next as usize][0] = prev;
+        lines += touch_page(m, mem, cpu, next);
+    }
+    lines
+}
+
 /// Whether the next lru_cache_add() on this CPU fills its pagevec and so drains it.
 pub fn add_drains(mem: &super::Memory, cpu: CpuId) -> bool {
     mem.pagevec[cpu].len() + 1 >= mem.cfg.pagevec_size
@@ -140,16 +198,17 @@ pub fn lru_add_drain(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time {
     let mut cost = 0;
     let mut i = 0;
     while i < pv.len() {
-        let mem = s.mm_parts().mem;
+        let Parts { m, mem, .. } = s.mm_parts();
         // The kernel relocks whenever the next page is on another node's lruvec.
         let node = mem.frames.node_of(pv[i]);
-        let mut j = i;
+        let (mut j, mut lines) = (i, 0);
         while j < pv.len() && mem.frames.node_of(pv[j]) == node {
             let p = pv[j];
             let page = &mut mem.page[p as usize];
             if page.flags & PG_ANON_PRIVATE != 0 {
-                // lru_add(): onto the anon LRU (by flag only; see PG_ANON_PRIVATE).
+                // lru_add(): onto the anon LRU's head, linked to its neighbour.
                 page.flags |= super::filemap::PG_LRU;
+                lines += anon_list_add(m, mem, cpu, node, p);
             } else if page.flags & super::filemap::PG_SWAPBACKED != 0 && !mem.cfg.anon_lru_inactive
             {
                 // lru_cache_add_active_or_unevictable(): new anonymous pages start active (to 5.8).
@@ -166,7 +225,7 @@ pub fn lru_add_drain(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time {
             j += 1;
         }
         // The wait is lock time called from here, as release_pages()' is (perf's callers).
-        let (spin, hold) = lock_lru_split(s, cpu, node, &pv[i..j]);
+        let (spin, hold) = lock_lru_split(s, cpu, node, &pv[i..j], lines);
         let stats = &mut s.mm_parts().obs.stats;
         stats.charge_lock(Some(t), Func::LruAdd, spin);
         stats.charge(Some(t), Func::LruAdd, hold);
@@ -190,7 +249,7 @@ pub fn lru_add_drain(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time {
 const RELEASE_BATCH: usize = 32;
 
 /// release_pages() / folios_put_refs() of pages whose last reference goes: those on the LRU
-/// (`pages`, every one PG_LRU) come off it under their node's lru_lock, relocked when the node
+/// (`pages`, every one PG_ANON_PRIVATE and PG_LRU) come off it under their node's lru_lock, relocked when the node
 /// changes or after RELEASE_BATCH pages, then go back to the allocator. Returns the time taken;
 /// the wait for the lock is `_raw_spin_lock_irqsave` time called from release_pages.
 pub fn release_lru_pages(s: &mut impl Host, cpu: CpuId, t: TaskId, pages: &[u32]) -> Time {
@@ -203,7 +262,13 @@ pub fn release_lru_pages(s: &mut impl Host, cpu: CpuId, t: TaskId, pages: &[u32]
         while j < pages.len() && j - i < RELEASE_BATCH && mem.frames.node_of(pages[j]) == node {
             j += 1;
         }
-        let (spin, hold) = lock_lru_split(s, cpu, node, &pages[i..j]);
+        // lruvec_del_folio(): each page leaves the anon list, its neighbours' lines come over.
+        let Parts { m, mem, .. } = s.mm_parts();
+        let lines = pages[i..j]
+            .iter()
+            .map(|&pfn| anon_list_del(m, mem, cpu, node, pfn))
+            .sum();
+        let (spin, hold) = lock_lru_split(s, cpu, node, &pages[i..j], lines);
         let p = s.mm_parts();
         for &pfn in &pages[i..j] {
             p.mem.page[pfn as usize].flags &= !(super::filemap::PG_LRU | PG_FREE_PENDING);
@@ -271,22 +336,94 @@ mod tests {
     #[test]
     fn a_round_from_another_cpu_moves_the_lruvecs_two_lines() {
         let mut s = machine(2, "linux-6.14", Then::Sleep, &[]);
-        let (_, first) = super::lock_lru_split(&mut s, 0, 0, &[]);
-        let (_, again) = super::lock_lru_split(&mut s, 0, 0, &[]);
-        let (_, other) = super::lock_lru_split(&mut s, 1, 0, &[]);
+        let (_, first) = super::lock_lru_split(&mut s, 0, 0, &[], 0);
+        let (_, again) = super::lock_lru_split(&mut s, 0, 0, &[], 0);
+        let (_, other) = super::lock_lru_split(&mut s, 1, 0, &[], 0);
         assert_eq!((first, again), (0, 0));
         assert_eq!(other, 2 * s.m.line_transfer(0, 1));
         assert!(other > 0);
     }
 
+    /// list_add() at the anon list's head writes the old first page's `struct page` (its prev),
+    /// list_del() both neighbours' (their next and prev): each line comes from the CPU that
+    /// wrote it last. Pages a (CPU 0), b and c (CPU 1) go on in turn; a comes off on CPU 0.
+    #[test]
+    fn anon_list_operations_move_the_neighbours_lines() {
+        let mut s = machine(2, "linux-6.14", Then::Sleep, &[]);
+        let [a, b, c] = [100, 101, 102];
+        for pfn in [a, b, c] {
+            s.mem.new_anon_page(pfn);
+        }
+        let line = s.m.line_transfer(0, 1);
+        let (m, mem) = (&s.m, &mut s.mem);
+        // A round writes its own pages' lines first (lock_lru_split()), then links them.
+        let mut add = |cpu, pfn| {
+            super::touch_page(m, mem, cpu, pfn);
+            super::anon_list_add(m, mem, cpu, 0, pfn)
+        };
+        assert_eq!(add(0, a), 0, "the list was empty");
+        assert_eq!(add(1, b), line, "a's line, from CPU 0");
+        assert_eq!(add(1, c), 0, "b's line is here");
+        assert_eq!(mem.lru[0].anon_first, c);
+        // b: next to c (written on CPU 1) and a (CPU 1 wrote its prev when b went on).
+        assert_eq!(super::anon_list_del(m, mem, 0, 0, b), 2 * line);
+        assert_eq!(mem.anon_lru[c as usize], [super::NONE, a]);
+        assert_eq!(mem.anon_lru[a as usize], [c, super::NONE]);
+        assert_eq!(
+            super::anon_list_del(m, mem, 0, 0, a),
+            0,
+            "c's line came with b's delete"
+        );
+        assert_eq!(
+            super::anon_list_del(m, mem, 0, 0, c),
+            0,
+            "the last: only the head's line"
+        );
+        assert_eq!(mem.lru[0].anon_first, super::NONE);
+    }
+
+    /// With the drain, tlb_batch_pages_flush() takes its two lru_lock rounds in two steps: the
+    /// LRU-add drain's first (interrupts off), then, as a step of its own, release_pages()'s,
+    /// which asks for the lock again after CPUs that queued meanwhile.
+    #[test]
+    fn the_drain_and_release_pages_are_two_steps() {
+        use crate::mm::Host;
+        use crate::step::{Outcome, Step};
+        use crate::testing::{spawn, MM};
+        let sets = [("kernel.zap_lru_add_drain", "true")];
+        let mut s = machine(2, "linux-6.14", Then::Sleep, &sets);
+        let t = spawn(&mut s, MM, 1, &[]);
+        let pfn = 100;
+        s.mem.new_anon_page(pfn);
+        s.mem.pagevec[1].push(pfn);
+        s.gather(t).pages.push(pfn);
+        let first = crate::mm::tlb_batch_pages_flush(&mut s, 1, t);
+        assert!(matches!(first, Outcome::Busy { irqs_off: true, ps } if ps > 0));
+        assert_eq!(
+            s.sched.tasks[t].steps.last(),
+            Some(&Step::TlbBatchPagesFlush)
+        );
+        assert_eq!(s.mem.lru[0].lock.acquisitions, 1, "the drain's round only");
+        assert_eq!(s.gather(t).pages, [pfn], "not released yet");
+        s.sched.tasks[t].steps.pop();
+        let second = crate::mm::tlb_batch_pages_flush(&mut s, 1, t);
+        assert!(matches!(second, Outcome::Busy { irqs_off: true, ps } if ps > 0));
+        assert_eq!(s.mem.lru[0].lock.acquisitions, 2);
+        assert!(s.gather(t).pages.is_empty());
+        assert_eq!(
+            s.mem.page[pfn as usize].flags & super::super::filemap::PG_LRU,
+            0
+        );
+    }
+
     /// Waiting for the lru_lock in the LRU-add drain is lock time with that caller, as in
-    /// release_pages(): with the drain, two threads' rounds alternate, and both callers wait.
+    /// release_pages(): with the drain, four threads' rounds interleave, and both callers wait.
     #[test]
     fn the_drains_wait_is_lock_time_called_from_lru_add() {
         use crate::observe::Func;
         let s = tlb_flush2_threads(
             "linux-6.14",
-            2,
+            4,
             200,
             &[("kernel.zap_lru_add_drain", "true")],
         );

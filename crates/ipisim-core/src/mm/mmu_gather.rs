@@ -103,6 +103,16 @@ pub fn tlb_finish_mmu(s: &mut impl Host, t: TaskId) -> Outcome {
 /// tlb_batch_pages_flush(): the TLB is clean, the gathered pages can go back to the allocator
 /// (free_pages_and_swap_cache(): off the LRU first, see mm/lru.rs).
 pub fn tlb_batch_pages_flush(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
+    let gathered = !s.gather(t).pages.is_empty();
+    let mem = s.mm_parts().mem;
+    if gathered && mem.cfg.zap_lru_add_drain && !mem.pagevec[cpu].is_empty() {
+        // free_pages_and_swap_cache()'s lru_add_drain() is a step of its own: its lock rounds end
+        // before release_pages() asks for the lock again, behind the CPUs that queued meanwhile
+        // (a qspinlock serves its MCS queue in order), so the two rounds are two hand-offs.
+        let ps = super::lru::lru_add_drain(s, cpu, t);
+        s.push_step(t, Step::TlbBatchPagesFlush);
+        return super::lru::lock_first(s, t, Func::LruAdd, ps, ps);
+    }
     let g = s.gather(t);
     let (mm, finishing) = (g.mm, std::mem::take(&mut g.finishing));
     let mut pages = std::mem::take(&mut g.pages);

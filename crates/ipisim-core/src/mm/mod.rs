@@ -269,6 +269,9 @@ pub struct Memory {
     pub page: Vec<filemap::PageInfo>,
     /// Per node: the file LRU lists.
     pub lru: Vec<lru::NodeLru>,
+    /// Per frame of a PG_ANON_PRIVATE page on the LRU: its anon list neighbours [prev, next]
+    /// (toward the head, toward the tail; NONE at an end), as `struct page`'s lru links them.
+    pub anon_lru: Vec<[u32; 2]>,
     /// Per CPU: the LRU-add pagevec.
     pub pagevec: Vec<Vec<u32>>,
     /// Per task (by task id): what mm keeps for it.
@@ -300,6 +303,7 @@ impl Memory {
             frames: Frames::new(nodes, bytes_per_node, ncpus, ZERO_PFN),
             files: Vec::new(),
             page: Vec::new(),
+            anon_lru: Vec::new(),
             lru: (0..nodes).map(|_| lru::NodeLru::default()).collect(),
             pagevec: vec![Vec::new(); ncpus],
             tasks: Vec::new(),
@@ -367,6 +371,9 @@ impl Memory {
                 .min(self.frames.total() as usize);
             self.page
                 .resize(len.max(i + 1), filemap::PageInfo::default());
+        }
+        if i >= self.anon_lru.len() {
+            self.anon_lru.resize(self.page.len(), [NONE; 2]);
         }
         let p = &mut self.page[i];
         (p.file, p.index, p.flags) = (NONE, 0, filemap::PG_ANON_PRIVATE);
