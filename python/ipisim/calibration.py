@@ -318,8 +318,9 @@ def calibrate(
         raise ConfigError("--measured: no figures to fit")
     if not 1 <= starts <= MAX_STARTS:
         raise ConfigError(f"--starts: give 1 to {MAX_STARTS} starting points, got {starts}")
-    known = {c["key"][len(PREFIX) :] for c in ipisim.describe("machine")["costs"]}
-    numeric = {p["key"] for p in ipisim.describe("machine")["params"] if p["type"].startswith("number")}
+    decls = ipisim.describe("machine")
+    known = {c["key"][len(PREFIX) :] for c in decls["costs"]}
+    numeric = {p["key"] for p in decls["params"] if p["type"].startswith("number")}
     by_name = {f.name: f for f in free}
     for f in free:
         if f.param and f.key not in numeric:

@@ -282,12 +282,11 @@ pub fn release_lru_pages(s: &mut impl Host, cpu: CpuId, t: TaskId, pages: &[u32]
     cost
 }
 
-/// free_pages_and_swap_cache() -> release_pages() of an mmu_gather's pages, after the flush:
-/// with `kernel.zap_lru_add_drain` it first drains this CPU's LRU-add batch (lru_add_drain(),
-/// removed by 1aa43598c03b "mm: remove unnecessary calls to lru_add_drain", 6.14). A
-/// PG_ANON_PRIVATE page on the LRU comes off it under the lock; one still in a per-CPU batch is
-/// left to that batch's drain (PG_FREE_PENDING); any other page (untracked, or the reclaim
-/// workloads' regions) goes back to the allocator at once, as before. `pages` is reordered.
+/// free_pages_and_swap_cache() -> release_pages() of an mmu_gather's pages, after the flush
+/// (and after the LRU-add drain before it until 6.14: tlb_batch_pages_flush() runs that as a
+/// step of its own). A PG_ANON_PRIVATE page on the LRU comes off it under the lock; one still in
+/// a per-CPU batch is left to that batch's drain (PG_FREE_PENDING); any other page (untracked, or
+/// the reclaim workloads' regions) goes back to the allocator at once. `pages` is reordered.
 pub fn free_pages_and_swap_cache(
     s: &mut impl Host,
     cpu: CpuId,
@@ -295,9 +294,6 @@ pub fn free_pages_and_swap_cache(
     pages: &mut Vec<u32>,
 ) -> Time {
     let mut cost = 0;
-    if s.mm_parts().mem.cfg.zap_lru_add_drain {
-        cost += lru_add_drain(s, cpu, t);
-    }
     let mem = s.mm_parts().mem;
     let mut k = 0;
     for i in 0..pages.len() {

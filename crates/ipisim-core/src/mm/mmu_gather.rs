@@ -106,7 +106,8 @@ pub fn tlb_batch_pages_flush(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcom
     let gathered = !s.gather(t).pages.is_empty();
     let mem = s.mm_parts().mem;
     if gathered && mem.cfg.zap_lru_add_drain && !mem.pagevec[cpu].is_empty() {
-        // free_pages_and_swap_cache()'s lru_add_drain() is a step of its own: its lock rounds end
+        // free_pages_and_swap_cache()'s lru_add_drain() (removed by 1aa43598c03b "mm: remove
+        // unnecessary calls to lru_add_drain", 6.14) is a step of its own: its lock rounds end
         // before release_pages() asks for the lock again, behind the CPUs that queued meanwhile
         // (a qspinlock serves its MCS queue in order), so the two rounds are two hand-offs.
         let ps = super::lru::lru_add_drain(s, cpu, t);
