@@ -14,7 +14,7 @@ params! {
     #[derive(Debug, Clone)]
     pub struct Params;
     const PARAMS = {
-        threads: usize = "threads", Kind::Int { min: 1, max: 1024 }, "threads", "10", "writer threads of the one process, spread evenly over the CPUs";
+        threads: usize = "threads", Kind::Int { min: 1, max: 1024 }, "threads", "10", "writer threads of the one process, one per core while there are cores, spread evenly over the nodes";
         #[allow(dead_code)] // Sim::new reads scale for every scenario, before the machine exists
         scale: f64 = "scale", Kind::Float { min: 0.0, max: 1.0 }, "", "1", "simulate this fraction of the machine's memory; the regions shrink with it (1 = full scale)";
     }
@@ -63,10 +63,13 @@ impl Scenario for Swapout {
     fn start(&mut self, s: &mut impl Host) {
         let (threads, pages) = (self.threads, self.pages_per_thread);
         let mm = super::mm_alloc(s);
-        let ncpus = s.machine().ncpus();
+        // The load balancer gives each thread a core of its own while there are idle cores, and
+        // the nodes equal shares (Linux numbers the cores' first threads 0..cores, node by node).
+        let (ncpus, cores) = (s.machine().ncpus(), s.machine().ncpus() / s.machine().smt);
+        let spread = if threads <= cores { cores } else { ncpus };
         for i in 0..threads {
             let start = s.mem().map_new_anon(mm, pages);
-            let t = sched::spawn(s, mm, i * ncpus / threads);
+            let t = sched::spawn(s, mm, i * spread / threads);
             debug_assert_eq!(t, i);
             s.sched().tasks[t].comm = "swapout".into();
             self.writers.push(Writer {
