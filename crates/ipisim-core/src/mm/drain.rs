@@ -39,10 +39,11 @@ pub fn drain_pages(s: &mut impl Host, by: CpuId, cpu: CpuId) -> Time {
     let mut ps = 0;
     for zone in 0..s.mm_view().0.frames.zones.len() {
         let Parts { m, mem, .. } = s.mm_parts();
-        let pages = std::mem::take(&mut mem.frames.pcp[cpu][zone]);
-        if pages.is_empty() {
+        // An empty list keeps its buffer: taking it would free one the next refill grows again.
+        if mem.frames.pcp[cpu][zone].is_empty() {
             continue;
         }
+        let pages = std::mem::take(&mut mem.frames.pcp[cpu][zone]);
         let hold = pages.len() as Time * m.cost[Cost::BuddyPage];
         ps += super::page_alloc::zone_lock_wait(s, zone, by, hold) + hold;
         let frames = &mut s.mm_parts().mem.frames;
