@@ -273,14 +273,6 @@ impl Machine {
         self.cpu_place[cpu].node as usize
     }
 
-    /// The lowest-numbered CPU of `node` (its first core's first thread).
-    pub fn first_cpu_of_node(&self, node: usize) -> usize {
-        self.cpu_place
-            .iter()
-            .position(|p| p.node as usize == node)
-            .expect("every node has CPUs")
-    }
-
     /// Cost of moving one cache line from `from` to `to`, by distance.
     pub fn line_transfer(&self, from: usize, to: usize) -> Time {
         // Without branches: the pairs on the IPI path vary too much for a predictor.

@@ -235,16 +235,24 @@ fn remote_op(busy: bool) -> Outcome {
     }
 }
 
-/// kswapd<n> for each node of a reclaiming workload, sleeping until the allocator wakes it; it
-/// shares the node's first CPU.
+/// kswapd<n> for each node of a reclaiming workload, sleeping until the allocator wakes it, on
+/// the node's CPU with the fewest tasks (the lowest of a tie): kswapd is bound to its node, and
+/// a wakeup puts it on an idle CPU there if there is one (select_idle_sibling()).
 fn spawn_kswapds(s: &mut impl Host) {
-    for node in 0..s.machine().nodes {
-        let t = crate::sched::spawn_at(
-            s,
-            crate::sched::KTHREAD,
-            s.machine().first_cpu_of_node(node),
-            crate::engine::NEVER,
-        );
+    let m = s.machine();
+    let (ncpus, nodes) = (m.ncpus(), m.nodes);
+    let mut tasks = vec![0usize; ncpus];
+    for t in &s.sched().tasks {
+        tasks[t.cpu] += 1;
+    }
+    for node in 0..nodes {
+        let m = s.machine();
+        let cpu = (0..ncpus)
+            .filter(|&c| m.node_of(c) == node)
+            .min_by_key(|&c| (tasks[c], c))
+            .expect("every node has CPUs");
+        tasks[cpu] += 1;
+        let t = crate::sched::spawn_at(s, crate::sched::KTHREAD, cpu, crate::engine::NEVER);
         s.sched().tasks[t].comm = format!("kswapd{node}");
         s.mem().kswapd[node] = Some(t);
     }
