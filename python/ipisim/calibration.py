@@ -84,16 +84,14 @@ def parse_free(text: str) -> FreeCost:
     `machine.NAME=LO:HI`: a numeric machine parameter, with bounds in its unit."""
     key, sep, bounds = text.partition("=")
     if not key.startswith(PREFIX) and key.startswith(PARAM_PREFIX) and key[len(PARAM_PREFIX) :]:
-        lo, hi = _bounds(text, bounds) if sep else (None, None)
-        if lo is None:
+        if not sep:
             raise ConfigError(f"--free {text}: a machine parameter needs bounds: machine.NAME=LO:HI")
-        return FreeCost(key[len(PARAM_PREFIX) :], lo, hi, param=True)
-    key, ge, other = text.partition(">=")
+        return FreeCost(key[len(PARAM_PREFIX) :], *_bounds(text, bounds), param=True)
+    lower, ge, other = text.partition(">=")
     if ge:
-        if not key.startswith(PREFIX) or not key[len(PREFIX) :] or not other or "=" in other:
+        if not lower.startswith(PREFIX) or not lower[len(PREFIX) :] or not other or "=" in other:
             raise ConfigError(f"--free {text}: expected machine.cost.NAME>=OTHER")
-        return FreeCost(key[len(PREFIX) :], above=other.removeprefix(PREFIX))
-    key, sep, bounds = text.partition("=")
+        return FreeCost(lower[len(PREFIX) :], above=other.removeprefix(PREFIX))
     if not key.startswith(PREFIX) or not key[len(PREFIX) :]:
         raise ConfigError(f"--free {text}: expected machine.cost.NAME[=LO:HI]")
     if not sep:

@@ -5,13 +5,12 @@
 use std::collections::VecDeque;
 
 use crate::engine::{CpuId, SpinLock, TaskId, Time};
-use crate::machine::Cost;
+use crate::machine::{Cost, Machine};
 use crate::observe::Func;
 use crate::step::{Outcome, Step};
 
 use super::filemap::{touch_page, PG_ANON_PRIVATE, PG_FREE_PENDING};
 use super::{Host, Memory, Parts, NONE};
-use crate::machine::Machine;
 
 /// An inactive and an active list. The front is the head (newest), the back the tail (reclaimed
 /// first).
@@ -176,7 +175,7 @@ fn anon_list_del(m: &Machine, mem: &mut Memory, cpu: CpuId, node: usize, pfn: u3
 }
 
 /// Whether the next lru_cache_add() on this CPU fills its pagevec and so drains it.
-pub fn add_drains(mem: &super::Memory, cpu: CpuId) -> bool {
+pub fn add_drains(mem: &Memory, cpu: CpuId) -> bool {
     mem.pagevec[cpu].len() + 1 >= mem.cfg.pagevec_size
 }
 
@@ -249,8 +248,8 @@ pub fn lru_add_drain(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time {
 const RELEASE_BATCH: usize = 32;
 
 /// release_pages() / folios_put_refs() of pages whose last reference goes: those on the LRU
-/// (`pages`, every one PG_ANON_PRIVATE and PG_LRU) come off it under their node's lru_lock, relocked when the node
-/// changes or after RELEASE_BATCH pages, then go back to the allocator. Returns the time taken;
+/// (`pages`, every one PG_ANON_PRIVATE and PG_LRU) come off it under their node's lru_lock,
+/// relocked when the node changes or after RELEASE_BATCH pages, then go back to the allocator. Returns the time taken;
 /// the wait for the lock is `_raw_spin_lock_irqsave` time called from release_pages.
 pub fn release_lru_pages(s: &mut impl Host, cpu: CpuId, t: TaskId, pages: &[u32]) -> Time {
     let mut cost = 0;
