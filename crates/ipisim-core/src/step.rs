@@ -164,6 +164,10 @@ pub enum Step {
     Pageout { pfn: u32 },
     /// Free the reclaimed pages and put the others back.
     ShrinkFinish,
+    /// __split_huge_page_refcount() of huge page `head` (mm/thp.rs).
+    SplitHugePageRefcount { head: u32 },
+    /// __split_huge_page_map() of huge page `head` (mm/thp.rs).
+    SplitHugePageMap { head: u32 },
     /// try_to_unmap_flush.
     TryToUnmapFlush,
     /// mmap_write_unlock at the end of munmap or mprotect.
@@ -237,6 +241,8 @@ impl Step {
             Step::ShrinkPageList => "shrink_page_list",
             Step::MadvisePageout { .. } => "madvise_cold_or_pageout_pte_range",
             Step::ShrinkFinish => "putback_inactive_pages",
+            Step::SplitHugePageRefcount { .. } => "__split_huge_page_refcount",
+            Step::SplitHugePageMap { .. } => "__split_huge_page_map",
             Step::Pageout { .. } => "pageout",
             Step::TryToUnmapFlush => "try_to_unmap_flush",
             Step::MmapWriteUnlock => "up_write",

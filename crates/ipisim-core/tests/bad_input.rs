@@ -137,3 +137,14 @@ fn a_scale_under_the_floor_says_what_was_simulated() {
     assert!(j["config"].get("machine.simulated_mem_per_node").is_none());
     assert!(resolve(&req("swapout", None, &[])).is_ok());
 }
+
+#[test]
+fn huge_pages_are_refused_where_a_scenario_has_no_paths_for_them() {
+    let msg = refused(&req("reclaim", None, &[("kernel.thp", "always")]));
+    assert!(
+        msg.contains("kernel.thp") && msg.contains("no paths for anonymous huge pages"),
+        "{msg}"
+    );
+    let swapout = [("kernel.thp", "always"), ("scale", "0.002")];
+    check(&req("swapout", None, &swapout)).expect("swapout models huge pages");
+}

@@ -178,7 +178,12 @@ pub fn access_page(
         return Ok(0);
     }
     if present && (!write || flags & PTE_DIRTY != 0) {
-        mem.page[pfn as usize].flags |= PTE_YOUNG;
+        // The walk sets the accessed bit of the entry it used: a huge page's is its PMD's.
+        let entry = match flags & super::thp::PG_TAIL {
+            0 => pfn,
+            _ => super::thp::head_of(mem, file as usize, index as u64, v),
+        };
+        mem.page[entry as usize].flags |= PTE_YOUNG;
         arch.tlb[cpu].fill_at(slot, asid, v, pfn, write, write);
         return Ok(m.cost[Cost::TlbMiss]);
     }
@@ -332,6 +337,9 @@ fn do_anonymous_page(
     index: u64,
     vpn: u64,
 ) -> Outcome {
+    if let Some(huge) = super::thp::do_huge_pmd_anonymous_page(s, cpu, t, file, index, vpn) {
+        return huge;
+    }
     let new = NewPage {
         retry: Step::FileWriteFault { vpn },
         flags: PG_SWAPBACKED | PTE_MAPPED | PTE_YOUNG | PTE_DIRTY,

@@ -10,6 +10,7 @@ use crate::observe::Func;
 use crate::step::{Outcome, Step};
 
 use super::filemap::{touch_page, PG_ANON_PRIVATE, PG_FREE_PENDING};
+use super::thp::{heads, HPAGE_PMD_NR};
 use super::{Host, Memory, Parts, NONE};
 
 /// An inactive and an active list. The front is the head (newest), the back the tail (reclaimed
@@ -18,11 +19,25 @@ use super::{Host, Memory, Parts, NONE};
 pub struct LruLists {
     pub inactive: VecDeque<u32>,
     pub active: VecDeque<u32>,
+    /// Huge-page heads on each list (mm/thp.rs): each stands for 512 pages, not 1. Whoever
+    /// moves a head on or off a list keeps these.
+    pub huge_inactive: usize,
+    pub huge_active: usize,
 }
 
 impl LruLists {
     pub fn is_empty(&self) -> bool {
         self.inactive.is_empty() && self.active.is_empty()
+    }
+
+    /// The pages on the inactive list (NR_INACTIVE_*: a huge page counts 512).
+    pub fn inactive_pages(&self) -> usize {
+        self.inactive.len() + self.huge_inactive * (HPAGE_PMD_NR - 1)
+    }
+
+    /// The pages on the active list.
+    pub fn active_pages(&self) -> usize {
+        self.active.len() + self.huge_active * (HPAGE_PMD_NR - 1)
     }
 }
 
@@ -212,10 +227,12 @@ pub fn lru_add_drain(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time {
             {
                 // lru_cache_add_active_or_unevictable(): new anonymous pages start active (to 5.8).
                 page.flags |= super::filemap::PG_LRU | super::filemap::PG_ACTIVE;
+                mem.lru[node].anon.huge_active += heads(page.flags);
                 mem.lru[node].anon.active.push_front(p);
             } else if page.flags & super::filemap::PG_SWAPBACKED != 0 {
                 // lru_cache_add_inactive_or_unevictable() (b518154e59aa, 5.9).
                 page.flags |= super::filemap::PG_LRU;
+                mem.lru[node].anon.huge_inactive += heads(page.flags);
                 mem.lru[node].anon.inactive.push_front(p);
             } else {
                 page.flags |= super::filemap::PG_LRU;

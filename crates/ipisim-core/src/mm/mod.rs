@@ -18,6 +18,7 @@ pub mod ptl;
 pub mod rmap;
 pub mod slub;
 mod syscall;
+pub mod thp;
 pub mod vmscan;
 
 pub use fault::touch;
@@ -37,6 +38,7 @@ use crate::observe::Observe;
 use drain::PcpDrain;
 use migrate::MigrateFlush;
 use rmap::{ReclaimFlush, TlbBatchFlush};
+use thp::Thp;
 use vmscan::IsolatedThrottle;
 
 pub const PAGE_SHIFT: u32 = 12;
@@ -114,6 +116,8 @@ pub struct Mm {
     /// The cache line of each VMA's lock word (`Vma::lock`), and the slots freed VMAs left.
     pub vma_locks: Vec<SpinLock>,
     free_vma_locks: Vec<u32>,
+    /// mm->page_table_lock as a PTE lock id (mm/ptl.rs), made at the first huge page; NONE.
+    pub page_table_lock: u32,
 }
 
 impl Mm {
@@ -148,6 +152,9 @@ pub struct File {
     pub anon: bool,
     /// The PTE lock of the mapping's first PTE table; the others follow (see mm/ptl.rs).
     pub ptl_base: u32,
+    /// With `kernel.thp=always`, what each PMD of an anonymous region's mapping holds
+    /// (mm/thp.rs: none, a PTE table, or a huge page); else empty.
+    pub pmd: Vec<u8>,
 }
 
 /// The `mm` of a kernel thread: it has none and borrows the previous task's (lazy TLB).
@@ -235,6 +242,7 @@ params! {
         readahead_pages: u64 = "kernel.readahead_pages", Kind::Int { min: 1, max: 4096 }, "pages", "32", "mmap read-around / readahead window (ra_pages, 128 KiB)";
         pcp_drain: PcpDrain = "kernel.pcp_drain", Kind::Choice(PcpDrain::NAMES), "", "remote_no_ipi", "drain_all_pages: all_cpus (an IPI to every CPU, to 3.3), cpus_with_pages (IPIs only to CPUs holding pcp pages, 74046494ea68, 3.4), workqueue (per-CPU work items under pcpu_drain_mutex, 4.11), remote_no_ipi (the caller drains under pcp->lock, 6.0)";
         zone_reclaimable_progress: bool = "kernel.zone_reclaimable_progress", Kind::Bool, "", "false", "try_to_free_pages() that freed nothing still reports progress while a zone is reclaimable (pages_scanned < 6 x its LRU pages), so the allocator retries and drains instead of calling the OOM killer, and kswapd gives such a zone up (all_unreclaimable() / zone_reclaimable(), to 4.6; gone with the OOM-detection rework 0a0337e0d1d1, 4.7)";
+        thp: Thp = "kernel.thp", Kind::Choice(Thp::NAMES), "", "never", "/sys/kernel/mm/transparent_hugepage/enabled for the private anonymous regions reclaim tracks: never, or always (a write fault at an empty, aligned 2 MiB inside the region maps a huge page, do_huge_pmd_anonymous_page(); reclaim splits it in add_to_swap(), its tails onto the LRU in order as before 3.10: mm/thp.rs)";
         isolated_throttle: IsolatedThrottle = "kernel.isolated_throttle", Kind::Choice(IsolatedThrottle::NAMES), "", "reclaim_throttle", "a direct reclaimer finding more pages isolated than left on the inactive list (too_many_isolated): congestion_wait (sleep HZ/10 and check again: Rik van Riel, 2.6.32, to 5.15) or reclaim_throttle (sleep once, up to HZ/50, woken when a reclaimer sees the node below the limit, then scan nothing: Mel Gorman, 5.16)";
     }
 }
@@ -327,6 +335,7 @@ impl Memory {
             users: 0,
             vma_locks: Vec::new(),
             free_vma_locks: Vec::new(),
+            page_table_lock: NONE,
         });
         self.mms.len() - 1
     }
@@ -338,6 +347,7 @@ impl Memory {
             mapper: None,
             anon: false,
             ptl_base: 0,
+            pmd: Vec::new(),
         };
         if cached {
             for p in f.pages.iter_mut() {
@@ -396,6 +406,9 @@ impl Memory {
         let f = &mut self.files[file as usize];
         f.mapper = Some((mm, start));
         f.ptl_base = self.ptl.add_tables(start, pages);
+        if anon {
+            f.pmd = thp::new_pmds(self.cfg.thp, start, pages);
+        }
         start
     }
 

@@ -207,7 +207,7 @@ pub fn alloc_page(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Result<(u32, Time
 
 /// The zone an allocation of 2^order pages on `cpu` comes from: the fast path against the low
 /// watermark over the zonelist, then wake kswapd and try against min.
-fn pick_zone(s: &mut impl Host, cpu: CpuId, order: u32) -> Result<usize, NeedReclaim> {
+pub(super) fn pick_zone(s: &mut impl Host, cpu: CpuId, order: u32) -> Result<usize, NeedReclaim> {
     let (mem, m) = s.mm_view();
     let (nodes, home) = (m.nodes, m.node_of(cpu));
     // zone_watermark_ok() counts NR_FREE_PAGES only: pages on pcp lists (this CPU's included)

@@ -8,7 +8,7 @@ use super::filemap::{
 use super::lru::lock_lru;
 use super::page_alloc::{free_page, zonelist, WMARK_HIGH};
 use super::rmap::{self, TlbUbc};
-use super::{ptl, Backing, Host, Memory, Parts, NONE, SWAPPED};
+use super::{ptl, thp, Backing, Host, Memory, Parts, NONE, SWAPPED};
 use crate::config::named_enum;
 use crate::engine::{CpuId, TaskId, Time};
 use crate::machine::Cost;
@@ -35,12 +35,14 @@ named_enum! {
 /// current->tlb_ubc).
 #[derive(Debug, Default)]
 pub struct Reclaim {
-    /// The pass's isolated pages and how far shrink_page_list got.
+    /// The pass's isolated pages, the LRU pages they stand for (nr_taken: a huge page's 512),
+    /// and how far shrink_page_list got.
     isolated: Vec<u32>,
-    pos: usize,
+    nr_taken: usize,
+    pub(super) pos: usize,
     node: usize,
     keep: Vec<u32>,
-    activate: Vec<u32>,
+    pub(super) activate: Vec<u32>,
     free: Vec<u32>,
     /// The pass scans the anonymous lists.
     anon: bool,
@@ -133,7 +135,7 @@ pub fn zone_reclaimable(mem: &Memory, node: usize) -> bool {
     let lru = &mem.lru[node];
     let pages = [&lru.file, &lru.anon]
         .iter()
-        .map(|l| l.inactive.len() + l.active.len())
+        .map(|l| l.inactive_pages() + l.active_pages())
         .sum::<usize>();
     mem.frames.zones[node].pages_scanned < 6 * pages as u64
 }
@@ -218,7 +220,7 @@ fn scan_size(mem: &Memory, node: usize) -> usize {
     } else {
         &lru.file
     };
-    lists.inactive.len() + lists.active.len()
+    lists.inactive_pages() + lists.active_pages()
 }
 
 /// shrink_lruvec() -> shrink_inactive_list(): keep the inactive list at least as long as the
@@ -234,12 +236,12 @@ pub fn shrink_node(s: &mut impl Host, cpu: CpuId, t: TaskId, node: usize, nr: us
     // pagevec goes onto the LRU before anything is isolated (charged there, as __pagevec_lru_add).
     let drain = super::lru::lru_add_drain(s, cpu, t);
     let lists = s.mem().lru[node].lists(anon);
-    let (mut ps, young, nr_young, nr_scanned_active) = if lists.inactive.len() < lists.active.len()
-    {
-        shrink_active_list(s, cpu, node, anon)
-    } else {
-        (0, [0; SWAP_CLUSTER_MAX], 0, 0)
-    };
+    let (mut ps, young, nr_young, nr_scanned_active) =
+        if lists.inactive_pages() < lists.active_pages() {
+            shrink_active_list(s, cpu, node, anon)
+        } else {
+            (0, [0; SWAP_CLUSTER_MAX], 0, 0)
+        };
     let mut isolated = std::mem::take(&mut s.mem().tasks[t].reclaim.isolated);
     isolated.clear();
     let take = nr.min(SWAP_CLUSTER_MAX);
@@ -248,15 +250,21 @@ pub fn shrink_node(s: &mut impl Host, cpu: CpuId, t: TaskId, node: usize, nr: us
     for &p in mem.lru[node].lists(anon).inactive.iter().rev().take(take) {
         crate::engine::prefetch(&mem.page[p as usize]);
     }
+    // isolate_lru_pages() scans entries and takes pages: a huge page is one entry of 512.
+    let mut nr_taken = 0;
     for _ in 0..take {
-        let Some(p) = s.mem().lru[node].lists(anon).inactive.pop_back() else {
+        let mem = s.mem();
+        let Some(p) = mem.lru[node].lists(anon).inactive.pop_back() else {
             break;
         };
-        s.mem().page[p as usize].flags &= !PG_LRU;
+        let flags = mem.page[p as usize].flags;
+        mem.lru[node].lists(anon).huge_inactive -= thp::heads(flags);
+        nr_taken += thp::nr_pages(flags);
+        mem.page[p as usize].flags &= !PG_LRU;
         isolated.push(p);
     }
     let n = isolated.len();
-    s.mem().lru[node].isolated[anon as usize] += n;
+    s.mem().lru[node].isolated[anon as usize] += nr_taken;
     ps += lock_lru(s, cpu, node, &isolated);
     s.mem().frames.zones[node].pages_scanned += (n + nr_scanned_active) as u64;
     let scan = if is_kswapd(s.mem(), t) {
@@ -265,11 +273,18 @@ pub fn shrink_node(s: &mut impl Host, cpu: CpuId, t: TaskId, node: usize, nr: us
         Vm::PgScanDirect
     };
     s.obs().stats.vm(scan, n as u64);
-    begin_shrink_page_list(s, t, isolated, node, anon, false);
+    begin_shrink_page_list(s, t, isolated, nr_taken, node, anon, false);
     if s.mem().cfg.young_flush {
         // Before 3.15, shrink_active_list's ptep_clear_flush_young() flushed each page whose
         // accessed bit it cleared, under its PTE lock; those flushes come before shrink_page_list.
         for &p in young[..nr_young].iter().rev() {
+            if s.mem().page[p as usize].flags & thp::PG_HEAD != 0 {
+                // A huge page's: pmdp_clear_flush_young(), its 2 MiB under page_table_lock.
+                for step in thp::young_flush_steps(s.mem(), p) {
+                    s.push_step(t, step);
+                }
+                continue;
+            }
             let (mm, vpn) = rmap::mapping_of(s.mem(), p);
             let id = ptl::ptl_of_page(s.mem(), p);
             // page_referenced_one(): the flush runs with the page's PTE lock held.
@@ -306,6 +321,7 @@ fn shrink_active_list(
         let p = lists.active.pop_back().expect("counted");
         *slot = p;
         let page = &mut mem.page[p as usize];
+        lists.huge_active -= thp::heads(page.flags);
         if super::filemap::exec_referenced(page.flags) {
             // "give them one more trip around the active list" (VM_EXEC, 2.6.31).
             page.flags &= !PG_REFERENCED;
@@ -314,6 +330,7 @@ fn shrink_active_list(
             continue;
         }
         lists.inactive.push_front(p);
+        lists.huge_inactive += thp::heads(page.flags);
         page.flags &= !PG_ACTIVE;
         if page.flags & PTE_MAPPED != 0 {
             if page.flags & PTE_YOUNG != 0 {
@@ -336,7 +353,7 @@ fn too_many_isolated(mem: &Memory, t: TaskId, node: usize, anon: bool) -> bool {
         return false;
     }
     let lru = &mem.lru[node];
-    let listed = if anon { &lru.anon } else { &lru.file }.inactive.len();
+    let listed = if anon { &lru.anon } else { &lru.file }.inactive_pages();
     if lru.isolated[anon as usize] <= listed {
         // Not too many even before counting pages under writeback: skip walking the bios.
         return false;
@@ -471,7 +488,8 @@ pub fn madvise_pageout(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u6
     mem.lru[node].isolated[anon as usize] += isolated.len();
     let lock = lock_lru(s, cpu, node, &isolated);
     s.obs().stats.charge(Some(t), Func::IsolateLruPages, lock);
-    begin_shrink_page_list(s, t, isolated, node, anon, true);
+    let nr_taken = isolated.len();
+    begin_shrink_page_list(s, t, isolated, nr_taken, node, anon, true);
     super::lru::lock_first(
         s,
         t,
@@ -487,12 +505,14 @@ fn begin_shrink_page_list(
     s: &mut impl Host,
     t: TaskId,
     isolated: Vec<u32>,
+    nr_taken: usize,
     node: usize,
     anon: bool,
     madvise: bool,
 ) {
     let r = &mut s.mem().tasks[t].reclaim;
     r.isolated = isolated;
+    r.nr_taken = nr_taken;
     r.pos = 0;
     r.node = node;
     r.anon = anon;
@@ -513,6 +533,12 @@ pub fn shrink_page_list(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
         // The next page's line went cold while other CPUs ran: ask for it while this one is done.
         if let Some(&next) = r.isolated.get(r.pos) {
             crate::engine::prefetch(&mem.page[next as usize]);
+        }
+        if mem.page[pfn as usize].flags & thp::PG_HEAD != 0 {
+            match thp::shrink_huge_page(s, cpu, t, pfn, ps) {
+                Some(out) => return out,
+                None => continue,
+            }
         }
         let ptl = match lock_page_ptl(s, cpu, t, pfn, ps) {
             Ok((ptl, moved)) => {
@@ -833,15 +859,19 @@ pub fn shrink_finish(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
     let mem = s.mem();
     let r = &mut mem.tasks[t].reclaim;
     let anon = r.anon;
-    mem.lru[node].isolated[anon as usize] -= r.isolated.len();
+    mem.lru[node].isolated[anon as usize] -= r.nr_taken;
     let (keep, activate) = (std::mem::take(&mut r.keep), std::mem::take(&mut r.activate));
     for &p in &keep {
         mem.page[p as usize].flags |= PG_LRU;
-        mem.lru[node].lists(anon).inactive.push_front(p);
+        let lists = mem.lru[node].lists(anon);
+        lists.huge_inactive += thp::heads(mem.page[p as usize].flags);
+        lists.inactive.push_front(p);
     }
     for &p in &activate {
         mem.page[p as usize].flags |= PG_LRU | PG_ACTIVE;
-        mem.lru[node].lists(anon).active.push_front(p);
+        let lists = mem.lru[node].lists(anon);
+        lists.huge_active += thp::heads(mem.page[p as usize].flags);
+        lists.active.push_front(p);
     }
     s.obs().stats.vm(Vm::PgActivate, activate.len() as u64);
     let putback = lock_lru(s, cpu, node, &keep) + lock_lru(s, cpu, node, &activate);

@@ -35,6 +35,8 @@ named_enum! {
         NativeFlushTlbOneUser = "native_flush_tlb_one_user",
         FilemapFault = "filemap_map_pages",
         DoAnonymousPage = "do_anonymous_page",
+        DoHugePmdAnonymousPage = "do_huge_pmd_anonymous_page",
+        SplitHugePage = "split_huge_page",
         AddToSwap = "add_to_swap",
         Readahead = "__do_page_cache_readahead",
         PageAlloc = "get_page_from_freelist",

@@ -32,6 +32,9 @@ named_enum! {
         PSwpOut = "pswpout",
         NrVmscanImmediateReclaim = "nr_vmscan_immediate_reclaim",
         PgMigrateSuccess = "pgmigrate_success",
+        ThpFaultAlloc = "thp_fault_alloc",
+        ThpFaultFallback = "thp_fault_fallback",
+        ThpSplit = "thp_split",
         // The seed 004 series' debug counters (patch 8/8), never merged upstream.
         PcpGlobalDrain = "pcp_global_drain",
         PcpGlobalIpiSaved = "pcp_global_ipi_saved",

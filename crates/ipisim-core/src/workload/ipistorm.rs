@@ -34,6 +34,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     powerpc: true,
     arm64: false,
     riscv: false,
+    thp: false,
     // Le Goater's machine, where the default offset 8 skips a core's threads.
     machine: Some("power9-128c"),
     check: &[],

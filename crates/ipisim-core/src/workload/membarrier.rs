@@ -33,6 +33,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     powerpc: false,
     arm64: false,
     riscv: false,
+    thp: false,
     machine: None,
     check: &[],
 };

@@ -33,6 +33,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     powerpc: false,
     arm64: true,
     riscv: true,
+    thp: false,
     machine: Some("xeon-2s-2013"),
     check: &[("scale", "0.01"), ("memory", "32MiB"), ("passes", "2")],
 };

@@ -35,6 +35,9 @@ pub struct ScenarioDecl {
     pub arm64: bool,
     /// It models RISC-V's flushes too (sfence.vma, SBI remote fences).
     pub riscv: bool,
+    /// Its anonymous memory may be huge pages (`kernel.thp=always`): every path it takes through
+    /// such memory handles them (mm/thp.rs: faults, reclaim; not madvise, munmap or migration).
+    pub thp: bool,
     /// The machine profile when none is given (else the global default, host-2cpu).
     pub machine: Option<&'static str>,
     /// The small shape `ipisim check` runs each seed at, as `--set` pairs (it may override them).
@@ -328,6 +331,14 @@ impl Workload {
                 r.scenario, m.name
             );
             return Err(r.error("machine.arch", msg));
+        }
+        let thp = crate::mm::MmConfig::from_resolved(r)?.thp;
+        if thp == crate::mm::thp::Thp::Always && !decl(r).thp {
+            let msg = format!(
+                "scenario {} has no paths for anonymous huge pages (modelled for swapout only)",
+                r.scenario
+            );
+            return Err(r.error("kernel.thp", msg));
         }
         let entry = SCENARIOS.iter().find(|e| e.decl.name == r.scenario);
         (entry.expect("resolved from SCENARIOS").new)(r, m)

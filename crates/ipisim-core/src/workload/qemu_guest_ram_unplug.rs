@@ -35,6 +35,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     powerpc: true,
     arm64: false,
     riscv: false,
+    thp: false,
     machine: Some("power9-128c"),
     check: &[],
 };

@@ -43,6 +43,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     powerpc: false,
     arm64: true,
     riscv: true,
+    thp: false,
     machine: None,
     check: &[],
 };

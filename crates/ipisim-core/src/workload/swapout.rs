@@ -28,6 +28,7 @@ pub const DECL: ScenarioDecl = ScenarioDecl {
     powerpc: false,
     arm64: true,
     riscv: true,
+    thp: true,
     // Seed 003's machine: the default 10 threads need more than host-2cpu's 2 CPUs.
     machine: Some("xeon-2s-2013"),
     check: &[("scale", "0.002")],

@@ -34,6 +34,7 @@ pub const TLB_FLUSH1: ScenarioDecl = ScenarioDecl {
     powerpc: false,
     arm64: true,
     riscv: true,
+    thp: false,
     machine: None,
     check: &[],
 };
@@ -45,6 +46,7 @@ pub const TLB_FLUSH2: ScenarioDecl = ScenarioDecl {
     powerpc: false,
     arm64: true,
     riscv: true,
+    thp: false,
     machine: None,
     check: &[],
 };
@@ -56,6 +58,7 @@ pub const TLB_FLUSH3: ScenarioDecl = ScenarioDecl {
     powerpc: false,
     arm64: true,
     riscv: true,
+    thp: false,
     machine: None,
     check: &[],
 };
