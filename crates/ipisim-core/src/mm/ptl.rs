@@ -12,6 +12,10 @@ use super::{Host, Memory, PTRS_PER_PTE};
 
 pub struct PteLocks {
     locks: Vec<HeldLock>,
+    /// Per lock: the function perf names as its spinners' caller.
+    caller: Vec<Func>,
+    /// Per CPU: the lock it last queued for.
+    waiting: Vec<u32>,
     /// Per CPU: the next CPU queued on the same lock.
     next: Vec<u16>,
     /// Per CPU: when the lock it spins for becomes its (NEVER: not yet).
@@ -22,6 +26,8 @@ impl PteLocks {
     pub fn new(ncpus: usize) -> PteLocks {
         PteLocks {
             locks: Vec::new(),
+            caller: Vec::new(),
+            waiting: vec![0; ncpus],
             next: vec![0; ncpus],
             granted_at: vec![NEVER; ncpus],
         }
@@ -33,8 +39,23 @@ impl PteLocks {
         let tables = (start + pages.max(1) - 1) / PTRS_PER_PTE - start / PTRS_PER_PTE + 1;
         self.locks
             .extend(std::iter::repeat_n(HeldLock::default(), tables as usize));
+        self.caller
+            .extend(std::iter::repeat_n(Func::PageCheckAddress, tables as usize));
         first
     }
+
+    /// An mm's page_table_lock (mm/thp.rs), whose spinners perf shows under split_huge_page
+    /// (also page_referenced_one's and the huge fault's, here). Returns its id.
+    pub fn add_page_table_lock(&mut self) -> u32 {
+        self.locks.push(HeldLock::default());
+        self.caller.push(Func::SplitHugePage);
+        (self.locks.len() - 1) as u32
+    }
+}
+
+/// The function the spin of `cpu` on a PTE lock is charged to (perf's caller of _raw_spin_lock).
+pub fn spin_caller(mem: &Memory, cpu: CpuId) -> Func {
+    mem.ptl.caller[mem.ptl.waiting[cpu] as usize]
 }
 
 /// The PTE lock of the table mapping page `pfn` (of a mapped file or anonymous region).
@@ -66,11 +87,12 @@ fn take(s: &mut impl Host, cpu: CpuId, t: TaskId, id: u32, ps: &mut Time) -> boo
     let (m, l) = (p.m, &mut p.mem.ptl);
     let Some(moved) = l.locks[id as usize].try_lock(cpu, &mut l.next, |a, b| m.line_transfer(a, b))
     else {
+        l.waiting[cpu] = id;
         return false;
     };
     p.obs
         .stats
-        .charge_lock(Some(t), Func::PageCheckAddress, moved);
+        .charge_lock(Some(t), l.caller[id as usize], moved);
     *s.locks_held(t) += 1;
     *ps += moved;
     true

@@ -82,9 +82,16 @@ fn pmd_index(start: u64, vpn: u64) -> usize {
 /// lock): one of the PTE locks' kind, made at the mm's first huge page.
 fn page_table_lock(mem: &mut Memory, mm: usize) -> u32 {
     if mem.mms[mm].page_table_lock == NONE {
-        mem.mms[mm].page_table_lock = mem.ptl.add_tables(0, 1);
+        mem.mms[mm].page_table_lock = mem.ptl.add_page_table_lock();
     }
     mem.mms[mm].page_table_lock
+}
+
+/// Writing the `n` contiguous `struct page`s of a huge page (64 bytes each) one after another:
+/// a stream, priced per line as clear_page() writes its lines (page_clear / 64), not as `n`
+/// separate line transfers.
+fn struct_pages_stream(m: &crate::machine::Machine, n: usize) -> Time {
+    n as Time * m.cost[Cost::PageClear] / 64
 }
 
 /// The head of the huge page mapping page `index` of `file` at `vpn` (its aligned first page).
@@ -145,12 +152,11 @@ pub fn do_huge_pmd_anonymous_page(
     let wait = zone_lock_wait(s, zone, cpu, hold);
     let Parts { m, mem, obs, .. } = s.mm_parts();
     let first = index - vpn % PTRS_PER_PTE;
-    let mut lines = 0;
+    let lines = struct_pages_stream(m, HPAGE_PMD_NR);
     for k in 0..HPAGE_PMD_NR as u64 {
         let pfn = mem.frames.zones[zone]
             .take()
             .expect("zone passed its order-9 watermark check");
-        lines += super::filemap::touch_page(m, mem, cpu, pfn);
         mem.files[file].pages[(first + k) as usize] = pfn;
         let part = if k == 0 { PG_HEAD | PTE_YOUNG } else { PG_TAIL };
         mem.page[pfn as usize] = PageInfo {
@@ -315,10 +321,15 @@ pub fn split_refcount(s: &mut impl Host, cpu: CpuId, t: TaskId, head: u32) -> Ou
     for &tail in tails.iter().rev() {
         let p = &mut mem.page[tail as usize];
         p.flags = (p.flags & !PG_TAIL) | inherited | PG_DIRTY | PG_LRU;
+        p.cpu = cpu as u16;
         mem.lru[node].anon.inactive.push_front(tail);
     }
     mem.page[head as usize].flags &= !PG_HEAD;
-    let ps = super::lru::lock_lru(s, cpu, node, &tails);
+    // Each tail's work under the lock (lru_page), its struct page streamed in order.
+    let m = s.machine();
+    let work = tails.len() as Time * m.cost[Cost::LruPage] + struct_pages_stream(m, tails.len());
+    let (spin, hold) = super::lru::lock_lru_split(s, cpu, node, &[], work);
+    let ps = spin + hold;
     s.obs().stats.vm(Vm::ThpSplit, 1);
     s.obs().stats.charge(Some(t), Func::SplitHugePage, ps);
     Outcome::Busy { ps, irqs_off: true }

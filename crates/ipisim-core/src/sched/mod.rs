@@ -343,12 +343,15 @@ fn spin(s: &mut impl Host, cpu: CpuId, on: SpinOn) -> bool {
     false
 }
 
-/// Charge `dt` of spinning on `on` to the task on `cpu` (PTE-lock spins are the reclaim rmap
-/// walks', __page_check_address).
+/// Charge `dt` of spinning on `on` to the task on `cpu` (PTE-lock spins to the lock's caller:
+/// the reclaim rmap walks' __page_check_address, or a huge page's split_huge_page).
 fn charge_spin(s: &mut impl Host, cpu: CpuId, on: SpinOn, dt: Time) {
     let task = s.sched().cpus[cpu].task;
     match on {
-        SpinOn::Ptl => s.obs().stats.charge_lock(task, Func::PageCheckAddress, dt),
+        SpinOn::Ptl => {
+            let caller = crate::mm::ptl::spin_caller(s.mm_view().0, cpu);
+            s.obs().stats.charge_lock(task, caller, dt)
+        }
         _ => {
             let func = spin_func(s, on);
             s.obs().stats.charge(task, func, dt)
