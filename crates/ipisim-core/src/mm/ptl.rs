@@ -36,7 +36,7 @@ impl PteLocks {
     /// Locks for the PTE tables of a new mapping [start, start + pages); returns the first id.
     pub fn add_tables(&mut self, start: u64, pages: u64) -> u32 {
         let first = self.locks.len() as u32;
-        let tables = (start + pages.max(1) - 1) / PTRS_PER_PTE - start / PTRS_PER_PTE + 1;
+        let tables = tables_spanned(start, pages);
         self.locks
             .extend(std::iter::repeat_n(HeldLock::default(), tables as usize));
         self.caller
@@ -56,6 +56,11 @@ impl PteLocks {
 /// The function the spin of `cpu` on a PTE lock is charged to (perf's caller of _raw_spin_lock).
 pub fn spin_caller(mem: &Memory, cpu: CpuId) -> Func {
     mem.ptl.caller[mem.ptl.waiting[cpu] as usize]
+}
+
+/// The PTE tables a mapping of `pages` pages from `start` spans.
+pub fn tables_spanned(start: u64, pages: u64) -> u64 {
+    (start + pages.max(1) - 1) / PTRS_PER_PTE - start / PTRS_PER_PTE + 1
 }
 
 /// The PTE lock of the table mapping page `pfn` (of a mapped file or anonymous region).

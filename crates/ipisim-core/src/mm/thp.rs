@@ -66,10 +66,7 @@ pub fn heads(flags: u16) -> usize {
 pub fn new_pmds(thp: Thp, start: u64, pages: u64) -> Vec<u8> {
     match thp {
         Thp::Never => Vec::new(),
-        Thp::Always => {
-            let tables = (start + pages.max(1) - 1) / PTRS_PER_PTE - start / PTRS_PER_PTE + 1;
-            vec![PMD_NONE; tables as usize]
-        }
+        Thp::Always => vec![PMD_NONE; ptl::tables_spanned(start, pages) as usize],
     }
 }
 
