@@ -207,7 +207,17 @@ pub fn alloc_page(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Result<(u32, Time
 
 /// The zone an allocation of 2^order pages on `cpu` comes from: the fast path against the low
 /// watermark over the zonelist, then wake kswapd and try against min.
-pub(super) fn pick_zone(s: &mut impl Host, cpu: CpuId, order: u32) -> Result<usize, NeedReclaim> {
+fn pick_zone(s: &mut impl Host, cpu: CpuId, order: u32) -> Result<usize, NeedReclaim> {
+    pick_zone_gfp(s, cpu, order, true)
+}
+
+/// pick_zone(), waking kswapd on the slow path only if `wake_kswapd` (no __GFP_NO_KSWAPD).
+pub(super) fn pick_zone_gfp(
+    s: &mut impl Host,
+    cpu: CpuId,
+    order: u32,
+    wake_kswapd: bool,
+) -> Result<usize, NeedReclaim> {
     let (mem, m) = s.mm_view();
     let (nodes, home) = (m.nodes, m.node_of(cpu));
     // zone_watermark_ok() counts NR_FREE_PAGES only: pages on pcp lists (this CPU's included)
@@ -219,8 +229,10 @@ pub(super) fn pick_zone(s: &mut impl Host, cpu: CpuId, order: u32) -> Result<usi
         return Ok(z);
     }
     // __alloc_pages_slowpath(): wake_all_kswapds(), then ALLOC_WMARK_MIN.
-    for z in zonelist(nodes, home) {
-        super::vmscan::wakeup_kswapd(s, z);
+    if wake_kswapd {
+        for z in zonelist(nodes, home) {
+            super::vmscan::wakeup_kswapd(s, z);
+        }
     }
     pick(s.mm_view().0, WMARK_MIN).ok_or(NeedReclaim)
 }

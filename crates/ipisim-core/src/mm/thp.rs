@@ -9,14 +9,14 @@
 //!
 //! Simplified: the 512 frames need not be contiguous (the buddy lists are taken as unfragmented,
 //! as for slabs, so no compaction is needed and no fallback comes from fragmentation); a huge
-//! page's translation is cached as 512 4 KiB TLB entries, flushed alike; kswapd is woken without
-//! the fault's order. khugepaged's collapses are not modelled.
+//! page's translation is cached as 512 4 KiB TLB entries, flushed alike. khugepaged's collapses
+//! are not modelled.
 
 use super::filemap::{
     PageInfo, PG_DIRTY, PG_LRU, PG_REFERENCED, PG_SWAPBACKED, PTE_DIRTY, PTE_MAPPED, PTE_YOUNG,
 };
 use super::page_alloc::{
-    alloc_slowpath, alloc_succeeded, end_direct_reclaim, pick_zone, zone_lock_wait,
+    alloc_slowpath, alloc_succeeded, end_direct_reclaim, pick_zone_gfp, zone_lock_wait,
 };
 use super::{ptl, Host, Memory, Parts, NONE, PTRS_PER_PTE};
 use crate::config::named_enum;
@@ -125,9 +125,10 @@ pub fn do_huge_pmd_anonymous_page(
         mem.files[file].pmd[i] = PMD_TABLE;
         return None;
     }
-    let Ok(zone) = pick_zone(s, cpu, 9) else {
-        // GFP_TRANSHUGE is __GFP_NORETRY: one direct reclaim and its drain, each followed by a
-        // retry of this fault, then the fault falls back to a 4 KiB page.
+    // GFP_TRANSHUGE has __GFP_NO_KSWAPD: the slow path does not wake kswapd.
+    let Ok(zone) = pick_zone_gfp(s, cpu, 9, false) else {
+        // And __GFP_NORETRY: one direct reclaim and its drain, each followed by a retry of this
+        // fault, then the fault falls back to a 4 KiB page.
         let r = &mut s.mem().tasks[t].reclaim;
         if !(r.after_reclaim && r.drained) {
             s.push_step(t, Step::FileWriteFault { vpn });
