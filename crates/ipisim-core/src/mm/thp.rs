@@ -236,20 +236,9 @@ pub fn shrink_huge_page(
     let (mm, haddr) = mapping_of_head(s.mem(), head);
     let id = page_table_lock(s.mem(), mm);
     let mut ps = ps;
-    if ps > 0 && !ptl::free_or_mine(s.mem(), cpu, id) {
-        s.mem().tasks[t].reclaim.pos -= 1;
-        s.push_step(t, Step::ShrinkPageList);
-        return Some(Outcome::Busy {
-            ps,
-            irqs_off: false,
-        });
-    }
-    match ptl::lock_or_spin(s, cpu, t, id, Step::ShrinkPageList) {
+    match super::vmscan::lock_for_page(s, cpu, t, id, ps) {
         Ok(moved) => ps += moved,
-        Err(spin) => {
-            s.mem().tasks[t].reclaim.pos -= 1;
-            return Some(spin);
-        }
+        Err(out) => return Some(out),
     }
     let Parts { m, mem, obs, .. } = s.mm_parts();
     let walk = m.cost[Cost::RmapWalk] + super::filemap::touch_page(m, mem, cpu, head);

@@ -587,6 +587,18 @@ fn lock_page_ptl(
         return Ok((None, 0));
     }
     let id = ptl::ptl_of_page(s.mem(), pfn);
+    lock_for_page(s, cpu, t, id, ps).map(|moved| (Some(id), moved))
+}
+
+/// Take PTE lock `id` (mm/ptl.rs) for the page shrink_page_list() is at. Ok: the time taking it
+/// moved on; Err: come back to this page, after the pass's time `ps` so far or a spin.
+pub(super) fn lock_for_page(
+    s: &mut impl Host,
+    cpu: CpuId,
+    t: TaskId,
+    id: u32,
+    ps: Time,
+) -> Result<Time, Outcome> {
     if ps > 0 && !ptl::free_or_mine(s.mem(), cpu, id) {
         // Spend this pass's time first, then come back to this page and wait.
         s.mem().tasks[t].reclaim.pos -= 1;
@@ -596,13 +608,9 @@ fn lock_page_ptl(
             irqs_off: false,
         });
     }
-    match ptl::lock_or_spin(s, cpu, t, id, Step::ShrinkPageList) {
-        Ok(moved) => Ok((Some(id), moved)),
-        Err(spin) => {
-            s.mem().tasks[t].reclaim.pos -= 1;
-            Err(spin)
-        }
-    }
+    ptl::lock_or_spin(s, cpu, t, id, Step::ShrinkPageList).inspect_err(|_| {
+        s.mem().tasks[t].reclaim.pos -= 1;
+    })
 }
 
 /// One page of shrink_page_list, its PTE lock `ptl` held if it is mapped: its time, and whether
