@@ -79,24 +79,33 @@ fn skipping_cpus_with_queued_work_saves_most_ipis() {
 #[test]
 fn spin_lock_time_is_split_by_caller() {
     let j = swapout("linux-3.8");
-    let lock = j["profile"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["function"] == "_raw_spin_lock")
-        .unwrap();
-    let callers = lock["callers"].as_array().unwrap();
+    let callers = spin_lock_callers(&j);
     assert_eq!(callers[0]["function"], "__page_check_address");
-    let names: Vec<&str> = callers
-        .iter()
-        .map(|c| c["function"].as_str().unwrap())
-        .collect();
+    let names = function_names(callers);
     assert!(
         names.contains(&"generic_smp_call_function_interrupt"),
         "{names:?}"
     );
     let total: f64 = callers.iter().map(|c| c["percent"].as_f64().unwrap()).sum();
     assert!((total - 100.0).abs() < 1e-6, "{total}");
+}
+
+/// perf's callers of `_raw_spin_lock` in a run's profile, most time first.
+fn spin_lock_callers(j: &Value) -> &Vec<Value> {
+    let lock = j["profile"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["function"] == "_raw_spin_lock")
+        .unwrap();
+    lock["callers"].as_array().unwrap()
+}
+
+fn function_names(entries: &[Value]) -> Vec<&str> {
+    entries
+        .iter()
+        .map(|c| c["function"].as_str().unwrap())
+        .collect()
 }
 
 /// A swap device slower than reclaim (mm/page_io.rs): writes are bios, served one after another
@@ -142,17 +151,6 @@ fn huge_pages_are_split_before_swap_and_their_tails_convoy() {
     let huge = profile_percent(&thp, "_raw_spin_lock");
     assert!(huge > 2.5 * small, "{huge} vs {small}");
     // Waits for mm->page_table_lock (deactivation and splits) are split_huge_page's.
-    let lock = thp["profile"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["function"] == "_raw_spin_lock")
-        .unwrap();
-    let callers: Vec<&str> = lock["callers"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|c| c["function"].as_str().unwrap())
-        .collect();
+    let callers = function_names(spin_lock_callers(&thp));
     assert_eq!(callers[..2], ["__page_check_address", "split_huge_page"]);
 }
