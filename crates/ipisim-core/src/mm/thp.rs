@@ -56,7 +56,8 @@ pub fn nr_pages(flags: u16) -> usize {
     }
 }
 
-/// Huge-page heads among `flags`' pages: 1 for a head, else 0 (the LRU's page counts add 511 each).
+/// 1 if `flags` are a huge page's head, else 0: an LRU list's count of heads, whose pages it
+/// adds 511 each for.
 pub fn heads(flags: u16) -> usize {
     (flags & PG_HEAD != 0) as usize
 }
@@ -316,10 +317,14 @@ pub fn split_refcount(s: &mut impl Host, cpu: CpuId, t: TaskId, head: u32) -> Ou
     let m = s.machine();
     let work = tails.len() as Time * m.cost[Cost::LruPage] + struct_pages_stream(m, tails.len());
     let (spin, hold) = super::lru::lock_lru_split(s, cpu, node, &[], work);
-    let ps = spin + hold;
-    s.obs().stats.vm(Vm::ThpSplit, 1);
-    s.obs().stats.charge(Some(t), Func::SplitHugePage, ps);
-    Outcome::Busy { ps, irqs_off: true }
+    let stats = &mut s.obs().stats;
+    stats.vm(Vm::ThpSplit, 1);
+    stats.charge_lock(Some(t), Func::SplitHugePage, spin);
+    stats.charge(Some(t), Func::SplitHugePage, hold);
+    Outcome::Busy {
+        ps: spin + hold,
+        irqs_off: true,
+    }
 }
 
 /// __split_huge_page_map(): the deposited PTE table gets the 512 PTEs (each install charged as a
