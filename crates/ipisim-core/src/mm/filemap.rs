@@ -178,12 +178,7 @@ pub fn access_page(
         return Ok(0);
     }
     if present && (!write || flags & PTE_DIRTY != 0) {
-        // The walk sets the accessed bit of the entry it used: a huge page's is its PMD's.
-        let entry = match flags & super::thp::PG_TAIL {
-            0 => pfn,
-            _ => super::thp::head_of(mem, file as usize, index as u64, v),
-        };
-        mem.page[entry as usize].flags |= PTE_YOUNG;
+        mem.page[pfn as usize].flags |= PTE_YOUNG;
         arch.tlb[cpu].fill_at(slot, asid, v, pfn, write, write);
         return Ok(m.cost[Cost::TlbMiss]);
     }

@@ -92,9 +92,20 @@ fn struct_pages_stream(m: &crate::machine::Machine, n: usize) -> Time {
     n as Time * m.cost[Cost::PageClear] / 64
 }
 
-/// The head of the huge page mapping page `index` of `file` at `vpn` (its aligned first page).
-pub fn head_of(mem: &Memory, file: usize, index: u64, vpn: u64) -> u32 {
-    mem.files[file].pages[(index - vpn % PTRS_PER_PTE) as usize]
+/// pmdp_test_and_clear_young() of huge page `head`: its PMD's accessed bit, which the model
+/// keeps as the accessed bits of its 512 pages (a walk through the PMD sets the bit of the page
+/// it reached, so a page access costs nothing extra): set if any is, and cleared.
+pub fn pmd_test_and_clear_young(mem: &mut Memory, head: u32) -> bool {
+    let info = mem.page[head as usize];
+    let first = info.index as usize;
+    let mut young = false;
+    for k in 0..HPAGE_PMD_NR {
+        let pfn = mem.files[info.file as usize].pages[first + k];
+        let p = &mut mem.page[pfn as usize];
+        young |= p.flags & PTE_YOUNG != 0;
+        p.flags &= !PTE_YOUNG;
+    }
+    young
 }
 
 /// do_huge_pmd_anonymous_page() for a write fault at `vpn` (page `index` of anonymous `file`):
@@ -245,9 +256,9 @@ pub fn shrink_huge_page(
     let walk = m.cost[Cost::RmapWalk] + super::filemap::touch_page(m, mem, cpu, head);
     obs.stats.charge(Some(t), Func::PageReferenced, walk);
     ps += walk;
+    let young = pmd_test_and_clear_young(s.mem(), head);
     let p = &mut s.mem().page[head as usize];
-    let young = p.flags & PTE_YOUNG != 0;
-    p.flags &= !(PTE_YOUNG | PG_REFERENCED);
+    p.flags &= !PG_REFERENCED;
     if young {
         // PAGEREF_ACTIVATE: an anonymous page whose PMD was referenced.
         p.flags |= PG_REFERENCED;
@@ -293,13 +304,17 @@ pub fn shrink_huge_page(
 
 /// __split_huge_page_refcount() of isolated huge page `head`: under its node's lru_lock
 /// (interrupts off), each tail takes the head's flags (and PG_dirty) and goes onto the inactive
-/// anon list's head, in order (lru_add_page_tail() of a head that is not PageLRU). The PTEs keep
-/// the PMD's accessed bit.
+/// anon list's head, in order (lru_add_page_tail() of a head that is not PageLRU). Every PTE
+/// gets the PMD's accessed bit (__split_huge_page_map()).
 pub fn split_refcount(s: &mut impl Host, cpu: CpuId, t: TaskId, head: u32) -> Outcome {
+    let young = match pmd_test_and_clear_young(s.mem(), head) {
+        true => PTE_YOUNG,
+        false => 0,
+    };
     let mem = s.mem();
+    mem.page[head as usize].flags |= young;
     let info = mem.page[head as usize];
     let (file, first) = (info.file as usize, info.index as usize);
-    let young = info.flags & PTE_YOUNG;
     let inherited = info.flags & (PG_REFERENCED | PG_SWAPBACKED) | young;
     let node = mem.frames.node_of(head);
     let mut tails = [0u32; HPAGE_PMD_NR - 1];

@@ -252,15 +252,15 @@ pub fn shrink_node(s: &mut impl Host, cpu: CpuId, t: TaskId, node: usize, nr: us
     }
     // isolate_lru_pages() scans entries and takes pages: a huge page is one entry of 512.
     let mut nr_taken = 0;
+    let (lists, pages) = (mem.lru[node].lists(anon), &mut mem.page);
     for _ in 0..take {
-        let mem = s.mem();
-        let Some(p) = mem.lru[node].lists(anon).inactive.pop_back() else {
+        let Some(p) = lists.inactive.pop_back() else {
             break;
         };
-        let flags = mem.page[p as usize].flags;
-        mem.lru[node].lists(anon).huge_inactive -= thp::heads(flags);
-        nr_taken += thp::nr_pages(flags);
-        mem.page[p as usize].flags &= !PG_LRU;
+        let page = &mut pages[p as usize];
+        lists.huge_inactive -= thp::heads(page.flags);
+        nr_taken += thp::nr_pages(page.flags);
+        page.flags &= !PG_LRU;
         isolated.push(p);
     }
     let n = isolated.len();
@@ -332,7 +332,14 @@ fn shrink_active_list(
         lists.inactive.push_front(p);
         lists.huge_inactive += thp::heads(page.flags);
         page.flags &= !PG_ACTIVE;
-        if page.flags & PTE_MAPPED != 0 {
+        if page.flags & thp::PG_HEAD != 0 {
+            // page_referenced() of a huge page reads and clears its PMD's accessed bit.
+            if thp::pmd_test_and_clear_young(mem, p) {
+                young[nr_young] = p;
+                nr_young += 1;
+            }
+            ps += m.cost[Cost::RmapWalk];
+        } else if page.flags & PTE_MAPPED != 0 {
             if page.flags & PTE_YOUNG != 0 {
                 young[nr_young] = p;
                 nr_young += 1;
@@ -592,6 +599,7 @@ fn lock_page_ptl(
 
 /// Take PTE lock `id` (mm/ptl.rs) for the page shrink_page_list() is at. Ok: the time taking it
 /// moved on; Err: come back to this page, after the pass's time `ps` so far or a spin.
+#[inline]
 pub(super) fn lock_for_page(
     s: &mut impl Host,
     cpu: CpuId,
