@@ -9,7 +9,7 @@ use crate::machine::{Cost, Machine};
 use crate::observe::Func;
 use crate::step::{Outcome, Step};
 
-use super::filemap::{touch_page, PG_ANON_PRIVATE, PG_FREE_PENDING};
+use super::filemap::{touch_page, PageInfo, PG_ANON_PRIVATE, PG_FREE_PENDING};
 use super::thp::{heads, HPAGE_PMD_NR};
 use super::{Host, Memory, Parts, NONE};
 
@@ -19,10 +19,10 @@ use super::{Host, Memory, Parts, NONE};
 pub struct LruLists {
     pub inactive: VecDeque<u32>,
     pub active: VecDeque<u32>,
-    /// Huge-page heads on each list (mm/thp.rs): each stands for 512 pages, not 1. Whoever
-    /// moves a head on or off a list keeps these.
-    pub huge_inactive: usize,
-    pub huge_active: usize,
+    /// Huge-page heads on each list (mm/thp.rs): each stands for 512 pages, not 1. Kept by the
+    /// push and pop methods below, which the anonymous lists' changes go through.
+    pub(super) huge_inactive: usize,
+    pub(super) huge_active: usize,
 }
 
 impl LruLists {
@@ -38,6 +38,32 @@ impl LruLists {
     /// The pages on the active list.
     pub fn active_pages(&self) -> usize {
         self.active.len() + self.huge_active * (HPAGE_PMD_NR - 1)
+    }
+
+    /// Page `p` (with `flags`) onto the inactive list's head.
+    pub fn push_inactive(&mut self, p: u32, flags: u16) {
+        self.huge_inactive += heads(flags);
+        self.inactive.push_front(p);
+    }
+
+    /// Page `p` (with `flags`) onto the active list's head.
+    pub fn push_active(&mut self, p: u32, flags: u16) {
+        self.huge_active += heads(flags);
+        self.active.push_front(p);
+    }
+
+    /// The inactive list's tail page, taken off it (`page`: the struct pages, for its flags).
+    pub fn pop_inactive(&mut self, page: &[PageInfo]) -> Option<u32> {
+        let p = self.inactive.pop_back()?;
+        self.huge_inactive -= heads(page[p as usize].flags);
+        Some(p)
+    }
+
+    /// The active list's tail page, taken off it.
+    pub fn pop_active(&mut self, page: &[PageInfo]) -> Option<u32> {
+        let p = self.active.pop_back()?;
+        self.huge_active -= heads(page[p as usize].flags);
+        Some(p)
     }
 }
 
@@ -227,13 +253,11 @@ pub fn lru_add_drain(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time {
             {
                 // lru_cache_add_active_or_unevictable(): new anonymous pages start active (to 5.8).
                 page.flags |= super::filemap::PG_LRU | super::filemap::PG_ACTIVE;
-                mem.lru[node].anon.huge_active += heads(page.flags);
-                mem.lru[node].anon.active.push_front(p);
+                mem.lru[node].anon.push_active(p, page.flags);
             } else if page.flags & super::filemap::PG_SWAPBACKED != 0 {
                 // lru_cache_add_inactive_or_unevictable() (b518154e59aa, 5.9).
                 page.flags |= super::filemap::PG_LRU;
-                mem.lru[node].anon.huge_inactive += heads(page.flags);
-                mem.lru[node].anon.inactive.push_front(p);
+                mem.lru[node].anon.push_inactive(p, page.flags);
             } else {
                 page.flags |= super::filemap::PG_LRU;
                 mem.lru[node].file.inactive.push_front(p);
@@ -266,8 +290,9 @@ const RELEASE_BATCH: usize = 32;
 
 /// release_pages() / folios_put_refs() of pages whose last reference goes: those on the LRU
 /// (`pages`, every one PG_ANON_PRIVATE and PG_LRU) come off it under their node's lru_lock,
-/// relocked when the node changes or after RELEASE_BATCH pages, then go back to the allocator. Returns the time taken;
-/// the wait for the lock is `_raw_spin_lock_irqsave` time called from release_pages.
+/// relocked when the node changes or after RELEASE_BATCH pages, then go back to the allocator.
+/// Returns the time taken; the wait for the lock is `_raw_spin_lock_irqsave` time called from
+/// release_pages.
 pub fn release_lru_pages(s: &mut impl Host, cpu: CpuId, t: TaskId, pages: &[u32]) -> Time {
     let mut cost = 0;
     let mut i = 0;

@@ -325,7 +325,8 @@ pub fn split_refcount(s: &mut impl Host, cpu: CpuId, t: TaskId, head: u32) -> Ou
         let p = &mut mem.page[tail as usize];
         p.flags = (p.flags & !PG_TAIL) | inherited | PG_DIRTY | PG_LRU;
         p.cpu = cpu as u16;
-        mem.lru[node].anon.inactive.push_front(tail);
+        let flags = p.flags;
+        mem.lru[node].anon.push_inactive(tail, flags);
     }
     mem.page[head as usize].flags &= !PG_HEAD;
     // Each tail's work under the lock (lru_page), its struct page streamed in order.

@@ -254,11 +254,10 @@ pub fn shrink_node(s: &mut impl Host, cpu: CpuId, t: TaskId, node: usize, nr: us
     let mut nr_taken = 0;
     let (lists, pages) = (mem.lru[node].lists(anon), &mut mem.page);
     for _ in 0..take {
-        let Some(p) = lists.inactive.pop_back() else {
+        let Some(p) = lists.pop_inactive(pages) else {
             break;
         };
         let page = &mut pages[p as usize];
-        lists.huge_inactive -= thp::heads(page.flags);
         nr_taken += thp::nr_pages(page.flags);
         page.flags &= !PG_LRU;
         isolated.push(p);
@@ -318,20 +317,18 @@ fn shrink_active_list(
     let mut moved = [0u32; SWAP_CLUSTER_MAX];
     for slot in moved.iter_mut().take(n) {
         let lists = mem.lru[node].lists(anon);
-        let p = lists.active.pop_back().expect("counted");
+        let p = lists.pop_active(&mem.page).expect("counted");
         *slot = p;
         let page = &mut mem.page[p as usize];
-        lists.huge_active -= thp::heads(page.flags);
         if super::filemap::exec_referenced(page.flags) {
             // "give them one more trip around the active list" (VM_EXEC, 2.6.31).
             page.flags &= !PG_REFERENCED;
-            lists.active.push_front(p);
+            lists.push_active(p, page.flags);
             ps += m.cost[Cost::RmapWalk];
             continue;
         }
-        lists.inactive.push_front(p);
-        lists.huge_inactive += thp::heads(page.flags);
         page.flags &= !PG_ACTIVE;
+        lists.push_inactive(p, page.flags);
         if page.flags & thp::PG_HEAD != 0 {
             // page_referenced() of a huge page reads and clears its PMD's accessed bit.
             if thp::pmd_test_and_clear_young(mem, p) {
@@ -599,7 +596,6 @@ fn lock_page_ptl(
 
 /// Take PTE lock `id` (mm/ptl.rs) for the page shrink_page_list() is at. Ok: the time taking it
 /// moved on; Err: come back to this page, after the pass's time `ps` so far or a spin.
-#[inline]
 pub(super) fn lock_for_page(
     s: &mut impl Host,
     cpu: CpuId,
@@ -879,15 +875,15 @@ pub fn shrink_finish(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
     let (keep, activate) = (std::mem::take(&mut r.keep), std::mem::take(&mut r.activate));
     for &p in &keep {
         mem.page[p as usize].flags |= PG_LRU;
-        let lists = mem.lru[node].lists(anon);
-        lists.huge_inactive += thp::heads(mem.page[p as usize].flags);
-        lists.inactive.push_front(p);
+        mem.lru[node]
+            .lists(anon)
+            .push_inactive(p, mem.page[p as usize].flags);
     }
     for &p in &activate {
         mem.page[p as usize].flags |= PG_LRU | PG_ACTIVE;
-        let lists = mem.lru[node].lists(anon);
-        lists.huge_active += thp::heads(mem.page[p as usize].flags);
-        lists.active.push_front(p);
+        mem.lru[node]
+            .lists(anon)
+            .push_active(p, mem.page[p as usize].flags);
     }
     s.obs().stats.vm(Vm::PgActivate, activate.len() as u64);
     let putback = lock_lru(s, cpu, node, &keep) + lock_lru(s, cpu, node, &activate);
