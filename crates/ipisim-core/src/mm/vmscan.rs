@@ -58,6 +58,8 @@ pub struct Reclaim {
     zone_reclaimed: u32,
     /// Direct reclaim's place: its priority, the zonelist position, pages left to scan there.
     direct: Option<DirectScan>,
+    /// kswapd's place in balance_pgdat(): the current pass.
+    kswapd_pass: Option<KswapdPass>,
     /// The current allocation already went through direct reclaim, and through a drain.
     pub after_reclaim: bool,
     pub drained: bool,
@@ -71,6 +73,15 @@ struct DirectScan {
     priority: u32,
     zone: usize,
     to_scan: Option<u64>,
+}
+
+/// One pass of balance_pgdat()'s loop: its priority, the pages it has left to scan and has
+/// scanned (shrink_node() of lru_size >> priority, SWAP_CLUSTER_MAX at a time).
+#[derive(Debug, Clone, Copy)]
+struct KswapdPass {
+    priority: u32,
+    left: u64,
+    scanned: u64,
 }
 
 /// DEF_PRIORITY: the first pass scans lru_size >> 12 pages of each list.
@@ -100,9 +111,31 @@ pub fn kthread(s: &mut impl Host, t: TaskId) -> Outcome {
     }
 }
 
-/// kswapd's main loop (balance_pgdat): shrink its node until the zone is above the high
-/// watermark, then sleep until woken.
+/// kswapd's main loop (balance_pgdat): passes of lru_size >> priority pages with the balance
+/// checked between them, until the zone is above its high watermark; then sleep until woken.
+/// Since 3.11 a pass ends once it freed the high watermark's worth (kswapd_shrink_zone()'s
+/// nr_to_reclaim), and the priority rises only after a pass that scanned less than that.
 fn kswapd(s: &mut impl Host, t: TaskId, node: usize) -> Outcome {
+    let target = match s.mem().cfg.kswapd_reclaim_limit {
+        true => s.mem().frames.zones[node].wmark[WMARK_HIGH].max(SWAP_CLUSTER_MAX as u64),
+        false => u64::MAX,
+    };
+    let r = &s.mem().tasks[t].reclaim;
+    if let Some(mut pass) = r.kswapd_pass {
+        if pass.left > 0 && (r.reclaimed as u64) < target && reclaimable(s.mem(), node) {
+            let nr = pass.left.min(SWAP_CLUSTER_MAX as u64);
+            (pass.left, pass.scanned) = (pass.left - nr, pass.scanned + nr);
+            s.mem().tasks[t].reclaim.kswapd_pass = Some(pass);
+            s.push_step(
+                t,
+                Step::ShrinkNode {
+                    node: node as u32,
+                    nr: nr as u32,
+                },
+            );
+            return Outcome::Next;
+        }
+    }
     // Before 4.7 balance_pgdat() set zone->all_unreclaimable and slept once the zone stopped
     // being zone_reclaimable().
     let given_up = s.mem().cfg.zone_reclaimable_progress && !zone_reclaimable(s.mem(), node);
@@ -112,17 +145,28 @@ fn kswapd(s: &mut impl Host, t: TaskId, node: usize) -> Outcome {
     {
         // balance_pgdat(): a balanced zone stops kswapd writing pages itself.
         s.mem().lru[node].zone_dirty = false;
+        s.mem().tasks[t].reclaim.kswapd_pass = None;
         return Outcome::Sleep(crate::engine::NEVER);
     }
-    s.obs().stats.vm(Vm::PageOutRun, 1);
-    s.push_step(
-        t,
-        Step::ShrinkNode {
-            node: node as u32,
-            nr: SWAP_CLUSTER_MAX as u32,
-        },
-    );
-    Outcome::Next
+    let r = &s.mem().tasks[t].reclaim;
+    // "Raise priority if scanning rate is too low or there was no progress"; below 1 the loop
+    // ends and kswapd, still unbalanced, calls balance_pgdat() again (one pageoutrun a call).
+    let (priority, new_call) = match r.kswapd_pass {
+        Some(p) if p.scanned >= target && r.reclaimed > 0 => (p.priority, false),
+        Some(p) if p.priority > 1 => (p.priority - 1, false),
+        _ => (DEF_PRIORITY, true),
+    };
+    if new_call {
+        s.obs().stats.vm(Vm::PageOutRun, 1);
+    }
+    let left = (scan_size(s.mem(), node) as u64 >> priority).max(1);
+    s.mem().tasks[t].reclaim.reclaimed = 0;
+    s.mem().tasks[t].reclaim.kswapd_pass = Some(KswapdPass {
+        priority,
+        left,
+        scanned: 0,
+    });
+    kswapd(s, t, node)
 }
 
 fn reclaimable(mem: &Memory, node: usize) -> bool {
@@ -987,6 +1031,49 @@ mod tests {
             "out of the page cache"
         );
         assert_eq!(s.obs.check.total(), 0);
+    }
+
+    /// balance_pgdat()'s passes: kswapd shrinks lru_size >> priority pages before it looks at
+    /// the watermark again, from DEF_PRIORITY, and raises the priority after a pass that freed
+    /// nothing or scanned less than the high watermark's worth. With 4,096 pages on the LRU and
+    /// a zone it cannot balance: passes of 1, 2, 4 and 8 pages (not 32 at a time), in both eras,
+    /// and one pageoutrun for the one balance_pgdat() call. A balanced zone ends it.
+    #[test]
+    fn kswapd_shrinks_lru_size_shifted_by_priority_between_balance_checks() {
+        use super::{kswapd, WMARK_HIGH};
+        use crate::sched::Outcome;
+        for limit in ["true", "false"] {
+            let sets = [
+                ("kernel.kswapd_reclaim_limit", limit),
+                ("kernel.pagevec_size", "1"),
+            ];
+            let mut s = machine(1, "linux-6.3", Then::Spin, &sets);
+            let vpn = s.mem.map_new_file(MM, 4096);
+            let read = Step::FileRead {
+                vpn,
+                n: 4096,
+                write: false,
+            };
+            spawn(&mut s, MM, 0, &[read]);
+            run_until(&mut s, 100 * MS);
+            assert_eq!(s.mem.lru[0].file.inactive.len(), 4096);
+            let t = spawn(&mut s, KTHREAD, 0, &[]);
+            s.mem.kswapd[0] = Some(t);
+            s.mem.frames.zones[0].wmark[WMARK_HIGH] = u64::MAX / 4;
+            let mut sizes = vec![];
+            for _ in 0..4 {
+                assert_eq!(kswapd(&mut s, t, 0), Outcome::Next);
+                match s.sched.tasks[t].steps.pop() {
+                    Some(Step::ShrinkNode { node: 0, nr }) => sizes.push(nr),
+                    other => panic!("{other:?}"),
+                }
+            }
+            assert_eq!(sizes, [1, 2, 4, 8], "{limit}");
+            assert_eq!(vm(&s, Vm::PageOutRun), 1, "{limit}");
+            s.mem.frames.zones[0].wmark[WMARK_HIGH] = 0;
+            assert_eq!(kswapd(&mut s, t, 0), Outcome::Sleep(u64::MAX), "{limit}");
+            assert!(s.mem.tasks[t].reclaim.kswapd_pass.is_none());
+        }
     }
 
     /// The flush of the second pass's 32 unmaps: batch_full (4.3) sends one IPI to each other
