@@ -62,14 +62,18 @@ impl Sim {
         let perturb = sched::Perturb::new(r, n, &mut rng)?;
         let arch_cfg = ArchConfig::from_resolved(r)?;
         let fair = sched::fair::Fair::new(r, n, arch_cfg.hz)?;
+        let balance = sched::balance::Config::new(r, arch_cfg.hz)?;
         let mut s = Sim {
             q: EventQueue::new(),
             rng,
             sched: Sched {
-                cpus: (0..n).map(|_| Cpu::idle_since_boot(m.idle)).collect(),
+                cpus: (0..n)
+                    .map(|_| Cpu::idle_since_boot(m.idle, balance.domain(m.cpus_per_node)))
+                    .collect(),
                 tasks: Vec::new(),
                 perturb,
                 fair,
+                balance,
             },
             smp: Smp::new(n, SmpConfig::from_resolved(r)?),
             arch: ArchState::new(arch_cfg, &m),

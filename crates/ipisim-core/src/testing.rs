@@ -49,7 +49,10 @@ pub(crate) fn machine(cpus: usize, kernel: &str, then: Then, sets: &[(&str, &str
     // Undo the main thread's switch-in at time 0: the machine starts idle, with no mm loaded.
     let n = s.sched.cpus.len();
     s.q = EventQueue::new();
-    s.sched.cpus = (0..n).map(|_| Cpu::idle_since_boot(s.m.idle)).collect();
+    let domain = s.sched.balance.domain(s.m.cpus_per_node);
+    s.sched.cpus = (0..n)
+        .map(|_| Cpu::idle_since_boot(s.m.idle, domain))
+        .collect();
     s.sched.tasks[0].state = TaskState::Exited;
     s.mem.mms[s.sched.tasks[0].mm].users -= 1;
     s.obs.stats = Stats::new(n);

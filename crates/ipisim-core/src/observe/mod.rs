@@ -64,6 +64,7 @@ named_enum! {
         WakeIdleWithoutIpi = "sched:sched_wake_idle_without_ipi",
         WritebackCongestionWait = "writeback:writeback_congestion_wait",
         VmscanThrottled = "vmscan:mm_vmscan_throttled",
+        SchedMigrateTask = "sched:sched_migrate_task",
     }
 }
 

@@ -1,6 +1,7 @@
 //! The fair class (kernel/sched/fair.c) as far as the model needs it: which runnable task a CPU
 //! runs next, when a wakeup preempts the running task, and when the tick does. Every task has
-//! nice 0, so virtual time is run time; tasks do not migrate, so each CPU has its own queue.
+//! nice 0, so virtual time is run time; each CPU has its own queue (balance.rs moves a task
+//! between them).
 
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
@@ -21,6 +22,8 @@ params! {
     #[derive(Debug, Clone)]
     pub struct FairConfig;
     pub const PARAMS = {
+        balance: super::balance::Balance = "kernel.sched_balance", Kind::Choice(super::balance::Balance::NAMES), "", "migrate_load", "the periodic load balancer of a busy CPU: migrate_load (0b0695f2b34a, 5.5: a node-bound task waiting on the node's busiest CPU is pulled once its load shifted right by nr_balance_failed fits the imbalance) or none (before 5.5: not modelled, tasks stay where they are)";
+        busy_factor: u64 = "kernel.sched_busy_factor", Kind::Int { min: 1, max: 64 }, "", "16", "sd->busy_factor: a busy CPU balances every busy_factor x (the node's CPUs) ms (32 until 5.10's 'sched/fair: Reduce busy load balance interval')";
         policy: Policy = "kernel.sched_fair", Kind::Choice(Policy::NAMES), "", "eevdf", "the fair class: cfs (to 6.5: a woken sleeper gets up to half of sysctl_sched_latency of credit and preempts when it is sysctl_sched_wakeup_granularity behind; the tick preempts after the task's share of sysctl_sched_latency) or eevdf (147f3efaa241, 6.6: a woken task keeps its lag and preempts only a task ahead of the queue's average; the tick preempts after sysctl_sched_base_slice); the times scale with 1 + ilog2(min(CPUs, 8))";
     }
 }
@@ -181,6 +184,19 @@ impl RunQueue {
 
     pub fn len(&self) -> usize {
         self.heap.len()
+    }
+
+    /// dequeue_entity() of a waiting task (the load balancer's detach_task()).
+    pub fn remove(&mut self, t: TaskId) {
+        let mut sum = self.sum;
+        self.heap.retain(|Reverse((v, _, x))| {
+            let keep = *x != t;
+            if !keep {
+                sum -= *v as u128;
+            }
+            keep
+        });
+        self.sum = sum;
     }
 
     pub fn is_empty(&self) -> bool {

@@ -5,6 +5,7 @@
 //! CPU busy for its cost. An IPI interrupts a busy or spinning CPU at once unless IRQs are off, and
 //! the interrupted work is delayed by the handler; a halted idle CPU also pays its wakeup latency.
 
+pub mod balance;
 pub mod fair;
 pub mod membarrier;
 
@@ -40,6 +41,7 @@ pub struct Sched {
     pub tasks: Vec<Task>,
     pub perturb: Perturb,
     pub fair: fair::Fair,
+    pub balance: balance::Config,
 }
 
 /// The state sched works on, borrowed together from the machine around it.
@@ -187,15 +189,18 @@ pub struct Cpu {
     since: Time,
     /// The idle loop polls (TIF_POLLING_NRFLAG set) until this time, then halts.
     poll_until: Time,
+    /// Its periodic load balancing at the node level.
+    pub domain: balance::Domain,
 }
 
 impl Cpu {
     /// A CPU that has run no task since boot: idle long enough that a halt-polling loop has
     /// halted, while idle=poll polls for ever (cpu_idle_poll).
-    pub fn idle_since_boot(idle: Idle) -> Cpu {
+    pub fn idle_since_boot(idle: Idle, domain: balance::Domain) -> Cpu {
         let poll_until = if idle == Idle::Poll { NEVER } else { 0 };
         Cpu {
             poll_until,
+            domain,
             min_vruntime: fair::BOOT_VRUNTIME,
             ..Cpu::default()
         }
@@ -222,8 +227,12 @@ pub enum TaskState {
 #[derive(Debug)]
 pub struct Task {
     pub mm: usize,
-    /// The CPU the task is pinned to.
+    /// The CPU the task is on: where it runs, or waits to run, or last ran.
     pub cpu: CpuId,
+    /// Where it may run: that CPU only, or (kswapd) its node, where the load balancer moves it.
+    pub affinity: balance::Affinity,
+    /// When it last left a CPU (se.exec_start of a waiting task: task_hot()).
+    pub left_cpu_at: Time,
     pub state: TaskState,
     pub steps: Vec<Step>,
     /// The command name traces show.
@@ -276,6 +285,8 @@ pub fn spawn_at(s: &mut impl Host, mm: usize, cpu: CpuId, at: Time) -> TaskId {
     s.sched().tasks.push(Task {
         mm,
         cpu,
+        affinity: balance::Affinity::Cpu,
+        left_cpu_at: 0,
         state: TaskState::Sleeping,
         steps: Vec::with_capacity(16),
         comm: "task".into(),
@@ -406,6 +417,10 @@ pub fn run(s: &mut impl Host, cpu: CpuId) {
         if let Some(tr) = s.obs().trace.as_mut() {
             tr.step_end(cpu, now);
         }
+        if now >= s.sched().cpus[cpu].domain.next {
+            // The tick's SCHED_SOFTIRQ (rebalance_domains()), taken at this step boundary.
+            balance::load_balance(s, cpu);
+        }
         if (s.sched().cpus[cpu].need_resched || slice_used(s.sched(), cpu, now))
             && preemptible(s, cpu, t)
         {
@@ -475,7 +490,7 @@ fn resume_at_tick(s: &mut impl Host, cpu: CpuId) {
 }
 
 /// The running task's virtual time now.
-fn curr_vruntime(sched: &Sched, cpu: CpuId, t: TaskId, now: Time) -> Time {
+pub(crate) fn curr_vruntime(sched: &Sched, cpu: CpuId, t: TaskId, now: Time) -> Time {
     sched.tasks[t].se.vruntime + (now - sched.cpus[cpu].picked_at)
 }
 
@@ -489,6 +504,7 @@ fn put_prev(sched: &mut Sched, cpu: CpuId, t: TaskId, now: Time, sleeping: bool)
     sched
         .fair
         .put_prev(&mut sched.tasks[t].se, ran, avg, sleeping);
+    sched.tasks[t].left_cpu_at = now;
     if !sleeping {
         let v = sched.tasks[t].se.vruntime;
         sched.cpus[cpu].runq.push(v, t);

@@ -257,6 +257,8 @@ fn spawn_kswapds(s: &mut impl Host) {
         tasks[cpu] += 1;
         let t = crate::sched::spawn_at(s, crate::sched::KTHREAD, cpu, crate::engine::NEVER);
         s.sched().tasks[t].comm = format!("kswapd{node}");
+        // kswapd(): set_cpus_allowed_ptr(tsk, cpumask_of_node(pgdat->node_id)).
+        s.sched().tasks[t].affinity = crate::sched::balance::Affinity::Node;
         s.mem().kswapd[node] = Some(t);
     }
 }

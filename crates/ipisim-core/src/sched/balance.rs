@@ -1,0 +1,241 @@
+//! The periodic load balancer of a busy CPU (kernel/sched/fair.c: rebalance_domains() ->
+//! load_balance()), as far as the model's tasks need it. Only a task whose affinity is a node
+//! (kswapd: `set_cpus_allowed_ptr(tsk, cpumask_of_node(nid))` in kswapd()) can move; every other
+//! task stays on the CPU its scenario names.
+//!
+//! Modelled: 5.5's migrate_load (0b0695f2b34a "sched/fair: Rework load_balance()"), where a fully
+//! busy CPU pulls a waiting task from the node's busiest CPU once `load >> nr_balance_failed`
+//! fits the imbalance. One balancing level per node, each CPU its own group (no SMT or NUMA
+//! level); every runnable task's load is a whole one (1024, PELT not modelled); idle and
+//! newly-idle balancing are not modelled. Before 5.5 (`none`), fix_small_imbalance() and active
+//! balancing decide, and the model does not balance (docs/status.md).
+
+use super::{fair, Host};
+use crate::config::{named_enum, ConfigError, Resolved};
+use crate::engine::{CpuId, TaskId, Time, NEVER, PS_PER_S};
+use crate::observe::Trace;
+
+named_enum! {
+    /// The periodic busy balancer (kernel.sched_balance).
+    Balance {
+        None = "none",
+        MigrateLoad = "migrate_load",
+    }
+}
+
+/// SCHED_CAPACITY_SCALE: one CPU's capacity, and here every runnable task's load.
+const SCALE: u64 = 1024;
+/// sd_init(): cache_nice_tries of a domain sharing the LLC (SD_SHARE_PKG_RESOURCES).
+const CACHE_NICE_TRIES: u32 = 1;
+/// sysctl_sched_migration_cost: a task that ran this recently is cache hot (task_hot()).
+const MIGRATION_COST: Time = 500_000_000;
+
+/// How the balancer runs (kernel.sched_balance, kernel.sched_busy_factor, kernel.hz).
+#[derive(Debug, Clone, Copy)]
+pub struct Config {
+    pub balance: Balance,
+    pub busy_factor: u64,
+    pub jiffy: Time,
+}
+
+/// One CPU's balancing state at the node level (its struct sched_domain).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Domain {
+    /// When this CPU next balances (rq->next_balance), at the first step boundary after it.
+    pub next: Time,
+    /// sd->nr_balance_failed: balances in a row that found an imbalance and moved nothing.
+    failed: u32,
+    /// sd->balance_interval in ms: min_interval (the node's CPUs) after an imbalance, doubled up
+    /// to max_interval after a balanced look.
+    interval_ms: u64,
+}
+
+/// Where a task may run (its cpus_mask).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Affinity {
+    /// Only on the CPU the scenario put it on.
+    #[default]
+    Cpu,
+    /// On any CPU of that CPU's node (kswapd).
+    Node,
+}
+
+impl Config {
+    pub fn new(r: &Resolved, hz: u64) -> Result<Config, ConfigError> {
+        let k = fair::FairConfig::from_resolved(r)?;
+        Ok(Config {
+            balance: k.balance,
+            busy_factor: k.busy_factor,
+            jiffy: PS_PER_S / hz,
+        })
+    }
+
+    /// A CPU's domain state at boot, on a node of `node_cpus`: its first balance comes at its
+    /// first step, and its interval starts at min_interval.
+    pub fn domain(&self, node_cpus: usize) -> Domain {
+        Domain {
+            next: if self.balance == Balance::None {
+                NEVER
+            } else {
+                0
+            },
+            failed: 0,
+            interval_ms: node_cpus as u64,
+        }
+    }
+}
+
+fn nr_running(s: &impl Host, cpu: CpuId) -> u64 {
+    let c = &s.sched_view().0.cpus[cpu];
+    c.runq.len() as u64 + c.task.is_some() as u64
+}
+
+/// load_balance() for busy `cpu` at its balance time: find the node's busiest CPU, pull a waiting
+/// task that may run here if the imbalance allows, and set the next balance time.
+pub fn load_balance(s: &mut impl Host, cpu: CpuId) {
+    let (sched, m) = s.sched_view();
+    let cfg = sched.balance;
+    let node = m.node_of(cpu);
+    let cpus = || (0..m.ncpus()).filter(move |&c| m.node_of(c) == node);
+    let n = cpus().count() as u64;
+    let total: u64 = cpus().map(|c| nr_running(s, c)).sum();
+    let local = nr_running(s, cpu);
+    // find_busiest_group(): the most loaded other CPU, overloaded (two tasks or more); lowest first.
+    let busiest = cpus()
+        .filter(|&c| c != cpu)
+        .max_by_key(|&c| (nr_running(s, c), std::cmp::Reverse(c)))
+        .filter(|&c| nr_running(s, c) >= 2);
+    // calculate_imbalance(), migrate_load: move towards the node's average, not past it.
+    let avg = total * SCALE / n;
+    let imbalance = busiest
+        .map(|b| nr_running(s, b) * SCALE)
+        .filter(|&b| local * SCALE < avg && avg < b)
+        .map_or(0, |b| (b - avg).min(avg - local * SCALE));
+    let d = s.sched().cpus[cpu].domain;
+    let (failed, interval_ms) = match busiest.filter(|_| imbalance > 0) {
+        None => (0, (d.interval_ms * 2).min(2 * n)),
+        Some(b) => {
+            // detach_tasks(): a task waiting there that may run here, if its load fits.
+            let moved = (SCALE >> d.failed.min(63)) <= imbalance
+                && match movable(s, b, cpu, d.failed) {
+                    Some(t) => {
+                        migrate(s, t, b, cpu);
+                        true
+                    }
+                    None => false,
+                };
+            let failed = if moved { 0 } else { d.failed + 1 };
+            (failed, n)
+        }
+    };
+    // get_sd_balance_interval(): busy, so busy_factor times longer, less a jiffy (5.10).
+    let period = (interval_ms * cfg.busy_factor * PS_PER_S / 1000).div_ceil(cfg.jiffy);
+    let now = s.now();
+    let next = (now / cfg.jiffy + period.saturating_sub(1).max(1)) * cfg.jiffy;
+    s.sched().cpus[cpu].domain = Domain {
+        next,
+        failed,
+        interval_ms,
+    };
+}
+
+/// can_migrate_task(): the first task waiting on `from` (leftmost first) that may run on `to`'s
+/// node, and is not cache hot unless nr_balance_failed exceeds cache_nice_tries. The running one
+/// is never taken.
+fn movable(s: &impl Host, from: CpuId, to: CpuId, failed: u32) -> Option<TaskId> {
+    let (sched, m) = s.sched_view();
+    debug_assert!(m.node_of(from) == m.node_of(to));
+    let now = s.now();
+    sched.cpus[from].runq.tasks().into_iter().find(|&t| {
+        let task = &sched.tasks[t];
+        let hot = now < task.left_cpu_at + MIGRATION_COST;
+        task.affinity == Affinity::Node && (!hot || failed > CACHE_NICE_TRIES)
+    })
+}
+
+/// attach_task(): move waiting task `t` from `from`'s queue to `to`'s, its vruntime carried
+/// relative to the queues' min_vruntime (migrate_task_rq_fair()), and check preemption there.
+fn migrate(s: &mut impl Host, t: TaskId, from: CpuId, to: CpuId) {
+    let now = s.now();
+    let sched = s.sched();
+    sched.cpus[from].runq.remove(t);
+    let v = sched.tasks[t].se.vruntime;
+    let v = v.saturating_sub(sched.cpus[from].min_vruntime) + sched.cpus[to].min_vruntime;
+    sched.tasks[t].se.vruntime = v;
+    sched.tasks[t].cpu = to;
+    let curr = sched.cpus[to]
+        .task
+        .map(|c| super::curr_vruntime(sched, to, c, now));
+    let c = &mut sched.cpus[to];
+    if c.runq.is_empty() {
+        c.queued_since = now;
+    }
+    c.runq.push(v, t);
+    let avg = c.runq.avg(curr, c.min_vruntime);
+    if let Some(curr) = curr {
+        if sched.fair.wakeup_preempts(curr, v, avg) {
+            sched.cpus[to].need_resched = true;
+        }
+    }
+    s.obs().stats.trace[Trace::SchedMigrateTask as usize] += 1;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::Trace;
+    use crate::testing::{machine, run_until, spawn, work, Then, MM};
+
+    const MS: Time = 1_000_000_000;
+
+    /// Busy steps of 100 us for a second: a step boundary, and so a balance, every 100 us.
+    fn busy() -> Vec<crate::step::Step> {
+        vec![work(MS / 10, false); 10_000]
+    }
+
+    /// CPU 0 runs a pinned task and kswapd-like node-bound one, CPU 1 a pinned task; 2 CPUs, so
+    /// the imbalance is half a task (512). CPU 1's balance at 0 fails (a whole task's 1024 does
+    /// not fit); its next, 2 ms x busy_factor 16 less a jiffy = 28 ms later, pulls the waiting
+    /// task (1024 >> 1 fits). Pinned tasks never move, and before 5.5 (`none`) nothing does.
+    #[test]
+    fn a_busy_cpu_pulls_a_waiting_node_bound_task_on_its_second_balance() {
+        for (kernel, moved) in [("linux-6.3", true), ("linux-4.2", false)] {
+            let mut s = machine(2, kernel, Then::Spin, &[]);
+            let a = spawn(&mut s, MM, 0, &busy());
+            let k = spawn(&mut s, crate::mm::KTHREAD, 0, &busy());
+            s.sched.tasks[k].affinity = Affinity::Node;
+            let b = spawn(&mut s, MM, 1, &busy());
+            run_until(&mut s, 28 * MS - 1);
+            assert_eq!(s.sched.tasks[k].cpu, 0, "{kernel}");
+            assert_eq!(s.sched.cpus[1].domain.failed, moved as u32, "{kernel}");
+            run_until(&mut s, 28 * MS + MS / 10);
+            assert_eq!(s.sched.tasks[k].cpu, moved as usize, "{kernel}");
+            assert_eq!(migrations(&s), moved as u64, "{kernel}");
+            assert_eq!(
+                (s.sched.tasks[a].cpu, s.sched.tasks[b].cpu),
+                (0, 1),
+                "{kernel}"
+            );
+        }
+    }
+
+    /// task_hot(): a waiting task that left its CPU under sysctl_sched_migration_cost (0.5 ms)
+    /// ago stays unless nr_balance_failed exceeds cache_nice_tries (1); the running one never goes.
+    #[test]
+    fn a_cache_hot_task_moves_only_after_cache_nice_tries_failures() {
+        let mut s = machine(2, "linux-6.3", Then::Spin, &[]);
+        let a = spawn(&mut s, MM, 0, &busy());
+        let k = spawn(&mut s, crate::mm::KTHREAD, 0, &busy());
+        s.sched.tasks[k].affinity = Affinity::Node;
+        s.sched.tasks[a].affinity = Affinity::Node;
+        assert_eq!(s.sched.cpus[0].task, Some(a));
+        assert_eq!(s.sched.cpus[0].runq.tasks(), vec![k]);
+        s.sched.tasks[k].left_cpu_at = s.now();
+        assert_eq!(movable(&s, 0, 1, 1), None);
+        assert_eq!(movable(&s, 0, 1, 2), Some(k));
+    }
+
+    fn migrations(s: &crate::sim::Sim) -> u64 {
+        s.obs.stats.trace[Trace::SchedMigrateTask as usize]
+    }
+}
