@@ -90,6 +90,14 @@ fn nr_running(s: &impl Host, cpu: CpuId) -> u64 {
     c.runq.len() as u64 + c.task.is_some() as u64
 }
 
+/// Does `cpu` run or queue a task that may leave it?
+fn holds_movable(s: &impl Host, cpu: CpuId) -> bool {
+    let sched = s.sched_view().0;
+    let c = &sched.cpus[cpu];
+    let node_bound = |t: TaskId| sched.tasks[t].affinity == Affinity::Node;
+    c.task.is_some_and(node_bound) || c.runq.tasks().into_iter().any(node_bound)
+}
+
 /// load_balance() for busy `cpu` at its balance time: find the node's busiest CPU, pull a waiting
 /// task that may run here if the imbalance allows, and set the next balance time.
 pub fn load_balance(s: &mut impl Host, cpu: CpuId) {
@@ -100,9 +108,10 @@ pub fn load_balance(s: &mut impl Host, cpu: CpuId) {
     let n = cpus().count() as u64;
     let total: u64 = cpus().map(|c| nr_running(s, c)).sum();
     let local = nr_running(s, cpu);
-    // find_busiest_group(): the most loaded other CPU, overloaded (two tasks or more); lowest first.
+    // find_busiest_group(): the most loaded other CPU, overloaded (two tasks or more), lowest
+    // first; one whose tasks are all pinned is passed over (LBF_ALL_PINNED's redo).
     let busiest = cpus()
-        .filter(|&c| c != cpu)
+        .filter(|&c| c != cpu && holds_movable(s, c))
         .max_by_key(|&c| (nr_running(s, c), std::cmp::Reverse(c)))
         .filter(|&c| nr_running(s, c) >= 2);
     // calculate_imbalance(), migrate_load: move towards the node's average, not past it.
@@ -217,6 +226,20 @@ mod tests {
                 "{kernel}"
             );
         }
+    }
+
+    /// A CPU whose tasks are all pinned is no busiest: the look finds the node balanced, so
+    /// nr_balance_failed stays 0 and the interval doubles to its maximum (2 x 2 ms).
+    #[test]
+    fn a_cpu_of_pinned_tasks_leaves_the_node_balanced() {
+        let mut s = machine(2, "linux-6.3", Then::Spin, &[]);
+        spawn(&mut s, MM, 0, &busy());
+        spawn(&mut s, MM, 0, &busy());
+        spawn(&mut s, MM, 1, &busy());
+        run_until(&mut s, 100 * MS);
+        assert_eq!(s.sched.cpus[1].domain.failed, 0);
+        assert_eq!(s.sched.cpus[1].domain.interval_ms, 4);
+        assert_eq!(migrations(&s), 0);
     }
 
     /// task_hot(): a waiting task that left its CPU under sysctl_sched_migration_cost (0.5 ms)
