@@ -5,10 +5,11 @@
 //!
 //! Modelled: 5.5's migrate_load (0b0695f2b34a "sched/fair: Rework load_balance()"), where a fully
 //! busy CPU pulls a waiting task from the node's busiest CPU once `load >> nr_balance_failed`
-//! fits the imbalance. One balancing level per node, each CPU its own group (no SMT or NUMA
-//! level); every runnable task's load is a whole one (1024, PELT not modelled); idle and
-//! newly-idle balancing are not modelled. Before 5.5 (`none`), fix_small_imbalance() and active
-//! balancing decide, and the model does not balance (docs/status.md).
+//! fits the imbalance and the task is not cache hot (or the failures exceed cache_nice_tries); a
+//! CPU of pinned tasks only is passed over. One balancing level per node, each CPU its own group
+//! (no SMT or NUMA level); every runnable task's load is a whole one (1024, PELT not modelled);
+//! idle and newly-idle balancing are not modelled. Before 5.5 (`none`), fix_small_imbalance()
+//! and active balancing decide, and the model does not balance (docs/status.md).
 
 use super::{fair, Host};
 use crate::config::{named_enum, ConfigError, Resolved};
