@@ -169,17 +169,12 @@ fn migrate(s: &mut impl Host, t: TaskId, from: CpuId, to: CpuId) {
     let now = s.now();
     let sched = s.sched();
     sched.cpus[from].runq.remove(t);
+    let curr = super::update_curr(sched, to, now);
     let v = sched.tasks[t].se.vruntime;
     let v = v.saturating_sub(sched.cpus[from].min_vruntime) + sched.cpus[to].min_vruntime;
     sched.tasks[t].se.vruntime = v;
     sched.tasks[t].cpu = to;
-    let curr = sched.cpus[to]
-        .task
-        .map(|c| super::curr_vruntime(sched, to, c, now));
     let c = &mut sched.cpus[to];
-    if c.runq.is_empty() {
-        c.queued_since = now;
-    }
     c.runq.push(v, t);
     let avg = c.runq.avg(curr, c.min_vruntime);
     if let Some(curr) = curr {

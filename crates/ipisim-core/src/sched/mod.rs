@@ -490,8 +490,25 @@ fn resume_at_tick(s: &mut impl Host, cpu: CpuId) {
 }
 
 /// The running task's virtual time now.
-pub(crate) fn curr_vruntime(sched: &Sched, cpu: CpuId, t: TaskId, now: Time) -> Time {
+fn curr_vruntime(sched: &Sched, cpu: CpuId, t: TaskId, now: Time) -> Time {
     sched.tasks[t].se.vruntime + (now - sched.cpus[cpu].picked_at)
+}
+
+/// enqueue_entity()'s update_curr() before a task queues on `cpu`: the running task's virtual
+/// time now (None if none runs); into an empty queue, the wait starts now and min_vruntime
+/// catches up with the running task (update_min_vruntime(), never back).
+pub(crate) fn update_curr(sched: &mut Sched, cpu: CpuId, now: Time) -> Option<Time> {
+    let curr = sched.cpus[cpu]
+        .task
+        .map(|c| curr_vruntime(sched, cpu, c, now));
+    let c = &mut sched.cpus[cpu];
+    if c.runq.is_empty() {
+        c.queued_since = now;
+        if let Some(v) = curr {
+            c.min_vruntime = c.min_vruntime.max(v);
+        }
+    }
+    curr
 }
 
 /// Task `t` leaves `cpu` (to sleep, or back to the queue): its run goes into its vruntime.
@@ -657,17 +674,8 @@ pub fn wake(s: &mut impl Host, t: TaskId) {
     let cpu = s.sched().tasks[t].cpu;
     // enqueue_entity(): placed in the CPU's virtual time, whose clock the running task moves.
     let sched = s.sched();
-    let curr = sched.cpus[cpu]
-        .task
-        .map(|c| curr_vruntime(sched, cpu, c, now));
+    let curr = update_curr(sched, cpu, now);
     let c = &mut sched.cpus[cpu];
-    if c.runq.is_empty() {
-        c.queued_since = now;
-        if let Some(v) = curr {
-            // update_min_vruntime(): the running task's, when it is alone, never back.
-            c.min_vruntime = c.min_vruntime.max(v);
-        }
-    }
     let (min_vruntime, queued) = (c.min_vruntime, c.runq.len() + curr.is_some() as usize);
     let avg = c.runq.avg(curr, min_vruntime);
     sched
