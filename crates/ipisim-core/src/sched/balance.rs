@@ -31,11 +31,13 @@ const CACHE_NICE_TRIES: u32 = 1;
 /// sysctl_sched_migration_cost: a task that ran this recently is cache hot (task_hot()).
 const MIGRATION_COST: Time = 500_000_000;
 
-/// How the balancer runs (kernel.sched_balance, kernel.sched_busy_factor, kernel.hz).
+/// How the balancer runs (kernel.sched_balance, kernel.sched_busy_factor,
+/// kernel.sched_busy_jiffy_off, kernel.hz).
 #[derive(Debug, Clone, Copy)]
 pub struct Config {
     pub balance: Balance,
     pub busy_factor: u64,
+    pub busy_jiffy_off: bool,
     pub jiffy: Time,
 }
 
@@ -67,6 +69,7 @@ impl Config {
         Ok(Config {
             balance: k.balance,
             busy_factor: k.busy_factor,
+            busy_jiffy_off: k.busy_jiffy_off,
             jiffy: PS_PER_S / hz,
         })
     }
@@ -96,7 +99,7 @@ fn holds_movable(s: &impl Host, cpu: CpuId) -> bool {
     let sched = s.sched_view().0;
     let c = &sched.cpus[cpu];
     let node_bound = |t: TaskId| sched.tasks[t].affinity == Affinity::Node;
-    c.task.is_some_and(node_bound) || c.runq.tasks().into_iter().any(node_bound)
+    c.task.is_some_and(node_bound) || c.runq.leftmost(node_bound).is_some()
 }
 
 /// load_balance() for busy `cpu` at its balance time: find the node's busiest CPU, pull a waiting
@@ -140,8 +143,9 @@ pub fn load_balance(s: &mut impl Host, cpu: CpuId) {
     };
     // get_sd_balance_interval(): busy, so busy_factor times longer, less a jiffy (5.10).
     let period = (interval_ms * cfg.busy_factor * PS_PER_S / 1000).div_ceil(cfg.jiffy);
+    let period = period.saturating_sub(cfg.busy_jiffy_off as u64).max(1);
     let now = s.now();
-    let next = (now / cfg.jiffy + period.saturating_sub(1).max(1)) * cfg.jiffy;
+    let next = (now / cfg.jiffy + period) * cfg.jiffy;
     s.sched().cpus[cpu].domain = Domain {
         next,
         failed,
@@ -156,7 +160,7 @@ fn movable(s: &impl Host, from: CpuId, to: CpuId, failed: u32) -> Option<TaskId>
     let (sched, m) = s.sched_view();
     debug_assert!(m.node_of(from) == m.node_of(to));
     let now = s.now();
-    sched.cpus[from].runq.tasks().into_iter().find(|&t| {
+    sched.cpus[from].runq.leftmost(|t| {
         let task = &sched.tasks[t];
         let hot = now < task.left_cpu_at + MIGRATION_COST;
         task.affinity == Affinity::Node && (!hot || failed > CACHE_NICE_TRIES)
@@ -200,20 +204,25 @@ mod tests {
 
     /// CPU 0 runs a pinned task and kswapd-like node-bound one, CPU 1 a pinned task; 2 CPUs, so
     /// the imbalance is half a task (512). CPU 1's balance at 0 fails (a whole task's 1024 does
-    /// not fit); its next, 2 ms x busy_factor 16 less a jiffy = 28 ms later, pulls the waiting
-    /// task (1024 >> 1 fits). Pinned tasks never move, and before 5.5 (`none`) nothing does.
+    /// not fit); its next, 2 ms x busy_factor 16 less a jiffy = 28 ms later (5.8: x 32, no jiffy
+    /// off, 64 ms), pulls the waiting task (1024 >> 1 fits). Pinned tasks never move, and before
+    /// 5.5 (`none`) nothing does.
     #[test]
     fn a_busy_cpu_pulls_a_waiting_node_bound_task_on_its_second_balance() {
-        for (kernel, moved) in [("linux-6.3", true), ("linux-4.2", false)] {
+        for (kernel, at, moved) in [
+            ("linux-6.3", 28, true),
+            ("linux-5.8", 64, true),
+            ("linux-4.2", 28, false),
+        ] {
             let mut s = machine(2, kernel, Then::Spin, &[]);
             let a = spawn(&mut s, MM, 0, &busy());
             let k = spawn(&mut s, crate::mm::KTHREAD, 0, &busy());
             s.sched.tasks[k].affinity = Affinity::Node;
             let b = spawn(&mut s, MM, 1, &busy());
-            run_until(&mut s, 28 * MS - 1);
+            run_until(&mut s, at * MS - 1);
             assert_eq!(s.sched.tasks[k].cpu, 0, "{kernel}");
             assert_eq!(s.sched.cpus[1].domain.failed, moved as u32, "{kernel}");
-            run_until(&mut s, 28 * MS + MS / 10);
+            run_until(&mut s, at * MS + MS / 10);
             assert_eq!(s.sched.tasks[k].cpu, moved as usize, "{kernel}");
             assert_eq!(migrations(&s), moved as u64, "{kernel}");
             assert_eq!(

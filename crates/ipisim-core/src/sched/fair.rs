@@ -24,6 +24,7 @@ params! {
     pub const PARAMS = {
         balance: super::balance::Balance = "kernel.sched_balance", Kind::Choice(super::balance::Balance::NAMES), "", "migrate_load", "the periodic load balancer of a busy CPU: migrate_load (0b0695f2b34a, 5.5: a node-bound task waiting on the node's busiest CPU is pulled once its load shifted right by nr_balance_failed fits the imbalance) or none (before 5.5: not modelled, tasks stay where they are)";
         busy_factor: u64 = "kernel.sched_busy_factor", Kind::Int { min: 1, max: 64 }, "", "16", "sd->busy_factor: a busy CPU balances every busy_factor x (the node's CPUs) ms (32 until 5.10's 'sched/fair: Reduce busy load balance interval')";
+        busy_jiffy_off: bool = "kernel.sched_busy_jiffy_off", Kind::Bool, "", "true", "get_sd_balance_interval() takes a jiffy off a busy CPU's interval so that domains' periods are not multiples of each other (from 5.10's 'sched/fair: Reduce busy load balance interval', with busy_factor 16)";
         policy: Policy = "kernel.sched_fair", Kind::Choice(Policy::NAMES), "", "eevdf", "the fair class: cfs (to 6.5: a woken sleeper gets up to half of sysctl_sched_latency of credit and preempts when it is sysctl_sched_wakeup_granularity behind; the tick preempts after the task's share of sysctl_sched_latency) or eevdf (147f3efaa241, 6.6: a woken task keeps its lag and preempts only a task ahead of the queue's average; the tick preempts after sysctl_sched_base_slice); the times scale with 1 + ilog2(min(CPUs, 8))";
     }
 }
@@ -211,6 +212,12 @@ impl RunQueue {
             return empty;
         }
         ((self.sum + curr.unwrap_or(0) as u128) / n) as Time
+    }
+
+    /// The leftmost queued task that `pred` accepts, without allocating (the balancer's walk).
+    pub fn leftmost(&self, pred: impl Fn(TaskId) -> bool) -> Option<TaskId> {
+        let accepted = self.heap.iter().map(|r| r.0).filter(|&(_, _, t)| pred(t));
+        accepted.min().map(|(_, _, t)| t)
     }
 
     /// The queued tasks, leftmost first.
