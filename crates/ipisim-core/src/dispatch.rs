@@ -72,9 +72,11 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::FileFault { vpn } => mm::filemap::file_fault(s, cpu, t, vpn),
         Step::Readahead { file, index, n } => mm::filemap::readahead(s, cpu, t, file, index, n),
         Step::DirectReclaim { want } => mm::vmscan::direct_reclaim(s, cpu, t, want),
-        Step::ShrinkNode { node, nr } => {
-            mm::vmscan::shrink_node(s, cpu, t, node as usize, nr as usize)
-        }
+        Step::ShrinkNode {
+            node,
+            nr,
+            nr_active,
+        } => mm::vmscan::shrink_node(s, cpu, t, node as usize, nr as usize, nr_active as usize),
         Step::ShrinkPageList => mm::vmscan::shrink_page_list(s, cpu, t),
         Step::MadvisePageout { vpn, n } => mm::vmscan::madvise_pageout(s, cpu, t, vpn, n),
         Step::ShrinkFinish => mm::vmscan::shrink_finish(s, cpu, t),

@@ -154,8 +154,9 @@ pub enum Step {
     Readahead { file: u32, index: u64, n: u32 },
     /// try_to_free_pages: reclaim until `want` pages were freed.
     DirectReclaim { want: u32 },
-    /// One shrink_inactive_list pass on a node, isolating up to `nr` pages.
-    ShrinkNode { node: u32, nr: u32 },
+    /// One round of shrink_lruvec's loop on a node: up to `nr` inactive pages isolated, up to
+    /// `nr_active` active ones deactivated.
+    ShrinkNode { node: u32, nr: u32, nr_active: u32 },
     /// shrink_page_list over the isolated pages.
     ShrinkPageList,
     /// madvise_cold_or_pageout_pte_range() over [vpn, vpn + n), then reclaim_pages().

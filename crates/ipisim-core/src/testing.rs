@@ -91,6 +91,22 @@ pub(crate) fn spawn(s: &mut Sim, mm: usize, cpu: CpuId, steps: &[Step]) -> TaskI
     t
 }
 
+/// A new region of `pages` pages of MM (anonymous memory, or a file) and a task on `cpu` that
+/// reads it (anonymous pages are written: a read would map the zero page); its first page.
+pub(crate) fn spawn_reader(s: &mut Sim, cpu: CpuId, pages: u32, anon: bool) -> u64 {
+    let vpn = match anon {
+        true => s.mem.map_new_anon(MM, pages as u64),
+        false => s.mem.map_new_file(MM, pages as u64),
+    };
+    let read = Step::FileRead {
+        vpn,
+        n: pages,
+        write: anon,
+    };
+    spawn(s, MM, cpu, &[read]);
+    vpn
+}
+
 /// A busy step of `ps` charged to user time, with IRQs on or off.
 pub(crate) fn work(ps: Time, irqs_off: bool) -> Step {
     Step::Work {

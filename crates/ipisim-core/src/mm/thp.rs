@@ -368,7 +368,7 @@ mod tests {
     use crate::observe::Vm;
     use crate::sched::KTHREAD;
     use crate::sim::Sim;
-    use crate::testing::{machine, run_until, spawn, Then, MM};
+    use crate::testing::{machine, run_until, spawn, spawn_reader, Then, MM};
 
     const MS: u64 = 1_000_000_000;
 
@@ -382,18 +382,12 @@ mod tests {
         let sets = [("kernel.pagevec_size", "1"), ("check.enabled", "true")];
         let mut s = machine(3, "linux-3.8", Then::Spin, &sets);
         s.mem.cfg.thp = Thp::Always;
-        let vpn = s.mem.map_new_anon(MM, 2 * PTRS_PER_PTE);
+        let vpn = spawn_reader(&mut s, 1, 2 * PTRS_PER_PTE as u32, true);
         assert_eq!(
             vpn % PTRS_PER_PTE,
             0,
             "a region of whole PMDs is PMD-aligned"
         );
-        let write = Step::FileRead {
-            vpn,
-            n: 2 * PTRS_PER_PTE as u32,
-            write: true,
-        };
-        spawn(&mut s, MM, 1, &[write]);
         spawn(&mut s, MM, 2, &[]);
         run_until(&mut s, 10 * MS);
         s
@@ -423,13 +417,7 @@ mod tests {
         let sets = [("kernel.pagevec_size", "1")];
         let mut s = machine(2, "linux-3.8", Then::Spin, &sets);
         s.mem.cfg.thp = Thp::Always;
-        let vpn = s.mem.map_new_anon(MM, 300);
-        let write = Step::FileRead {
-            vpn,
-            n: 300,
-            write: true,
-        };
-        spawn(&mut s, MM, 1, &[write]);
+        spawn_reader(&mut s, 1, 300, true);
         run_until(&mut s, 10 * MS);
         assert_eq!(vm(&s, Vm::ThpFaultAlloc) + vm(&s, Vm::ThpFaultFallback), 0);
         assert_eq!(vm(&s, Vm::PgFault), 300);
@@ -444,7 +432,16 @@ mod tests {
     #[test]
     fn reclaim_splits_a_huge_page_and_lines_its_tails_up_on_the_lru() {
         let mut s = written_by_cpu_1();
-        spawn(&mut s, KTHREAD, 0, &[Step::ShrinkNode { node: 0, nr: 32 }]);
+        spawn(
+            &mut s,
+            KTHREAD,
+            0,
+            &[Step::ShrinkNode {
+                node: 0,
+                nr: 32,
+                nr_active: 32,
+            }],
+        );
         let now = s.now();
         run_until(&mut s, now + 10 * MS);
         assert_eq!(vm(&s, Vm::ThpSplit), 2);

@@ -1,5 +1,6 @@
 //! Page reclaim (mm/vmscan.c, 4.x): kswapd per node and direct reclaim, both shrinking a node's
-//! inactive file list SWAP_CLUSTER_MAX pages at a time through shrink_page_list().
+//! lists of one type in rounds of SWAP_CLUSTER_MAX pages from each (shrink_lruvec()): the
+//! inactive list's through shrink_page_list(), the active list's deactivated.
 
 use super::filemap::{
     PG_ACTIVE, PG_DIRTY, PG_LRU, PG_REFERENCED, PG_SWAPBACKED, PG_SWAPCACHE, PTE_DIRTY, PTE_MAPPED,
@@ -72,16 +73,75 @@ pub struct Reclaim {
 struct DirectScan {
     priority: u32,
     zone: usize,
-    to_scan: Option<u64>,
+    to_scan: Option<ScanTargets>,
 }
 
-/// One pass of balance_pgdat()'s loop: its priority, the pages it has left to scan and has
-/// scanned (shrink_node() of lru_size >> priority, SWAP_CLUSTER_MAX at a time).
+/// One pass of balance_pgdat()'s loop: its priority, the pages it has left to scan and the
+/// inactive pages it has scanned (sc->nr_scanned).
 #[derive(Debug, Clone, Copy)]
 struct KswapdPass {
     priority: u32,
-    left: u64,
+    left: ScanTargets,
     scanned: u64,
+}
+
+/// get_scan_count()'s nr[]: the pages shrink_lruvec() has left to scan on the inactive and the
+/// active list of one type, each its list's size >> priority; and for the anonymous lists, the
+/// round after the loop that keeps them in ratio (the kernel's runs after every loop while swap
+/// exists; the model's only after one that scanned anonymous pages).
+#[derive(Debug, Clone, Copy)]
+struct ScanTargets {
+    inactive: u64,
+    active: u64,
+    anon: bool,
+    age_anon: bool,
+}
+
+impl ScanTargets {
+    fn of(mem: &Memory, node: usize, priority: u32) -> ScanTargets {
+        let lru = &mem.lru[node];
+        let anon = lru.scan_anon();
+        let lists = if anon { &lru.anon } else { &lru.file };
+        ScanTargets {
+            inactive: lists.inactive_pages() as u64 >> priority,
+            active: lists.active_pages() as u64 >> priority,
+            anon,
+            age_anon: anon,
+        }
+    }
+
+    /// shrink_lruvec()'s `while (nr[LRU_INACTIVE_ANON] || nr[LRU_ACTIVE_FILE] ||
+    /// nr[LRU_INACTIVE_FILE])`: the active anonymous list's target alone does not keep it going.
+    fn looping(&self) -> bool {
+        self.inactive > 0 || (!self.anon && self.active > 0)
+    }
+
+    fn left(&self) -> bool {
+        self.looping() || self.age_anon
+    }
+
+    /// One round of the loop on `node`: SWAP_CLUSTER_MAX or what is left of each target. After
+    /// the loop, "even if we did not try to evict anon pages at all, we want to rebalance the
+    /// anon lru active/inactive ratio": shrink_active_list(SWAP_CLUSTER_MAX) if it is low.
+    fn take_round(&mut self, node: usize) -> Step {
+        let (nr, nr_active) = match self.looping() {
+            true => {
+                let nr = self.inactive.min(SWAP_CLUSTER_MAX as u64);
+                let nr_active = self.active.min(SWAP_CLUSTER_MAX as u64);
+                (self.inactive, self.active) = (self.inactive - nr, self.active - nr_active);
+                (nr, nr_active)
+            }
+            false => {
+                self.age_anon = false;
+                (0, SWAP_CLUSTER_MAX as u64)
+            }
+        };
+        Step::ShrinkNode {
+            node: node as u32,
+            nr: nr as u32,
+            nr_active: nr_active as u32,
+        }
+    }
 }
 
 /// DEF_PRIORITY: the first pass scans lru_size >> 12 pages of each list.
@@ -122,17 +182,13 @@ fn kswapd(s: &mut impl Host, t: TaskId, node: usize) -> Outcome {
     };
     let r = &s.mem().tasks[t].reclaim;
     if let Some(mut pass) = r.kswapd_pass {
-        if pass.left > 0 && (r.reclaimed as u64) < target && reclaimable(s.mem(), node) {
-            let nr = pass.left.min(SWAP_CLUSTER_MAX as u64);
-            (pass.left, pass.scanned) = (pass.left - nr, pass.scanned + nr);
+        if pass.left.left() && (r.reclaimed as u64) < target && reclaimable(s.mem(), node) {
+            let round = pass.left.take_round(node);
+            if let Step::ShrinkNode { nr, .. } = round {
+                pass.scanned += nr as u64;
+            }
             s.mem().tasks[t].reclaim.kswapd_pass = Some(pass);
-            s.push_step(
-                t,
-                Step::ShrinkNode {
-                    node: node as u32,
-                    nr: nr as u32,
-                },
-            );
+            s.push_step(t, round);
             return Outcome::Next;
         }
     }
@@ -159,7 +215,13 @@ fn kswapd(s: &mut impl Host, t: TaskId, node: usize) -> Outcome {
     if new_call {
         s.obs().stats.vm(Vm::PageOutRun, 1);
     }
-    let left = (scan_size(s.mem(), node) as u64 >> priority).max(1);
+    // Lists too short to scan at the last priority are scanned whole, as at priority 0 (where
+    // 3.x's balance_pgdat() loop ended), so that a call always scans something.
+    let last = if priority == 1 { 0 } else { priority };
+    let left = match ScanTargets::of(s.mem(), node, priority) {
+        l if !l.looping() => ScanTargets::of(s.mem(), node, last),
+        l => l,
+    };
     s.mem().tasks[t].reclaim.reclaimed = 0;
     s.mem().tasks[t].reclaim.kswapd_pass = Some(KswapdPass {
         priority,
@@ -185,8 +247,8 @@ pub fn zone_reclaimable(mem: &Memory, node: usize) -> bool {
 }
 
 /// do_try_to_free_pages(): for each priority from DEF_PRIORITY down, shrink every node of the
-/// zonelist by inactive_size >> priority pages, SWAP_CLUSTER_MAX at a time, until `want` pages
-/// were freed. At DEF_PRIORITY a node is scanned to the end (shrink_lruvec's scan_adjusted);
+/// zonelist by each list's size >> priority pages, SWAP_CLUSTER_MAX at a time, until `want`
+/// pages were freed. At DEF_PRIORITY a node is scanned to the end (shrink_lruvec's scan_adjusted);
 /// below it, a node stops once it has given `want` pages.
 pub fn direct_reclaim(s: &mut impl Host, cpu: CpuId, t: TaskId, want: u32) -> Outcome {
     let home = s.machine().node_of(cpu);
@@ -201,26 +263,20 @@ pub fn direct_reclaim(s: &mut impl Host, cpu: CpuId, t: TaskId, want: u32) -> Ou
         let r = &mem.tasks[t].reclaim;
         if d.zone < nodes {
             let node = zonelist(nodes, home).nth(d.zone).expect("in range");
-            let left = d
+            let mut left = d
                 .to_scan
-                .unwrap_or(scan_size(mem, node) as u64 >> d.priority);
+                .unwrap_or_else(|| ScanTargets::of(mem, node, d.priority));
             let satisfied = d.priority < DEF_PRIORITY && r.zone_reclaimed >= want;
             // shrink_zones(): below DEF_PRIORITY an unreclaimable zone is left to kswapd.
             let skip = mem.cfg.zone_reclaimable_progress
                 && d.priority < DEF_PRIORITY
                 && !zone_reclaimable(mem, node);
-            if left > 0 && reclaimable(mem, node) && !satisfied && !skip {
-                let nr = left.min(SWAP_CLUSTER_MAX as u64);
-                d.to_scan = Some(left - nr);
+            if left.left() && reclaimable(mem, node) && !satisfied && !skip {
+                let round = left.take_round(node);
+                d.to_scan = Some(left);
                 s.mem().tasks[t].reclaim.direct = Some(d);
                 s.push_step(t, Step::DirectReclaim { want });
-                s.push_step(
-                    t,
-                    Step::ShrinkNode {
-                        node: node as u32,
-                        nr: nr as u32,
-                    },
-                );
+                s.push_step(t, round);
                 return Outcome::Next;
             }
             d.zone += 1;
@@ -256,67 +312,43 @@ fn touch_page(s: &mut impl Host, cpu: CpuId, pfn: u32) -> Time {
     super::filemap::touch_page(m, mem, cpu, pfn)
 }
 
-/// The pages of the lists shrink_node() would scan (get_scan_count sizes both of a type).
-fn scan_size(mem: &Memory, node: usize) -> usize {
-    let lru = &mem.lru[node];
-    let lists = if lru.scan_anon() {
-        &lru.anon
-    } else {
-        &lru.file
-    };
-    lists.inactive_pages() + lists.active_pages()
-}
-
-/// shrink_lruvec() -> shrink_inactive_list(): keep the inactive list at least as long as the
-/// active one (shrink_active_list), then isolate up to SWAP_CLUSTER_MAX pages from its tail.
-pub fn shrink_node(s: &mut impl Host, cpu: CpuId, t: TaskId, node: usize, nr: usize) -> Outcome {
+/// One round of shrink_lruvec()'s loop: shrink_list() on the active list deactivates up to
+/// `nr_active` pages while the inactive list is the shorter (shrink_active_list; the kernel runs
+/// it after the inactive list's turn), and shrink_inactive_list() isolates up to `nr` pages from
+/// the inactive list's tail.
+pub fn shrink_node(
+    s: &mut impl Host,
+    cpu: CpuId,
+    t: TaskId,
+    node: usize,
+    nr: usize,
+    nr_active: usize,
+) -> Outcome {
     let now = s.now();
     super::page_io::complete(s, now);
     let anon = s.mem().lru[node].scan_anon();
-    if let Some(out) = too_many_isolated_wait(s, t, node, anon, nr) {
-        return out;
+    if nr > 0 {
+        if let Some(out) = too_many_isolated_wait(s, t, node, anon, nr, nr_active) {
+            return out;
+        }
+    }
+    let lists = s.mem().lru[node].lists(anon);
+    let deactivate = nr_active > 0 && lists.inactive_pages() < lists.active_pages();
+    if nr == 0 && !deactivate {
+        // shrink_list() of an active list that is not too long does nothing.
+        return Outcome::Next;
     }
     // shrink_inactive_list() and shrink_active_list() begin with lru_add_drain(): this CPU's
     // pagevec goes onto the LRU before anything is isolated (charged there, as __pagevec_lru_add).
     let drain = super::lru::lru_add_drain(s, cpu, t);
-    let lists = s.mem().lru[node].lists(anon);
-    let (mut ps, young, nr_young, nr_scanned_active) =
-        if lists.inactive_pages() < lists.active_pages() {
-            shrink_active_list(s, cpu, node, anon)
-        } else {
-            (0, [0; SWAP_CLUSTER_MAX], 0, 0)
-        };
-    let mut isolated = std::mem::take(&mut s.mem().tasks[t].reclaim.isolated);
-    isolated.clear();
-    let take = nr.min(SWAP_CLUSTER_MAX);
-    let mem = s.mem();
-    // The tail's pages were last touched long ago: ask for all their lines before the first.
-    for &p in mem.lru[node].lists(anon).inactive.iter().rev().take(take) {
-        crate::engine::prefetch(&mem.page[p as usize]);
-    }
-    // isolate_lru_pages() scans entries and takes pages: a huge page is one entry of 512.
-    let mut nr_taken = 0;
-    let (lists, pages) = (mem.lru[node].lists(anon), &mut mem.page);
-    for _ in 0..take {
-        let Some(p) = lists.pop_inactive(pages) else {
-            break;
-        };
-        let page = &mut pages[p as usize];
-        nr_taken += thp::nr_pages(page.flags);
-        page.flags &= !PG_LRU;
-        isolated.push(p);
-    }
-    let n = isolated.len();
-    s.mem().lru[node].isolated[anon as usize] += nr_taken;
-    ps += lock_lru(s, cpu, node, &isolated);
-    s.mem().frames.zones[node].pages_scanned += (n + nr_scanned_active) as u64;
-    let scan = if is_kswapd(s.mem(), t) {
-        Vm::PgScanKswapd
-    } else {
-        Vm::PgScanDirect
+    let (mut ps, young, nr_young, nr_scanned_active) = match deactivate {
+        true => shrink_active_list(s, cpu, node, anon, nr_active),
+        false => (0, [0; SWAP_CLUSTER_MAX], 0, 0),
     };
-    s.obs().stats.vm(scan, n as u64);
-    begin_shrink_page_list(s, t, isolated, nr_taken, node, anon, false);
+    if nr > 0 {
+        ps += shrink_inactive_list(s, cpu, t, node, anon, nr);
+    }
+    s.mem().frames.zones[node].pages_scanned += nr_scanned_active as u64;
     if s.mem().cfg.young_flush {
         // Before 3.15, shrink_active_list's ptep_clear_flush_young() flushed each page whose
         // accessed bit it cleared, under its PTE lock; those flushes come before shrink_page_list.
@@ -344,6 +376,50 @@ pub fn shrink_node(s: &mut impl Host, cpu: CpuId, t: TaskId, node: usize, nr: us
     }
 }
 
+/// shrink_inactive_list()'s isolation: up to `nr` pages from the inactive list's tail under the
+/// lru_lock, then shrink_page_list() on them. Its lock time.
+fn shrink_inactive_list(
+    s: &mut impl Host,
+    cpu: CpuId,
+    t: TaskId,
+    node: usize,
+    anon: bool,
+    nr: usize,
+) -> Time {
+    let mut isolated = std::mem::take(&mut s.mem().tasks[t].reclaim.isolated);
+    isolated.clear();
+    let take = nr.min(SWAP_CLUSTER_MAX);
+    let mem = s.mem();
+    // The tail's pages were last touched long ago: ask for all their lines before the first.
+    for &p in mem.lru[node].lists(anon).inactive.iter().rev().take(take) {
+        crate::engine::prefetch(&mem.page[p as usize]);
+    }
+    // isolate_lru_pages() scans entries and takes pages: a huge page is one entry of 512.
+    let mut nr_taken = 0;
+    let (lists, pages) = (mem.lru[node].lists(anon), &mut mem.page);
+    for _ in 0..take {
+        let Some(p) = lists.pop_inactive(pages) else {
+            break;
+        };
+        let page = &mut pages[p as usize];
+        nr_taken += thp::nr_pages(page.flags);
+        page.flags &= !PG_LRU;
+        isolated.push(p);
+    }
+    let n = isolated.len();
+    s.mem().lru[node].isolated[anon as usize] += nr_taken;
+    let ps = lock_lru(s, cpu, node, &isolated);
+    s.mem().frames.zones[node].pages_scanned += n as u64;
+    let scan = if is_kswapd(s.mem(), t) {
+        Vm::PgScanKswapd
+    } else {
+        Vm::PgScanDirect
+    };
+    s.obs().stats.vm(scan, n as u64);
+    begin_shrink_page_list(s, t, isolated, nr_taken, node, anon, false);
+    ps
+}
+
 /// shrink_active_list(): page_referenced() clears the accessed bits (no flush on x86 since 3.15),
 /// then every page but executable file pages is deactivated. Its time, the pages whose accessed
 /// bit was set (the first `n` of the array), and how many pages it scanned.
@@ -352,12 +428,15 @@ fn shrink_active_list(
     cpu: CpuId,
     node: usize,
     anon: bool,
+    nr: usize,
 ) -> (Time, [u32; SWAP_CLUSTER_MAX], usize, usize) {
     let mut ps: Time = 0;
     let mut young = [0u32; SWAP_CLUSTER_MAX];
     let mut nr_young = 0;
     let Parts { m, mem, .. } = s.mm_parts();
-    let n = SWAP_CLUSTER_MAX.min(mem.lru[node].lists(anon).active.len());
+    let n = nr
+        .min(SWAP_CLUSTER_MAX)
+        .min(mem.lru[node].lists(anon).active.len());
     let mut moved = [0u32; SWAP_CLUSTER_MAX];
     for slot in moved.iter_mut().take(n) {
         let lists = mem.lru[node].lists(anon);
@@ -422,6 +501,7 @@ fn too_many_isolated_wait(
     node: usize,
     anon: bool,
     nr: usize,
+    nr_active: usize,
 ) -> Option<Outcome> {
     let stalled = std::mem::take(&mut s.mem().tasks[t].reclaim.stalled);
     if stalled {
@@ -466,6 +546,7 @@ fn too_many_isolated_wait(
         Step::ShrinkNode {
             node: node as u32,
             nr: nr as u32,
+            nr_active: nr_active as u32,
         },
     );
     Some(Outcome::Sleep(until))
@@ -951,7 +1032,7 @@ mod tests {
     use crate::sched::KTHREAD;
     use crate::sim::Sim;
     use crate::step::Step;
-    use crate::testing::{machine, run_until, spawn, Then, MM};
+    use crate::testing::{machine, run_until, spawn, spawn_reader, Then, MM};
 
     const MS: u64 = 1_000_000_000;
 
@@ -971,16 +1052,7 @@ mod tests {
         let mut all = vec![("kernel.pagevec_size", "1"), ("check.enabled", "true")];
         all.extend_from_slice(sets);
         let mut s = machine(3, "linux-6.3", Then::Spin, &all);
-        let vpn = match anon {
-            true => s.mem.map_new_anon(MM, pages as u64),
-            false => s.mem.map_new_file(MM, pages as u64),
-        };
-        let read = Step::FileRead {
-            vpn,
-            n: pages,
-            write: anon,
-        };
-        spawn(&mut s, MM, 1, &[read]);
+        spawn_reader(&mut s, 1, pages, anon);
         spawn(&mut s, MM, 2, &[]);
         run_until(&mut s, MS);
         let lists = &s.mem.lru[0];
@@ -995,7 +1067,16 @@ mod tests {
     /// One shrink_node() pass of up to 32 pages by a kernel thread on CPU 0 (direct reclaim), run
     /// to its end (well within 1 ms).
     fn shrink_pass(s: &mut Sim) {
-        spawn(s, KTHREAD, 0, &[Step::ShrinkNode { node: 0, nr: 32 }]);
+        spawn(
+            s,
+            KTHREAD,
+            0,
+            &[Step::ShrinkNode {
+                node: 0,
+                nr: 32,
+                nr_active: 32,
+            }],
+        );
         let now = s.now();
         run_until(s, now + MS);
     }
@@ -1033,6 +1114,62 @@ mod tests {
         assert_eq!(s.obs.check.total(), 0);
     }
 
+    /// `pages` pages read by CPU 0 of a 1-CPU machine, `active` of them then moved to the active
+    /// list (file pages, or anonymous ones written); every LRU add drains at once.
+    fn lists_of(pages: u32, active: usize, anon: bool) -> Sim {
+        let mut s = machine(1, "linux-6.3", Then::Spin, &[("kernel.pagevec_size", "1")]);
+        spawn_reader(&mut s, 0, pages, anon);
+        run_until(&mut s, 100 * MS);
+        let mem = &mut s.mem;
+        for _ in 0..active {
+            let lists = mem.lru[0].lists(anon);
+            let p = lists.pop_inactive(&mem.page).expect("read");
+            mem.page[p as usize].flags |= super::PG_ACTIVE;
+            lists.push_active(p, mem.page[p as usize].flags);
+        }
+        assert_eq!(
+            mem.lru[0].lists(anon).inactive_pages(),
+            pages as usize - active
+        );
+        s
+    }
+
+    /// get_scan_count() gives each list its own size >> priority, and shrink_lruvec() takes
+    /// SWAP_CLUSTER_MAX of each a round while the inactive file, active file or inactive anon
+    /// target lasts. 2,048 inactive and 4,096 active file pages: (0, 1) at DEF_PRIORITY, (1, 1)
+    /// and (0, 1) at 11, then (2, 4) (inactive, active); 6,144 >> 12 inactive pages before. An
+    /// anonymous list all active is only aged, 32 pages after the loop, at every priority.
+    #[test]
+    fn direct_reclaim_scans_each_list_by_its_own_size_shifted_by_priority() {
+        use super::direct_reclaim;
+        use crate::sched::Outcome;
+        for (anon, want) in [
+            (false, [(0, 1), (1, 2), (2, 4), (4, 8)]),
+            (true, [(0, 32); 4]),
+        ] {
+            let (pages, active) = if anon { (4096, 4096) } else { (6144, 4096) };
+            let mut s = lists_of(pages, active, anon);
+            let t = spawn(&mut s, KTHREAD, 0, &[]);
+            let mut rounds = vec![];
+            for _ in 0..4 {
+                assert_eq!(direct_reclaim(&mut s, 0, t, 32), Outcome::Next);
+                match s.sched.tasks[t].steps.pop() {
+                    Some(Step::ShrinkNode {
+                        node: 0,
+                        nr,
+                        nr_active,
+                    }) => rounds.push((nr, nr_active)),
+                    other => panic!("{other:?}"),
+                }
+                assert_eq!(
+                    s.sched.tasks[t].steps.pop(),
+                    Some(Step::DirectReclaim { want: 32 })
+                );
+            }
+            assert_eq!(rounds, want, "anon {anon}");
+        }
+    }
+
     /// balance_pgdat()'s passes: kswapd shrinks lru_size >> priority pages before it looks at
     /// the watermark again, from DEF_PRIORITY, and raises the priority after a pass that freed
     /// nothing or scanned less than the high watermark's worth. With 4,096 pages on the LRU and
@@ -1048,13 +1185,7 @@ mod tests {
                 ("kernel.pagevec_size", "1"),
             ];
             let mut s = machine(1, "linux-6.3", Then::Spin, &sets);
-            let vpn = s.mem.map_new_file(MM, 4096);
-            let read = Step::FileRead {
-                vpn,
-                n: 4096,
-                write: false,
-            };
-            spawn(&mut s, MM, 0, &[read]);
+            spawn_reader(&mut s, 0, 4096, false);
             run_until(&mut s, 100 * MS);
             assert_eq!(s.mem.lru[0].file.inactive.len(), 4096);
             let t = spawn(&mut s, KTHREAD, 0, &[]);
@@ -1064,7 +1195,11 @@ mod tests {
             for _ in 0..4 {
                 assert_eq!(kswapd(&mut s, t, 0), Outcome::Next);
                 match s.sched.tasks[t].steps.pop() {
-                    Some(Step::ShrinkNode { node: 0, nr }) => sizes.push(nr),
+                    Some(Step::ShrinkNode {
+                        node: 0,
+                        nr,
+                        nr_active: 0,
+                    }) => sizes.push(nr),
                     other => panic!("{other:?}"),
                 }
             }

@@ -144,6 +144,7 @@ impl Scenario for Reclaim {
                         Step::ShrinkNode {
                             node: node as u32,
                             nr: 32,
+                            nr_active: 32,
                         },
                     );
                     Outcome::Next
