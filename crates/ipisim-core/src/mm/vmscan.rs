@@ -1170,6 +1170,27 @@ mod tests {
         }
     }
 
+    /// A round with no inactive pages to take deactivates only while the inactive list is the
+    /// shorter (shrink_list()); otherwise it does nothing, at no cost, and takes no lru_lock.
+    #[test]
+    fn an_active_only_round_deactivates_only_when_the_inactive_list_is_low() {
+        use super::shrink_node;
+        use crate::sched::Outcome;
+        let mut s = lists_of(6144, 2048, false);
+        let t = spawn(&mut s, KTHREAD, 0, &[]);
+        let taken = s.mem.lru[0].lock.acquisitions;
+        assert_eq!(shrink_node(&mut s, 0, t, 0, 0, 32), Outcome::Next);
+        assert_eq!(s.mem.lru[0].lock.acquisitions, taken);
+        assert_eq!(s.mem.lru[0].file.active_pages(), 2048);
+        let mut s = lists_of(6144, 4096, false);
+        let t = spawn(&mut s, KTHREAD, 0, &[]);
+        let out = shrink_node(&mut s, 0, t, 0, 0, 32);
+        assert!(matches!(out, Outcome::Busy { ps, .. } if ps > 0), "{out:?}");
+        assert_eq!(s.mem.lru[0].file.active_pages(), 4096 - 32);
+        assert_eq!(s.mem.lru[0].file.inactive_pages(), 2048 + 32);
+        assert_eq!(vm(&s, Vm::PgScanDirect), 0, "nothing isolated");
+    }
+
     /// balance_pgdat()'s passes: kswapd shrinks lru_size >> priority pages before it looks at
     /// the watermark again, from DEF_PRIORITY, and raises the priority after a pass that freed
     /// nothing or scanned less than the high watermark's worth. With 4,096 pages on the LRU and
