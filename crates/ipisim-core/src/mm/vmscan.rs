@@ -98,6 +98,7 @@ struct ScanTargets {
 }
 
 impl ScanTargets {
+    /// get_scan_count() on `node` at `priority`, for the type shrink_node() will scan.
     fn of(mem: &Memory, node: usize, priority: u32) -> ScanTargets {
         let lru = &mem.lru[node];
         let anon = lru.scan_anon();
@@ -116,6 +117,7 @@ impl ScanTargets {
         self.inactive > 0 || (!self.anon && self.active > 0)
     }
 
+    /// A round is left: of the loop, or the anonymous aging after it.
     fn left(&self) -> bool {
         self.looping() || self.age_anon
     }
