@@ -440,6 +440,7 @@ fn shrink_active_list(
         .min(SWAP_CLUSTER_MAX)
         .min(mem.lru[node].lists(anon).active.len());
     let mut moved = [0u32; SWAP_CLUSTER_MAX];
+    let mut rotated = 0;
     for slot in moved.iter_mut().take(n) {
         let lists = mem.lru[node].lists(anon);
         let p = lists.pop_active(&mem.page).expect("counted");
@@ -450,6 +451,7 @@ fn shrink_active_list(
             page.flags &= !PG_REFERENCED;
             lists.push_active(p, page.flags);
             ps += m.cost[Cost::RmapWalk];
+            rotated += 1;
             continue;
         }
         page.flags &= !PG_ACTIVE;
@@ -471,6 +473,8 @@ fn shrink_active_list(
         }
     }
     ps += lock_lru(s, cpu, node, &moved[..n]);
+    s.obs().stats.vm(Vm::PgRefill, n as u64);
+    s.obs().stats.vm(Vm::PgDeactivate, (n - rotated) as u64);
     (ps, young, nr_young, n)
 }
 
@@ -1190,6 +1194,7 @@ mod tests {
         assert!(matches!(out, Outcome::Busy { ps, .. } if ps > 0), "{out:?}");
         assert_eq!(s.mem.lru[0].file.active_pages(), 4096 - 32);
         assert_eq!(s.mem.lru[0].file.inactive_pages(), 2048 + 32);
+        assert_eq!((vm(&s, Vm::PgRefill), vm(&s, Vm::PgDeactivate)), (32, 32));
         assert_eq!(vm(&s, Vm::PgScanDirect), 0, "nothing isolated");
     }
 

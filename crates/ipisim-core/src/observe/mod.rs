@@ -25,6 +25,9 @@ named_enum! {
         PgStealKswapd = "pgsteal_kswapd",
         PgStealDirect = "pgsteal_direct",
         PgActivate = "pgactivate",
+        // shrink_active_list(): pages scanned on an active list, and those moved to the inactive.
+        PgRefill = "pgrefill",
+        PgDeactivate = "pgdeactivate",
         PgRotated = "pgrotated",
         AllocStall = "allocstall",
         PageOutRun = "pageoutrun",
