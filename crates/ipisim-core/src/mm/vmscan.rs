@@ -185,10 +185,9 @@ fn kswapd(s: &mut impl Host, t: TaskId, node: usize) -> Outcome {
     let r = &s.mem().tasks[t].reclaim;
     if let Some(mut pass) = r.kswapd_pass {
         if pass.left.left() && (r.reclaimed as u64) < target && reclaimable(s.mem(), node) {
+            let inactive = pass.left.inactive;
             let round = pass.left.take_round(node);
-            if let Step::ShrinkNode { nr, .. } = round {
-                pass.scanned += nr as u64;
-            }
+            pass.scanned += inactive - pass.left.inactive;
             s.mem().tasks[t].reclaim.kswapd_pass = Some(pass);
             s.push_step(t, round);
             return Outcome::Next;
@@ -343,14 +342,13 @@ pub fn shrink_node(
     // shrink_inactive_list() and shrink_active_list() begin with lru_add_drain(): this CPU's
     // pagevec goes onto the LRU before anything is isolated (charged there, as __pagevec_lru_add).
     let drain = super::lru::lru_add_drain(s, cpu, t);
-    let (mut ps, young, nr_young, nr_scanned_active) = match deactivate {
+    let (mut ps, young, nr_young) = match deactivate {
         true => shrink_active_list(s, cpu, node, anon, nr_active),
-        false => (0, [0; SWAP_CLUSTER_MAX], 0, 0),
+        false => (0, [0; SWAP_CLUSTER_MAX], 0),
     };
     if nr > 0 {
         ps += shrink_inactive_list(s, cpu, t, node, anon, nr);
     }
-    s.mem().frames.zones[node].pages_scanned += nr_scanned_active as u64;
     if s.mem().cfg.young_flush {
         // Before 3.15, shrink_active_list's ptep_clear_flush_young() flushed each page whose
         // accessed bit it cleared, under its PTE lock; those flushes come before shrink_page_list.
@@ -423,15 +421,16 @@ fn shrink_inactive_list(
 }
 
 /// shrink_active_list(): page_referenced() clears the accessed bits (no flush on x86 since 3.15),
-/// then every page but executable file pages is deactivated. Its time, the pages whose accessed
-/// bit was set (the first `n` of the array), and how many pages it scanned.
+/// then every page but executable file pages is deactivated; the pages scanned count towards
+/// zone_reclaimable(). Its time, and the pages whose accessed bit was set (the first `n` of the
+/// array).
 fn shrink_active_list(
     s: &mut impl Host,
     cpu: CpuId,
     node: usize,
     anon: bool,
     nr: usize,
-) -> (Time, [u32; SWAP_CLUSTER_MAX], usize, usize) {
+) -> (Time, [u32; SWAP_CLUSTER_MAX], usize) {
     let mut ps: Time = 0;
     let mut young = [0u32; SWAP_CLUSTER_MAX];
     let mut nr_young = 0;
@@ -473,9 +472,10 @@ fn shrink_active_list(
         }
     }
     ps += lock_lru(s, cpu, node, &moved[..n]);
+    s.mem().frames.zones[node].pages_scanned += n as u64;
     s.obs().stats.vm(Vm::PgRefill, n as u64);
     s.obs().stats.vm(Vm::PgDeactivate, (n - rotated) as u64);
-    (ps, young, nr_young, n)
+    (ps, young, nr_young)
 }
 
 /// too_many_isolated(): a direct reclaimer (never kswapd) finds more of this type isolated than
@@ -1142,9 +1142,10 @@ mod tests {
 
     /// get_scan_count() gives each list its own size >> priority, and shrink_lruvec() takes
     /// SWAP_CLUSTER_MAX of each a round while the inactive file, active file or inactive anon
-    /// target lasts. 2,048 inactive and 4,096 active file pages: (0, 1) at DEF_PRIORITY, (1, 1)
-    /// and (0, 1) at 11, then (2, 4) (inactive, active); 6,144 >> 12 inactive pages before. An
-    /// anonymous list all active is only aged, 32 pages after the loop, at every priority.
+    /// target lasts. 2,048 inactive and 4,096 active file pages: (inactive, active) rounds of
+    /// (0, 1) at DEF_PRIORITY, then (1, 2), (2, 4) and (4, 8), one a priority; before, 6,144 >>
+    /// priority inactive pages. An anonymous list all active is only aged, 32 pages after the
+    /// loop, at every priority.
     #[test]
     fn direct_reclaim_scans_each_list_by_its_own_size_shifted_by_priority() {
         use super::direct_reclaim;

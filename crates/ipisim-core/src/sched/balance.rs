@@ -141,7 +141,7 @@ pub fn load_balance(s: &mut impl Host, cpu: CpuId) {
             (failed, n)
         }
     };
-    // get_sd_balance_interval(): busy, so busy_factor times longer, less a jiffy (5.10).
+    // get_sd_balance_interval(): busy, so busy_factor times longer, less a jiffy from 5.10.
     let period = (interval_ms * cfg.busy_factor * PS_PER_S / 1000).div_ceil(cfg.jiffy);
     let period = period.saturating_sub(cfg.busy_jiffy_off as u64).max(1);
     let now = s.now();
