@@ -39,7 +39,7 @@ use drain::PcpDrain;
 use migrate::MigrateFlush;
 use rmap::{ReclaimFlush, TlbBatchFlush};
 use thp::Thp;
-use vmscan::IsolatedThrottle;
+use vmscan::{InactiveRatio, IsolatedThrottle};
 
 pub const PAGE_SHIFT: u32 = 12;
 pub const PTRS_PER_PTE: u64 = 512;
@@ -234,6 +234,7 @@ params! {
         fault_vma_lock: bool = "kernel.fault_vma_lock", Kind::Bool, "", "true", "a page fault takes the VMA's lock (lock_vma_under_rcu(): vma_start_read() and vma_end_read(), two atomics on its lock word; Suren Baghdasaryan's per-VMA locks, 6.4) instead of mmap_lock for reading (two atomics on the rwsem's count, which every thread of the process shares); the wait for a writer is not modelled either way";
         munmap_downgrade: bool = "kernel.munmap_downgrade", Kind::Bool, "", "true", "munmap() downgrades mmap_lock to a read lock once the VMAs are detached and zaps, frees page tables and flushes under it (mmap_write_downgrade(): Yang Shi, \"mm: mmap: zap pages with read mmap_sem in munmap\", 4.20); false: it holds the write lock to the end";
         zap_lru_add_drain: bool = "kernel.zap_lru_add_drain", Kind::Bool, "", "false", "free_pages_and_swap_cache() drains this CPU's LRU-add batch (lru_add_drain()) before it frees an mmu_gather's pages, as every kernel did until 1aa43598c03b \"mm: remove unnecessary calls to lru_add_drain\" (Rik van Riel, 6.14)";
+        inactive_ratio: InactiveRatio = "kernel.inactive_ratio", Kind::Choice(InactiveRatio::NAMES), "", "lru_size", "when reclaim deactivates an active list (inactive_list_is_low()): zone_anon (2.6.28 to 4.9: anonymous pages while inactive x int_sqrt(10 x the zone's GiB) < active, file pages while inactive < active) or lru_size (59dc76b0d4df, 4.10: both types while inactive x int_sqrt(10 x the two lists' GiB) < active)";
         anon_lru_inactive: bool = "kernel.anon_lru_inactive", Kind::Bool, "", "true", "new anonymous pages go to the inactive anon list (lru_cache_add_inactive_or_unevictable()), so reclaim scans them twice as it does file pages, since b518154e59aa \"mm/vmscan: protect the workingset on anonymous LRU\" (Joonsoo Kim, 5.9); before, they started active";
         pagevec_size: usize = "kernel.pagevec_size", Kind::Int { min: 1, max: 64 }, "pages", "31", "PAGEVEC_SIZE: per-CPU LRU-add batch (14 in 4.x, 15 later, 31 today)";
         pcp_batch: usize = "kernel.pcp_batch", Kind::Int { min: 1, max: 1024 }, "pages", "63", "per-CPU page list refill/drain batch (zone_batchsize)";

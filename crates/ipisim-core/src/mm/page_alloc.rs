@@ -122,6 +122,11 @@ impl Frames {
         (pfn / self.pages_per_node) as usize
     }
 
+    /// A zone's pages (zone->managed_pages; every node has one zone of the same size).
+    pub fn zone_pages(&self) -> u64 {
+        self.pages_per_node as u64
+    }
+
     pub fn total(&self) -> u64 {
         self.pages_per_node as u64 * self.zones.len() as u64
     }

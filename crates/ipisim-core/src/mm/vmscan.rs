@@ -32,6 +32,33 @@ named_enum! {
     }
 }
 
+named_enum! {
+    /// When shrink_list() finds an inactive list low, so that its active list is deactivated.
+    InactiveRatio {
+        /// 2.6.28-4.9: anonymous `inactive * zone->inactive_ratio < active`, the ratio
+        /// `int_sqrt(10 * zone GiB)` (calculate_zone_inactive_ratio(); the node's from 4.8);
+        /// file `active > inactive` (inactive_file_is_low()).
+        ZoneAnon = "zone_anon",
+        /// 4.10: both types `inactive * int_sqrt(10 * (inactive + active) GiB) < active`
+        /// (inactive_list_is_low(): 59dc76b0d4df "mm: vmscan: reduce size of inactive file list").
+        LruSize = "lru_size",
+    }
+}
+
+impl InactiveRatio {
+    /// inactive_list_is_low() for `lists` of a zone of `zone_pages` pages.
+    pub fn is_low(self, lists: &super::lru::LruLists, anon: bool, zone_pages: u64) -> bool {
+        let (inactive, active) = (lists.inactive_pages() as u64, lists.active_pages() as u64);
+        let gib = match (self, anon) {
+            (InactiveRatio::ZoneAnon, true) => zone_pages,
+            (InactiveRatio::ZoneAnon, false) => 0,
+            (InactiveRatio::LruSize, _) => inactive + active,
+        } >> (30 - super::PAGE_SHIFT);
+        let ratio = (10 * gib).isqrt().max(1);
+        inactive * ratio < active
+    }
+}
+
 /// The reclaim state a task carries (the kernel keeps it in scan_control on the stack and in
 /// current->tlb_ubc).
 #[derive(Debug, Default)]
@@ -333,8 +360,9 @@ pub fn shrink_node(
             return out;
         }
     }
-    let lists = s.mem().lru[node].lists(anon);
-    let deactivate = nr_active > 0 && lists.inactive_pages() < lists.active_pages();
+    let mem = s.mem();
+    let (ratio, zone_pages) = (mem.cfg.inactive_ratio, mem.frames.zone_pages());
+    let deactivate = nr_active > 0 && ratio.is_low(mem.lru[node].lists(anon), anon, zone_pages);
     if nr == 0 && !deactivate {
         // shrink_list() of an active list that is not too long does nothing.
         return Outcome::Next;
@@ -1138,6 +1166,33 @@ mod tests {
             pages as usize - active
         );
         s
+    }
+
+    /// inactive_list_is_low(): to 4.9 an anonymous list keeps one inactive page to
+    /// int_sqrt(10 x the zone's GiB) active ones (12 on a 16 GiB zone), a file list one to one;
+    /// from 4.10 both keep the ratio of their own size (3 at 1 GiB, 1 below).
+    #[test]
+    fn an_inactive_list_is_low_by_the_kernels_ratio() {
+        use super::super::lru::LruLists;
+        use super::InactiveRatio::{LruSize, ZoneAnon};
+        let lists = |inactive: u32, active: u32| {
+            let mut l = LruLists::default();
+            (0..inactive).for_each(|p| l.push_inactive(p, 0));
+            (0..active).for_each(|p| l.push_active(p, 0));
+            l
+        };
+        let gib: u32 = 1 << 18;
+        let zone = 16 * gib as u64;
+        assert!(!ZoneAnon.is_low(&lists(1, 12), true, zone));
+        assert!(ZoneAnon.is_low(&lists(1, 13), true, zone));
+        assert!(!ZoneAnon.is_low(&lists(2, 2), false, zone));
+        assert!(ZoneAnon.is_low(&lists(2, 3), false, zone));
+        // The zone's size no longer counts: 13 small lists' pages keep the ratio 1.
+        assert!(LruSize.is_low(&lists(1, 12), true, zone));
+        assert!(!LruSize.is_low(&lists(1, 1), true, zone));
+        let (inactive, active) = (gib / 4, 3 * gib / 4);
+        assert!(!LruSize.is_low(&lists(inactive, active), false, zone));
+        assert!(LruSize.is_low(&lists(inactive, active + 1), false, zone));
     }
 
     /// get_scan_count() gives each list its own size >> priority, and shrink_lruvec() takes
