@@ -341,8 +341,8 @@ fn touch_page(s: &mut impl Host, cpu: CpuId, pfn: u32) -> Time {
 }
 
 /// One round of shrink_lruvec()'s loop: shrink_list() on the active list deactivates up to
-/// `nr_active` pages while the inactive list is the shorter (shrink_active_list; the kernel runs
-/// it after the inactive list's turn), and shrink_inactive_list() isolates up to `nr` pages from
+/// `nr_active` pages while the inactive list is low by `kernel.inactive_ratio`
+/// (shrink_active_list; the kernel runs it after the inactive list's turn), and shrink_inactive_list() isolates up to `nr` pages from
 /// the inactive list's tail.
 pub fn shrink_node(
     s: &mut impl Host,
@@ -1232,8 +1232,9 @@ mod tests {
         }
     }
 
-    /// A round with no inactive pages to take deactivates only while the inactive list is the
-    /// shorter (shrink_list()); otherwise it does nothing, at no cost, and takes no lru_lock.
+    /// A round with no inactive pages to take deactivates only while the inactive list is low
+    /// (shrink_list(); on 6.3 and lists this small, the shorter); otherwise it does nothing, at no
+    /// cost, and takes no lru_lock.
     #[test]
     fn an_active_only_round_deactivates_only_when_the_inactive_list_is_low() {
         use super::shrink_node;
