@@ -10,9 +10,10 @@
 //! (no SMT or NUMA level); every runnable task's load is a whole one (1024, PELT not modelled);
 //! idle and newly-idle balancing are not modelled. Before 5.5, fix_small_imbalance(): a busy CPU
 //! pulls a waiting task whenever the busiest CPU has a task more than it and is more than
-//! imbalance_pct busier. With PELT, kswapd's load is under a whole task's and the kernel moves a
-//! task only by active balancing, after nr_balance_failed > cache_nice_tries + 2 failed looks;
-//! active balancing is not modelled (docs/kernel/sched-fair.md).
+//! imbalance_pct busier (117 % from 3.16's sd_init(), 125 % in the SD_MC_INIT before it). With
+//! PELT, kswapd's load is under a whole task's and the kernel moves a task only by active
+//! balancing, after nr_balance_failed > cache_nice_tries + 2 failed looks; active balancing is
+//! not modelled (docs/kernel/sched-fair.md).
 
 use super::{fair, Host};
 use crate::config::{named_enum, ConfigError, Resolved};
@@ -33,21 +34,50 @@ named_enum! {
     }
 }
 
+named_enum! {
+    /// Where the node-level domain's parameters come from (kernel.sched_domain).
+    DomainInit {
+        /// sd_init() (143e1e28cb40, 3.16): imbalance_pct 117 for a domain sharing the LLC, and
+        /// min/max_interval of one and two ms per CPU of the domain.
+        SdInit = "sd_init",
+        /// include/linux/topology.h's SD_MC_INIT and SD_CPU_INIT (to 3.15): imbalance_pct 125,
+        /// min/max_interval 1 and 4 ms, whatever the domain's size.
+        SdMcInit = "sd_mc_init",
+    }
+}
+
+impl DomainInit {
+    /// sd->imbalance_pct, in per cent: find_busiest_group() before 5.5 calls a busy CPU's domain
+    /// balanced while the busiest is no more than this much busier.
+    fn imbalance_pct(self) -> u64 {
+        match self {
+            DomainInit::SdInit => 117,
+            DomainInit::SdMcInit => 125,
+        }
+    }
+
+    /// sd->min_interval and sd->max_interval in ms, for a domain of `n` CPUs.
+    fn intervals_ms(self, n: u64) -> (u64, u64) {
+        match self {
+            DomainInit::SdInit => (n, 2 * n),
+            DomainInit::SdMcInit => (1, 4),
+        }
+    }
+}
+
 /// SCHED_CAPACITY_SCALE: one CPU's capacity, and here every runnable task's load.
 const SCALE: u64 = 1024;
-/// sd_init(): cache_nice_tries of a domain sharing the LLC (SD_SHARE_PKG_RESOURCES).
+/// cache_nice_tries of a domain sharing the LLC: sd_init()'s and SD_MC_INIT's alike.
 const CACHE_NICE_TRIES: u32 = 1;
 /// sysctl_sched_migration_cost: a task that ran this recently is cache hot (task_hot()).
 const MIGRATION_COST: Time = 500_000_000;
-/// sd_init(): imbalance_pct of a domain sharing the LLC, in per cent; find_busiest_group() before
-/// 5.5 calls a busy CPU's domain balanced while the busiest is no more than this much busier.
-const IMBALANCE_PCT: u64 = 117;
 
-/// How the balancer runs (kernel.sched_balance, kernel.sched_busy_factor,
+/// How the balancer runs (kernel.sched_balance, kernel.sched_domain, kernel.sched_busy_factor,
 /// kernel.sched_busy_jiffy_off, kernel.hz).
 #[derive(Debug, Clone, Copy)]
 pub struct Config {
     pub balance: Balance,
+    pub init: DomainInit,
     pub busy_factor: u64,
     pub busy_jiffy_off: bool,
     pub jiffy: Time,
@@ -60,8 +90,8 @@ pub struct Domain {
     pub next: Time,
     /// sd->nr_balance_failed: balances in a row that found an imbalance and moved nothing.
     failed: u32,
-    /// sd->balance_interval in ms: min_interval (the node's CPUs) after an imbalance, doubled up
-    /// to max_interval after a balanced look.
+    /// sd->balance_interval in ms: min_interval after an imbalance, doubled up to max_interval
+    /// after a balanced look (DomainInit::intervals_ms).
     interval_ms: u64,
 }
 
@@ -80,6 +110,7 @@ impl Config {
         let k = fair::FairConfig::from_resolved(r)?;
         Ok(Config {
             balance: k.balance,
+            init: k.domain_init,
             busy_factor: k.busy_factor,
             busy_jiffy_off: k.busy_jiffy_off,
             jiffy: PS_PER_S / hz,
@@ -96,7 +127,7 @@ impl Config {
                 0
             },
             failed: 0,
-            interval_ms: node_cpus as u64,
+            interval_ms: self.init.intervals_ms(node_cpus as u64).0,
         }
     }
 }
@@ -136,7 +167,7 @@ pub fn load_balance(s: &mut impl Host, cpu: CpuId) {
         .map(|b| nr_running(s, b) * SCALE)
         .filter(|&b| local < avg && avg < b)
         .map_or(0, |b| match cfg.balance {
-            Balance::FixSmallImbalance if 100 * b <= IMBALANCE_PCT * local => 0,
+            Balance::FixSmallImbalance if 100 * b <= cfg.init.imbalance_pct() * local => 0,
             // fix_small_imbalance(): "busiest->avg_load + scaled_busy_load_per_task >=
             // local->avg_load + scaled_busy_load_per_task * imbn" (imbn 2) holds, as whole tasks
             // on each side of the average put the busiest one task or more above this CPU.
@@ -144,8 +175,9 @@ pub fn load_balance(s: &mut impl Host, cpu: CpuId) {
             _ => (b - avg).min(avg - local),
         });
     let d = s.sched().cpus[cpu].domain;
+    let (min_interval, max_interval) = cfg.init.intervals_ms(n);
     let (failed, interval_ms) = match busiest.filter(|_| imbalance > 0) {
-        None => (0, (d.interval_ms * 2).min(2 * n)),
+        None => (0, (d.interval_ms * 2).min(max_interval)),
         Some(b) => {
             // detach_tasks(): a task waiting there that may run here, if its load fits: half of
             // it before 5.5, all of it shifted right by nr_balance_failed from 5.5.
@@ -162,7 +194,7 @@ pub fn load_balance(s: &mut impl Host, cpu: CpuId) {
                     None => false,
                 };
             let failed = if moved { 0 } else { d.failed + 1 };
-            (failed, n)
+            (failed, min_interval)
         }
     };
     // get_sd_balance_interval(): busy, so busy_factor times longer, less a jiffy from 5.10.
@@ -231,13 +263,15 @@ mod tests {
     /// not fit); its next, 2 ms x busy_factor 16 less a jiffy = 28 ms later (5.8: x 32, no jiffy
     /// off, 64 ms), pulls the waiting task (1024 >> 1 fits). 4.2's fix_small_imbalance() asks a
     /// whole task at once, but its first look finds the task cache hot (it has not run yet); the
-    /// next, at 64 ms, pulls it. Pinned tasks never move.
+    /// next, at 64 ms, pulls it; 3.8's comes at SD_MC_INIT's 1 ms x busy_factor 64, 64 ms too.
+    /// Pinned tasks never move.
     #[test]
     fn a_busy_cpu_pulls_a_waiting_node_bound_task_on_its_second_balance() {
         for (kernel, at, moved) in [
             ("linux-6.3", 28, true),
             ("linux-5.8", 64, true),
             ("linux-4.2", 64, true),
+            ("linux-3.8", 64, true),
         ] {
             let mut s = machine(2, kernel, Then::Spin, &[]);
             let a = spawn(&mut s, MM, 0, &busy());
@@ -258,23 +292,30 @@ mod tests {
         }
     }
 
-    /// Nine tasks on CPU 0 (kswapd-like among them) against eight on CPU 1: 6.3 pulls on a second
-    /// look (half a task of imbalance, 1024 >> 1 fits; and back again from the other side), but
-    /// 4.2's find_busiest_group() calls it balanced, as 100 x 9 is within imbalance_pct (117 %)
-    /// of 100 x 8, so no look fails either.
+    /// A kswapd-like task among `a` tasks on CPU 0 against `b` on CPU 1. 6.3 pulls at 9 against 8
+    /// (half a task of imbalance, 1024 >> 1 fits on a second look; and back again from the other
+    /// side). Before 5.5, find_busiest_group() calls the node balanced while 100 x busiest is
+    /// within imbalance_pct x local, so no look fails either: 4.2's 117 % (sd_init()) takes 9
+    /// against 8 (900 <= 936) but not 6 against 5 (600 > 585), 3.8's 125 % (SD_MC_INIT) takes both
+    /// (600 <= 625).
     #[test]
     fn a_node_within_imbalance_pct_is_balanced_before_5_5() {
-        for (kernel, moves) in [("linux-6.3", true), ("linux-4.2", false)] {
+        for (kernel, a, b, moves) in [
+            ("linux-6.3", 9, 8, true),
+            ("linux-4.2", 9, 8, false),
+            ("linux-4.2", 6, 5, true),
+            ("linux-3.8", 6, 5, false),
+        ] {
             let mut s = machine(2, kernel, Then::Spin, &[]);
-            for cpu in [0, 1] {
-                for _ in 0..8 {
+            for (cpu, n) in [(0, a - 1), (1, b)] {
+                for _ in 0..n {
                     spawn(&mut s, MM, cpu, &busy());
                 }
             }
             let k = spawn(&mut s, crate::mm::KTHREAD, 0, &busy());
             s.sched.tasks[k].affinity = Affinity::Node;
-            run_until(&mut s, 100 * MS);
-            assert_eq!(migrations(&s) > 0, moves, "{kernel}");
+            run_until(&mut s, 300 * MS);
+            assert_eq!(migrations(&s) > 0, moves, "{kernel} {a} against {b}");
             if !moves {
                 assert_eq!(s.sched.cpus[1].domain.failed, 0, "{kernel}");
                 assert_eq!(s.sched.cpus[1].domain.interval_ms, 4, "{kernel}");
