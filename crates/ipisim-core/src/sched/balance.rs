@@ -7,13 +7,14 @@
 //! busy CPU pulls a waiting task from the node's busiest CPU once `load >> nr_balance_failed`
 //! fits the imbalance and the task is not cache hot (or the failures exceed cache_nice_tries); a
 //! CPU of pinned tasks only is passed over. One balancing level per node, each CPU its own group
-//! (no SMT or NUMA level); every runnable task's load is a whole one (1024, PELT not modelled);
-//! idle and newly-idle balancing are not modelled. Before 5.5, fix_small_imbalance(): a busy CPU
-//! pulls a waiting task whenever the busiest CPU has a task more than it and is more than
-//! imbalance_pct busier (117 % from 3.16's sd_init(), 125 % in the SD_MC_INIT before it). With
-//! PELT, kswapd's load is under a whole task's and the kernel moves a task only by active
-//! balancing, after nr_balance_failed > cache_nice_tries + 2 failed looks; active balancing is
-//! not modelled (docs/kernel/sched-fair.md).
+//! (no SMT or NUMA level); every runnable task's load is a whole one (1024, PELT not modelled),
+//! and before 5.x a CPU's load is read through its per-tick history (source_load() and
+//! target_load() of rq->cpu_load[1]); idle and newly-idle balancing are not modelled. Before
+//! 5.5, fix_small_imbalance(): a busy CPU pulls a waiting task whenever the busiest CPU is a
+//! task above it and more than imbalance_pct busier (117 % from 3.16's sd_init(), 125 % in the
+//! SD_MC_INIT before it). With PELT, kswapd's load is under a whole task's and the kernel moves
+//! a task only by active balancing, after nr_balance_failed > cache_nice_tries + 2 failed
+//! looks; active balancing is not modelled (docs/kernel/sched-fair.md).
 
 use super::{fair, Host};
 use crate::config::{named_enum, ConfigError, Resolved};
@@ -93,6 +94,11 @@ pub struct Domain {
     /// sd->balance_interval in ms: min_interval after an imbalance, doubled up to max_interval
     /// after a balanced look (DomainInit::intervals_ms).
     interval_ms: u64,
+    /// rq->cpu_load[1] (fix_small_imbalance only): the runnable load as the ticks up to
+    /// `hist_jiffy` left it, with `hist_nr` tasks runnable since then (see load_history()).
+    hist: u64,
+    hist_jiffy: u64,
+    hist_nr: u64,
 }
 
 /// Where a task may run (its cpus_mask).
@@ -128,6 +134,9 @@ impl Config {
             },
             failed: 0,
             interval_ms: self.init.intervals_ms(node_cpus as u64).0,
+            hist: 0,
+            hist_jiffy: 0,
+            hist_nr: 0,
         }
     }
 }
@@ -145,6 +154,45 @@ fn holds_movable(s: &impl Host, cpu: CpuId) -> bool {
     c.task.is_some_and(node_bound) || c.runq.leftmost(node_bound).is_some()
 }
 
+/// rq->cpu_load[1] of a CPU at `now`, read before 5.x as a busy CPU's load (busy_idx 2):
+/// __update_cpu_load() moves it half way to the runnable load at each tick, rounding up while
+/// it rises, so a CPU that just gained or lost a task shows it a few ticks late.
+fn load_history(d: &Domain, now: Time, jiffy: Time) -> u64 {
+    let cur = d.hist_nr * SCALE;
+    let ticks = (now / jiffy).saturating_sub(d.hist_jiffy);
+    if ticks >= 64 {
+        return cur;
+    }
+    (0..ticks).fold(d.hist, |h, _| (h + cur + (cur > h) as u64) / 2)
+}
+
+/// The runnable task count of `cpu` changed at `now` (a wakeup, a sleep or exit, a migration):
+/// bring its load history up to now with the count it had, then record the new one.
+pub fn nr_running_changed(s: &mut impl Host, cpu: CpuId, now: Time) {
+    let cfg = s.sched().balance;
+    if cfg.balance != Balance::FixSmallImbalance {
+        return;
+    }
+    let nr = nr_running(s, cpu);
+    let d = &mut s.sched().cpus[cpu].domain;
+    d.hist = load_history(d, now, cfg.jiffy);
+    d.hist_jiffy = now / cfg.jiffy;
+    d.hist_nr = nr;
+}
+
+/// source_load() and target_load() of `cpu` before 5.x: the lower (another CPU's, a low guess)
+/// or the higher (this CPU's, a high guess) of its load now and its history.
+fn biased_load(s: &impl Host, cpu: CpuId, high: bool) -> u64 {
+    let sched = s.sched_view().0;
+    let now = nr_running(s, cpu) * SCALE;
+    let hist = load_history(&sched.cpus[cpu].domain, s.now(), sched.balance.jiffy);
+    if high {
+        now.max(hist)
+    } else {
+        now.min(hist)
+    }
+}
+
 /// load_balance() for busy `cpu` at its balance time: find the node's busiest CPU, pull a waiting
 /// task that may run here if the imbalance allows, and set the next balance time.
 pub fn load_balance(s: &mut impl Host, cpu: CpuId) {
@@ -153,25 +201,34 @@ pub fn load_balance(s: &mut impl Host, cpu: CpuId) {
     let node = m.node_of(cpu);
     let cpus = || (0..m.ncpus()).filter(move |&c| m.node_of(c) == node);
     let n = cpus().count() as u64;
-    let total: u64 = cpus().map(|c| nr_running(s, c)).sum();
-    let local = nr_running(s, cpu);
+    // update_sg_lb_stats(): before 5.x this CPU's target_load() and the others' source_load();
+    // from 5.5 the load now.
+    let load = |c: CpuId| match cfg.balance {
+        Balance::FixSmallImbalance => biased_load(s, c, c == cpu),
+        _ => nr_running(s, c) * SCALE,
+    };
+    let total: u64 = cpus().map(load).sum();
     // find_busiest_group(): the most loaded other CPU, overloaded (two tasks or more), lowest
     // first; one whose tasks are all pinned is passed over (LBF_ALL_PINNED's redo).
     let busiest = cpus()
         .filter(|&c| c != cpu && holds_movable(s, c))
-        .max_by_key(|&c| (nr_running(s, c), std::cmp::Reverse(c)))
+        .max_by_key(|&c| (load(c), std::cmp::Reverse(c)))
         .filter(|&c| nr_running(s, c) >= 2);
     // calculate_imbalance(): move towards the node's average, not past it.
-    let (avg, local) = (total * SCALE / n, local * SCALE);
+    let (avg, local) = (total / n, load(cpu));
     let imbalance = busiest
-        .map(|b| nr_running(s, b) * SCALE)
+        .map(load)
         .filter(|&b| local < avg && avg < b)
         .map_or(0, |b| match cfg.balance {
             Balance::FixSmallImbalance if 100 * b <= cfg.init.imbalance_pct() * local => 0,
             // fix_small_imbalance(): "busiest->avg_load + scaled_busy_load_per_task >=
-            // local->avg_load + scaled_busy_load_per_task * imbn" (imbn 2) holds, as whole tasks
-            // on each side of the average put the busiest one task or more above this CPU.
-            Balance::FixSmallImbalance if (b - avg).min(avg - local) < SCALE => SCALE,
+            // local->avg_load + scaled_busy_load_per_task * imbn" (imbn 2) asks a whole task
+            // when the busiest is a whole task or more above this CPU.
+            Balance::FixSmallImbalance
+                if (b - avg).min(avg - local) < SCALE && b >= local + SCALE =>
+            {
+                SCALE
+            }
             _ => (b - avg).min(avg - local),
         });
     let d = s.sched().cpus[cpu].domain;
@@ -202,11 +259,8 @@ pub fn load_balance(s: &mut impl Host, cpu: CpuId) {
     let period = period.saturating_sub(cfg.busy_jiffy_off as u64).max(1);
     let now = s.now();
     let next = (now / cfg.jiffy + period) * cfg.jiffy;
-    s.sched().cpus[cpu].domain = Domain {
-        next,
-        failed,
-        interval_ms,
-    };
+    let d = &mut s.sched().cpus[cpu].domain;
+    (d.next, d.failed, d.interval_ms) = (next, failed, interval_ms);
 }
 
 /// can_migrate_task(): the first task waiting on `from` (leftmost first) that may run on `to`'s
@@ -242,6 +296,8 @@ fn migrate(s: &mut impl Host, t: TaskId, from: CpuId, to: CpuId) {
             sched.cpus[to].need_resched = true;
         }
     }
+    nr_running_changed(s, from, now);
+    nr_running_changed(s, to, now);
     s.obs().stats.trace[Trace::SchedMigrateTask as usize] += 1;
 }
 
@@ -261,17 +317,18 @@ mod tests {
     /// CPU 0 runs a pinned task and kswapd-like node-bound one, CPU 1 a pinned task; 2 CPUs, so
     /// the imbalance is half a task (512). CPU 1's balance at 0 fails (a whole task's 1024 does
     /// not fit); its next, 2 ms x busy_factor 16 less a jiffy = 28 ms later (5.8: x 32, no jiffy
-    /// off, 64 ms), pulls the waiting task (1024 >> 1 fits). 4.2's fix_small_imbalance() asks a
-    /// whole task at once, but its first look finds the task cache hot (it has not run yet); the
-    /// next, at 64 ms, pulls it; 3.8's comes at SD_MC_INIT's 1 ms x busy_factor 64, 64 ms too.
-    /// Pinned tasks never move.
+    /// off, 64 ms), pulls the waiting task (1024 >> 1 fits). Before 5.x, CPU 1's look at 0 reads
+    /// CPU 0's load history, still at boot's 0 (source_load() takes the lower), so the node is
+    /// balanced, nothing fails, and the interval doubles: 4.2's next look, 4 ms x 32 = 128 ms
+    /// later (3.8: SD_MC_INIT's 2 ms x 64), finds the history caught up and pulls the whole task
+    /// fix_small_imbalance() asks. Pinned tasks never move.
     #[test]
     fn a_busy_cpu_pulls_a_waiting_node_bound_task_on_its_second_balance() {
-        for (kernel, at, moved) in [
-            ("linux-6.3", 28, true),
-            ("linux-5.8", 64, true),
-            ("linux-4.2", 64, true),
-            ("linux-3.8", 64, true),
+        for (kernel, at, failed) in [
+            ("linux-6.3", 28, 1),
+            ("linux-5.8", 64, 1),
+            ("linux-4.2", 128, 0),
+            ("linux-3.8", 128, 0),
         ] {
             let mut s = machine(2, kernel, Then::Spin, &[]);
             let a = spawn(&mut s, MM, 0, &busy());
@@ -280,10 +337,10 @@ mod tests {
             let b = spawn(&mut s, MM, 1, &busy());
             run_until(&mut s, at * MS - 1);
             assert_eq!(s.sched.tasks[k].cpu, 0, "{kernel}");
-            assert_eq!(s.sched.cpus[1].domain.failed, moved as u32, "{kernel}");
+            assert_eq!(s.sched.cpus[1].domain.failed, failed, "{kernel}");
             run_until(&mut s, at * MS + MS / 10);
-            assert_eq!(s.sched.tasks[k].cpu, moved as usize, "{kernel}");
-            assert_eq!(migrations(&s), moved as u64, "{kernel}");
+            assert_eq!(s.sched.tasks[k].cpu, 1, "{kernel}");
+            assert_eq!(migrations(&s), 1, "{kernel}");
             assert_eq!(
                 (s.sched.tasks[a].cpu, s.sched.tasks[b].cpu),
                 (0, 1),
@@ -351,6 +408,33 @@ mod tests {
         s.sched.tasks[k].left_cpu_at = s.now();
         assert_eq!(movable(&s, 0, 1, 1), None);
         assert_eq!(movable(&s, 0, 1, 2), Some(k));
+    }
+
+    /// __update_cpu_load()'s cpu_load[1]: half way to the load at each tick, rounding up while it
+    /// rises, so it reaches the load in whole units; nothing moves before the next tick.
+    #[test]
+    fn the_load_history_moves_half_way_to_the_load_at_each_tick() {
+        let jiffy = 4 * MS;
+        let rising = Domain {
+            hist: 1024,
+            hist_jiffy: 10,
+            hist_nr: 2,
+            ..Domain::default()
+        };
+        let at = |d: &Domain, j: u64| load_history(d, j * jiffy, jiffy);
+        assert_eq!(load_history(&rising, 11 * jiffy - 1, jiffy), 1024);
+        assert_eq!(
+            [at(&rising, 11), at(&rising, 12), at(&rising, 13)],
+            [1536, 1792, 1920]
+        );
+        assert_eq!([at(&rising, 20), at(&rising, 21)], [2047, 2048]);
+        let falling = Domain {
+            hist: 2048,
+            hist_nr: 1,
+            ..rising
+        };
+        assert_eq!([at(&falling, 11), at(&falling, 12)], [1536, 1280]);
+        assert_eq!(at(&falling, 74), 1024);
     }
 
     fn migrations(s: &crate::sim::Sim) -> u64 {
