@@ -342,8 +342,8 @@ fn touch_page(s: &mut impl Host, cpu: CpuId, pfn: u32) -> Time {
 
 /// One round of shrink_lruvec()'s loop: shrink_list() on the active list deactivates up to
 /// `nr_active` pages while the inactive list is low by `kernel.inactive_ratio`
-/// (shrink_active_list; the kernel runs it after the inactive list's turn), and shrink_inactive_list() isolates up to `nr` pages from
-/// the inactive list's tail.
+/// (shrink_active_list; the kernel runs it after the inactive list's turn), and
+/// shrink_inactive_list() isolates up to `nr` pages from the inactive list's tail.
 pub fn shrink_node(
     s: &mut impl Host,
     cpu: CpuId,

@@ -134,9 +134,7 @@ impl Config {
             },
             failed: 0,
             interval_ms: self.init.intervals_ms(node_cpus as u64).0,
-            hist: 0,
-            hist_jiffy: 0,
-            hist_nr: 0,
+            ..Domain::default()
         }
     }
 }
@@ -166,17 +164,16 @@ fn load_history(d: &Domain, now: Time, jiffy: Time) -> u64 {
     (0..ticks).fold(d.hist, |h, _| (h + cur + (cur > h) as u64) / 2)
 }
 
-/// The runnable task count of `cpu` changed at `now` (a wakeup, a sleep or exit, a migration):
+/// The runnable task count of `cpu` just changed (a wakeup, a sleep or exit, a migration):
 /// bring its load history up to now with the count it had, then record the new one.
-pub fn nr_running_changed(s: &mut impl Host, cpu: CpuId, now: Time) {
-    let cfg = s.sched().balance;
-    if cfg.balance != Balance::FixSmallImbalance {
+pub fn nr_running_changed(s: &mut impl Host, cpu: CpuId) {
+    if s.sched().balance.balance != Balance::FixSmallImbalance {
         return;
     }
-    let nr = nr_running(s, cpu);
+    let (now, jiffy, nr) = (s.now(), s.sched().balance.jiffy, nr_running(s, cpu));
     let d = &mut s.sched().cpus[cpu].domain;
-    d.hist = load_history(d, now, cfg.jiffy);
-    d.hist_jiffy = now / cfg.jiffy;
+    d.hist = load_history(d, now, jiffy);
+    d.hist_jiffy = now / jiffy;
     d.hist_nr = nr;
 }
 
@@ -184,12 +181,12 @@ pub fn nr_running_changed(s: &mut impl Host, cpu: CpuId, now: Time) {
 /// or the higher (this CPU's, a high guess) of its load now and its history.
 fn biased_load(s: &impl Host, cpu: CpuId, high: bool) -> u64 {
     let sched = s.sched_view().0;
-    let now = nr_running(s, cpu) * SCALE;
+    let cur = nr_running(s, cpu) * SCALE;
     let hist = load_history(&sched.cpus[cpu].domain, s.now(), sched.balance.jiffy);
     if high {
-        now.max(hist)
+        cur.max(hist)
     } else {
-        now.min(hist)
+        cur.min(hist)
     }
 }
 
@@ -296,8 +293,8 @@ fn migrate(s: &mut impl Host, t: TaskId, from: CpuId, to: CpuId) {
             sched.cpus[to].need_resched = true;
         }
     }
-    nr_running_changed(s, from, now);
-    nr_running_changed(s, to, now);
+    nr_running_changed(s, from);
+    nr_running_changed(s, to);
     s.obs().stats.trace[Trace::SchedMigrateTask as usize] += 1;
 }
 

@@ -598,8 +598,7 @@ fn switch_out(s: &mut impl Host, cpu: CpuId) {
     } else {
         go_idle(s, cpu);
     }
-    let now = s.now();
-    balance::nr_running_changed(s, cpu, now);
+    balance::nr_running_changed(s, cpu);
 }
 
 fn go_idle(s: &mut impl Host, cpu: CpuId) {
@@ -686,7 +685,7 @@ pub fn wake(s: &mut impl Host, t: TaskId) {
     let v = sched.tasks[t].se.vruntime;
     sched.cpus[cpu].runq.push(v, t);
     let avg = sched.cpus[cpu].runq.avg(curr, min_vruntime);
-    balance::nr_running_changed(s, cpu, now);
+    balance::nr_running_changed(s, cpu);
     let in_irq = s.sched().cpus[cpu].in_irq(now);
     if s.sched().cpus[cpu].task.is_none() && s.sched().cpus[cpu].mode == Mode::Idle && !in_irq {
         switch_in(s, cpu);
