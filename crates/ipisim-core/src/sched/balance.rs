@@ -12,9 +12,8 @@
 //! target_load() of rq->cpu_load[1]); idle and newly-idle balancing are not modelled. Before
 //! 5.5, fix_small_imbalance(): a busy CPU pulls a waiting task whenever the busiest CPU is a
 //! task above it and more than imbalance_pct busier (117 % from 3.16's sd_init(), 125 % in the
-//! SD_MC_INIT before it). With PELT, kswapd's load is under a whole task's and the kernel moves
-//! a task only by active balancing, after nr_balance_failed > cache_nice_tries + 2 failed
-//! looks; active balancing is not modelled (docs/kernel/sched-fair.md).
+//! SD_MC_INIT before it). To 5.11, after nr_balance_failed > cache_nice_tries + 2 failed looks,
+//! active balancing pushes the busiest CPU's running task here (kernel.sched_active_balance).
 
 use super::{fair, Host};
 use crate::config::{named_enum, ConfigError, Resolved};
@@ -70,6 +69,8 @@ impl DomainInit {
 const SCALE: u64 = 1024;
 /// cache_nice_tries of a domain sharing the LLC: sd_init()'s and SD_MC_INIT's alike.
 const CACHE_NICE_TRIES: u32 = 1;
+/// MAX_PINNED_INTERVAL: a look that finds the busiest CPU's running task pinned backs off to this.
+const MAX_PINNED_INTERVAL_MS: u64 = 512;
 /// sysctl_sched_migration_cost: a task that ran this recently is cache hot (task_hot()).
 const MIGRATION_COST: Time = 500_000_000;
 
@@ -81,6 +82,7 @@ pub struct Config {
     pub init: DomainInit,
     pub busy_factor: u64,
     pub busy_jiffy_off: bool,
+    pub active_balance: bool,
     pub jiffy: Time,
 }
 
@@ -119,6 +121,7 @@ impl Config {
             init: k.domain_init,
             busy_factor: k.busy_factor,
             busy_jiffy_off: k.busy_jiffy_off,
+            active_balance: k.active_balance,
             jiffy: PS_PER_S / hz,
         })
     }
@@ -247,8 +250,13 @@ pub fn load_balance(s: &mut impl Host, cpu: CpuId) {
                     }
                     None => false,
                 };
-            let failed = if moved { 0 } else { d.failed + 1 };
-            (failed, min_interval)
+            if moved {
+                (0, min_interval)
+            } else if cfg.active_balance && d.failed + 1 > CACHE_NICE_TRIES + 2 {
+                need_active_balance(s, b, cpu, d.failed + 1, d.interval_ms, max_interval)
+            } else {
+                (d.failed + 1, min_interval)
+            }
         }
     };
     // get_sd_balance_interval(): busy, so busy_factor times longer, less a jiffy from 5.10.
@@ -258,6 +266,59 @@ pub fn load_balance(s: &mut impl Host, cpu: CpuId) {
     let next = (now / cfg.jiffy + period) * cfg.jiffy;
     let d = &mut s.sched().cpus[cpu].domain;
     (d.next, d.failed, d.interval_ms) = (next, failed, interval_ms);
+}
+
+/// load_balance() after need_active_balance(): ask `busiest`'s stopper to push its running task
+/// to `cpu` (stop_one_cpu_nowait(), unless a push is under way), with nr_balance_failed set back
+/// to cache_nice_tries + 1 and the interval doubled; a running task pinned there ends the look as
+/// out_one_pinned does. Returns the new (nr_balance_failed, balance_interval).
+fn need_active_balance(
+    s: &mut impl Host,
+    busiest: CpuId,
+    cpu: CpuId,
+    failed: u32,
+    interval_ms: u64,
+    max_interval: u64,
+) -> (u32, u64) {
+    let sched = s.sched();
+    let curr = sched.cpus[busiest].task;
+    if !curr.is_some_and(|t| sched.tasks[t].affinity == Affinity::Node) {
+        let doubled = if interval_ms < MAX_PINNED_INTERVAL_MS {
+            2 * interval_ms
+        } else {
+            interval_ms
+        };
+        return (failed, doubled);
+    }
+    let kicked = sched.cpus[busiest].push_cpu.is_none();
+    if kicked {
+        sched.cpus[busiest].push_cpu = Some(cpu);
+    }
+    let interval_ms = if kicked && interval_ms < max_interval {
+        2 * interval_ms
+    } else {
+        interval_ms
+    };
+    (CACHE_NICE_TRIES + 1, interval_ms)
+}
+
+/// active_load_balance_cpu_stop() on `cpu`, whose stopper has just preempted `curr` (or run at a
+/// schedule() with no task to go on): detach_one_task() moves the first node-bound task of the
+/// CPU, the preempted one first (cfs_tasks is most recently run first), to the CPU that asked.
+/// Cache hotness does not matter, as nr_balance_failed exceeds cache_nice_tries; the waiting
+/// ones are tried leftmost first (the model keeps no most-recently-run order).
+pub(super) fn active_load_balance_cpu_stop(s: &mut impl Host, cpu: CpuId, curr: Option<TaskId>) {
+    let Some(to) = s.sched().cpus[cpu].push_cpu.take() else {
+        return;
+    };
+    let sched = s.sched_view().0;
+    let node_bound = |t: TaskId| sched.tasks[t].affinity == Affinity::Node;
+    let pushed = curr
+        .filter(|&t| node_bound(t))
+        .or_else(|| sched.cpus[cpu].runq.leftmost(node_bound));
+    if let Some(t) = pushed {
+        migrate(s, t, cpu, to);
+    }
 }
 
 /// can_migrate_task(): the first task waiting on `from` (leftmost first) that may run on `to`'s
@@ -288,13 +349,8 @@ fn migrate(s: &mut impl Host, t: TaskId, from: CpuId, to: CpuId) {
     let c = &mut sched.cpus[to];
     c.runq.push(v, t);
     let avg = c.runq.avg(curr, c.min_vruntime);
-    if let Some(curr) = curr {
-        if sched.fair.wakeup_preempts(curr, v, avg) {
-            sched.cpus[to].need_resched = true;
-        }
-    }
     nr_running_changed(s, from);
-    nr_running_changed(s, to);
+    super::check_preempt_curr(s, to, curr, v, avg);
     s.obs().stats.trace[Trace::SchedMigrateTask as usize] += 1;
 }
 
@@ -405,6 +461,48 @@ mod tests {
         s.sched.tasks[k].left_cpu_at = s.now();
         assert_eq!(movable(&s, 0, 1, 1), None);
         assert_eq!(movable(&s, 0, 1, 2), Some(k));
+    }
+
+    /// need_active_balance(): CPU 1's fourth failed look in a row (nr_balance_failed 4 >
+    /// cache_nice_tries + 2) finds the node-bound task running on CPU 0 (the waiting one is
+    /// pinned), so CPU 0's stopper takes it away at its next step boundary (100 us); the
+    /// failures go back to cache_nice_tries + 1 and the interval doubles (sd_init() on 2 CPUs:
+    /// 2 -> 4 ms). 5.8 does; 6.3 (after 5.12's e9b9734b7465) does not on a fully busy node.
+    #[test]
+    fn a_running_node_bound_task_is_pushed_after_cache_nice_tries_plus_two_failures() {
+        for (kernel, pushed) in [("linux-5.8", true), ("linux-6.3", false)] {
+            let mut s = machine(2, kernel, Then::Spin, &[]);
+            let k = spawn(&mut s, crate::mm::KTHREAD, 0, &busy());
+            s.sched.tasks[k].affinity = Affinity::Node;
+            let a = spawn(&mut s, MM, 0, &busy());
+            let b = spawn(&mut s, MM, 1, &busy());
+            assert_eq!(s.sched.cpus[0].task, Some(k), "{kernel}");
+            s.sched.cpus[1].domain.failed = 3;
+            load_balance(&mut s, 1);
+            let d = s.sched.cpus[1].domain;
+            let want = if pushed {
+                (Some(1), 2, 4)
+            } else {
+                (None, 4, 2)
+            };
+            assert_eq!(
+                (s.sched.cpus[0].push_cpu, d.failed, d.interval_ms),
+                want,
+                "{kernel}"
+            );
+            run_until(&mut s, MS / 10 + 1);
+            assert_eq!(s.sched.cpus[0].push_cpu, None, "{kernel}");
+            assert_eq!(s.sched.tasks[k].cpu, if pushed { 1 } else { 0 }, "{kernel}");
+            assert_eq!(migrations(&s), pushed as u64, "{kernel}");
+            assert_eq!(
+                (s.sched.tasks[a].cpu, s.sched.tasks[b].cpu),
+                (0, 1),
+                "{kernel}"
+            );
+            if pushed {
+                assert_eq!(s.sched.cpus[0].task, Some(a), "{kernel}");
+            }
+        }
     }
 
     /// __update_cpu_load()'s cpu_load[1]: half way to the load at each tick, rounding up while it

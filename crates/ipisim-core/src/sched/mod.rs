@@ -191,6 +191,8 @@ pub struct Cpu {
     poll_until: Time,
     /// Its periodic load balancing at the node level.
     pub domain: balance::Domain,
+    /// rq->active_balance and rq->push_cpu: the CPU this one's stopper is to push a task to.
+    push_cpu: Option<CpuId>,
 }
 
 impl Cpu {
@@ -421,6 +423,15 @@ pub fn run(s: &mut impl Host, cpu: CpuId) {
             // The tick's SCHED_SOFTIRQ (rebalance_domains()), taken at this step boundary.
             balance::load_balance(s, cpu);
         }
+        if s.sched().cpus[cpu].push_cpu.is_some() && preemptible(s, cpu, t) {
+            // The stopper that active balancing woke preempts the task, and may take it away.
+            s.sched().cpus[cpu].need_resched = false;
+            put_prev(s.sched(), cpu, t, now, false);
+            s.sched().cpus[cpu].task = None;
+            balance::active_load_balance_cpu_stop(s, cpu, Some(t));
+            switch_out(s, cpu);
+            return;
+        }
         if (s.sched().cpus[cpu].need_resched || slice_used(s.sched(), cpu, now))
             && preemptible(s, cpu, t)
         {
@@ -593,6 +604,8 @@ fn sleep(s: &mut impl Host, cpu: CpuId, t: TaskId, until: Time) {
 /// The current task left the CPU: run the next runnable task, or go idle.
 fn switch_out(s: &mut impl Host, cpu: CpuId) {
     s.sched().cpus[cpu].task = None;
+    // A stopper woken for active balancing runs first at this schedule().
+    balance::active_load_balance_cpu_stop(s, cpu, None);
     if !s.sched().cpus[cpu].runq.is_empty() {
         switch_in(s, cpu);
     } else {
@@ -685,6 +698,14 @@ pub fn wake(s: &mut impl Host, t: TaskId) {
     let v = sched.tasks[t].se.vruntime;
     sched.cpus[cpu].runq.push(v, t);
     let avg = sched.cpus[cpu].runq.avg(curr, min_vruntime);
+    check_preempt_curr(s, cpu, curr, v, avg);
+}
+
+/// A task of virtual time `v` came to `cpu`'s queue (`avg` its average now, `curr` the running
+/// task's virtual time): an idle CPU runs it, and it preempts the running task if it is due
+/// (check_preempt_curr()).
+fn check_preempt_curr(s: &mut impl Host, cpu: CpuId, curr: Option<Time>, v: Time, avg: Time) {
+    let now = s.now();
     balance::nr_running_changed(s, cpu);
     let in_irq = s.sched().cpus[cpu].in_irq(now);
     if s.sched().cpus[cpu].task.is_none() && s.sched().cpus[cpu].mode == Mode::Idle && !in_irq {
