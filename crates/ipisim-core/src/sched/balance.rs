@@ -147,12 +147,26 @@ fn nr_running(s: &impl Host, cpu: CpuId) -> u64 {
     c.runq.len() as u64 + c.task.is_some() as u64
 }
 
+/// May task `t` leave its CPU (for another of its node)?
+fn node_bound(sched: &super::Sched, t: TaskId) -> bool {
+    sched.tasks[t].affinity == Affinity::Node
+}
+
+/// sd->balance_interval *= 2 while under `bound` (load_balance()'s back-off).
+fn doubled_below(interval_ms: u64, bound: u64) -> u64 {
+    if interval_ms < bound {
+        2 * interval_ms
+    } else {
+        interval_ms
+    }
+}
+
 /// Does `cpu` run or queue a task that may leave it?
 fn holds_movable(s: &impl Host, cpu: CpuId) -> bool {
     let sched = s.sched_view().0;
     let c = &sched.cpus[cpu];
-    let node_bound = |t: TaskId| sched.tasks[t].affinity == Affinity::Node;
-    c.task.is_some_and(node_bound) || c.runq.leftmost(node_bound).is_some()
+    let movable = |t: TaskId| node_bound(sched, t);
+    c.task.is_some_and(movable) || c.runq.leftmost(movable).is_some()
 }
 
 /// rq->cpu_load[1] of a CPU at `now`, read before 5.x as a busy CPU's load (busy_idx 2):
@@ -282,24 +296,17 @@ fn need_active_balance(
 ) -> (u32, u64) {
     let sched = s.sched();
     let curr = sched.cpus[busiest].task;
-    if !curr.is_some_and(|t| sched.tasks[t].affinity == Affinity::Node) {
-        let doubled = if interval_ms < MAX_PINNED_INTERVAL_MS {
-            2 * interval_ms
-        } else {
-            interval_ms
-        };
-        return (failed, doubled);
+    if !curr.is_some_and(|t| node_bound(sched, t)) {
+        return (failed, doubled_below(interval_ms, MAX_PINNED_INTERVAL_MS));
     }
-    let kicked = sched.cpus[busiest].push_cpu.is_none();
-    if kicked {
-        sched.cpus[busiest].push_cpu = Some(cpu);
+    if sched.cpus[busiest].push_cpu.is_some() {
+        return (CACHE_NICE_TRIES + 1, interval_ms);
     }
-    let interval_ms = if kicked && interval_ms < max_interval {
-        2 * interval_ms
-    } else {
-        interval_ms
-    };
-    (CACHE_NICE_TRIES + 1, interval_ms)
+    sched.cpus[busiest].push_cpu = Some(cpu);
+    (
+        CACHE_NICE_TRIES + 1,
+        doubled_below(interval_ms, max_interval),
+    )
 }
 
 /// active_load_balance_cpu_stop() on `cpu`, whose stopper has just preempted `curr` (or run at a
@@ -312,10 +319,10 @@ pub(super) fn active_load_balance_cpu_stop(s: &mut impl Host, cpu: CpuId, curr: 
         return;
     };
     let sched = s.sched_view().0;
-    let node_bound = |t: TaskId| sched.tasks[t].affinity == Affinity::Node;
+    let movable = |t: TaskId| node_bound(sched, t);
     let pushed = curr
-        .filter(|&t| node_bound(t))
-        .or_else(|| sched.cpus[cpu].runq.leftmost(node_bound));
+        .filter(|&t| movable(t))
+        .or_else(|| sched.cpus[cpu].runq.leftmost(movable));
     if let Some(t) = pushed {
         migrate(s, t, cpu, to);
     }
@@ -331,7 +338,7 @@ fn movable(s: &impl Host, from: CpuId, to: CpuId, failed: u32) -> Option<TaskId>
     sched.cpus[from].runq.leftmost(|t| {
         let task = &sched.tasks[t];
         let hot = now < task.left_cpu_at + MIGRATION_COST;
-        task.affinity == Affinity::Node && (!hot || failed > CACHE_NICE_TRIES)
+        node_bound(sched, t) && (!hot || failed > CACHE_NICE_TRIES)
     })
 }
 
