@@ -297,7 +297,10 @@ fn need_active_balance(
     let sched = s.sched();
     let curr = sched.cpus[busiest].task;
     if !curr.is_some_and(|t| node_bound(sched, t)) {
-        return (failed, doubled_below(interval_ms, MAX_PINNED_INTERVAL_MS));
+        // out_one_pinned: LBF_ALL_PINNED lets the interval grow to MAX_PINNED_INTERVAL, and
+        // any look to max_interval.
+        let bound = MAX_PINNED_INTERVAL_MS.max(max_interval);
+        return (failed, doubled_below(interval_ms, bound));
     }
     if sched.cpus[busiest].push_cpu.is_some() {
         return (CACHE_NICE_TRIES + 1, interval_ms);
