@@ -18,6 +18,15 @@ def test_run_result_views() -> None:
     assert r.config["kernel.name"] == "linux-6.18"
 
 
+def test_interrupts_per_second_count_every_call_function_interrupt() -> None:
+    # 16 flushes of 33 pages, each one IPI: all within the first second. 6.x counts them in CAL
+    # too; before 4.8 /proc/interrupts printed CAL less the TLB row.
+    for kernel, cal in [("linux-6.18", [0, 16]), ("linux-4.3", [0, 0])]:
+        r = ipisim.run("shootdown", machine="host-2cpu", kernel=kernel, sets={"batch": 33})
+        assert r.data["call_function_interrupts_per_s"] == [16]
+        assert r.interrupts == {"CAL": cal, "TLB": [0, 16]}
+
+
 def test_sets_accept_pairs_and_bools() -> None:
     a = ipisim.run("shootdown", sets=[("misalign", True), ("op", "munmap"), ("remote", "sleeping")])
     assert a.config["misalign"] is True

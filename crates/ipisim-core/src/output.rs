@@ -54,6 +54,7 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
         "user_s": secs(user),
         "system_s": secs(system),
         "interrupts": interrupts,
+        "call_function_interrupts_per_s": per_second(&st.irq_bins),
         "vmstat": vmstat,
         "tracepoints": tracepoints,
         "ops": crate::sim::workload_ops(s),
@@ -114,6 +115,15 @@ fn broadcast_json(s: &Sim) -> Value {
         out["rar_signals"] = json!(b.rar_signals);
     }
     out
+}
+
+/// Call-function interrupts taken in each second of simulated time (the last second partial), as
+/// `vmstat 1`'s `in` column shows them, less the local timer: a steady phase's dips show here.
+fn per_second(bins: &[u32]) -> Vec<u64> {
+    let per_s = (crate::engine::PS_PER_S / crate::observe::IRQ_BIN) as usize;
+    bins.chunks(per_s)
+        .map(|c| c.iter().map(|&n| u64::from(n)).sum())
+        .collect()
 }
 
 /// /proc/interrupts: each row per CPU.
