@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+import ipisim
 from ipisim import reproduce
 from ipisim.cli import main
 
@@ -135,3 +136,16 @@ def test_profiles_that_simulate_alike_share_their_runs() -> None:
     assert len(started) == (2 if alike else 4)
     for label, r in out[("seed003", physics)].items():
         assert (r is out[("seed003", calibrated)][label]) == alike
+
+
+def test_report_draws_each_variants_interrupts_per_second_for_runs_of_3_s_or_more() -> None:
+    def run(series: list[int]) -> ipisim.RunResult:
+        return ipisim.RunResult({"call_function_interrupts_per_s": series}, 0)
+
+    svg = reproduce._interrupts_svg({"vanilla": run([0, 900, 0, 850]), "flushfull": run([0, 180, 170])})
+    assert svg.count("<polyline") == 2
+    # Four seconds span the plot's 700 px from x = 60; its 160 px under the legend, the busiest.
+    assert 'points="60.0,180.0 293.3,20.0 526.7,180.0 760.0,28.9"' in svg
+    assert "900/s" in svg and ">vanilla<" in svg and ">flushfull<" in svg
+    assert reproduce._interrupts_svg({"short": run([5, 7])}) == ""
+    assert reproduce._interrupts_svg({"idle": run([0, 0, 0])}) == ""

@@ -368,6 +368,32 @@ def _bars_svg(entries: Sequence[Entry]) -> str:
     return svg + "".join(rows) + axis + label + "</svg>"
 
 
+def _interrupts_svg(runs: Mapping[str, ipisim.RunResult]) -> str:
+    """Call-function interrupts taken in each second of each variant's run (`vmstat 1`'s `in` less
+    the timer), one line a variant; empty when every run is shorter than 3 s."""
+    series = {label: r.data["call_function_interrupts_per_s"] for label, r in runs.items()}
+    seconds = max(len(v) for v in series.values())
+    top = max(max(v, default=0) for v in series.values())
+    if seconds < 3 or top == 0:
+        return ""
+    width, height, left, bottom = 760, 180, 60, 20
+    colors = ("#1565c0", "#c62828", "#2e7d32", "#6a1b9a", "#ef6c00")
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height + bottom}">']
+    # The legend takes the top 20 px; the plot runs from there down to `height`.
+    scale_x, scale_y = (width - left) / (seconds - 1), (height - 20) / top
+    for i, (label, v) in enumerate(series.items()):
+        points = " ".join(f"{left + scale_x * t:.1f},{height - scale_y * n:.1f}" for t, n in enumerate(v))
+        color = colors[i % len(colors)]
+        parts.append(f'<polyline points="{points}" fill="none" stroke="{color}" stroke-width="1.5"/>')
+        x = left + 5 + 110 * i
+        parts.append(f'<text x="{x}" y="12" font-size="11" fill="{color}">{html.escape(label)}</text>')
+    parts.append(f'<text x="0" y="24" font-size="11">{top:,}/s</text>')
+    parts.append(f'<text x="0" y="{height}" font-size="11">0</text>')
+    caption = f"call-function interrupts per second, 0 to {seconds} s of simulated time"
+    parts.append(f'<text x="{left}" y="{height + bottom - 4}" font-size="11">{caption}</text>')
+    return "".join(parts) + "</svg>"
+
+
 def render_html(
     experiments: Sequence[Mapping[str, Any]],
     results: Mapping[tuple[str, str], Mapping[str, ipisim.RunResult]],
@@ -414,6 +440,7 @@ def render_html(
             metrics = metrics_of(next(iter(runs.values())).data)
             table = render_compare(series, metrics) + "\n" + render_duration(series)
             parts.append(f"<h3>{html.escape(machine)}</h3><pre>{html.escape(table)}</pre>")
+            parts.append(_interrupts_svg(runs))
     parts.append("</body></html>\n")
     return "".join(parts)
 
