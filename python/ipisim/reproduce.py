@@ -370,7 +370,7 @@ def _bars_svg(entries: Sequence[Entry]) -> str:
 
 def _interrupts_svg(runs: Mapping[str, ipisim.RunResult]) -> str:
     """Call-function interrupts taken in each second of each variant's run (`vmstat 1`'s `in` less
-    the timer), one line a variant; empty when every run is shorter than 3 s."""
+    the timer), one line a variant; empty when every run is shorter than 3 s or took none."""
     series = {label: r.data["call_function_interrupts_per_s"] for label, r in runs.items()}
     seconds = max(len(v) for v in series.values())
     top = max(max(v, default=0) for v in series.values())
