@@ -209,3 +209,13 @@ fn ranked(times: &[Time; Func::ALL.len()]) -> Vec<(Func, Time)> {
     v.sort_by(|a, b| b.1.cmp(&a.1).then((a.0 as usize).cmp(&(b.0 as usize))));
     v
 }
+
+#[cfg(test)]
+mod tests {
+    /// 10 ms bins add up to whole seconds, the last one partial: 1.5 s of one interrupt a bin.
+    #[test]
+    fn interrupts_per_second_sum_a_hundred_bins_each() {
+        assert_eq!(super::per_second(&[1; 150]), [100, 50]);
+        assert_eq!(super::per_second(&[]), [0u64; 0]);
+    }
+}
