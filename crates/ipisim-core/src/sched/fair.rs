@@ -100,6 +100,10 @@ impl Fair {
     fn slice(&self, nr: usize) -> Time {
         self.factor
             * match self.policy {
+                // From 8 tasks the latency's share is under the granularity: no division.
+                Policy::Cfs if nr >= (SCHED_LATENCY / SCHED_MIN_GRANULARITY) as usize => {
+                    SCHED_MIN_GRANULARITY
+                }
                 Policy::Cfs => (SCHED_LATENCY / nr.max(1) as Time).max(SCHED_MIN_GRANULARITY),
                 Policy::Eevdf => SCHED_BASE_SLICE,
             }
@@ -111,6 +115,13 @@ impl Fair {
     /// a lone task's deadline at every tick, so the first tick with another waiting ends it).
     pub fn tick_at(&self, picked: Time, since: Time, nr: usize) -> Time {
         (picked + self.slice(nr)).max(since).div_ceil(self.jiffy) * self.jiffy
+    }
+
+    /// `now >= tick_at(picked, since, nr)`, asked at every step boundary: the tick lies within a
+    /// jiffy after its lower bound, so only that window pays for the division.
+    pub fn tick_passed(&self, picked: Time, since: Time, nr: usize, now: Time) -> bool {
+        let x = (picked + self.slice(nr)).max(since);
+        now >= x && (now - x >= self.jiffy || now >= x.div_ceil(self.jiffy) * self.jiffy)
     }
 
     /// place_entity(): where a waking task goes in its CPU's virtual time. `min_vruntime` is
@@ -253,6 +264,23 @@ mod tests {
         assert_eq!(eevdf.slice(2), 3 * MS);
         assert_eq!(eevdf.tick_at(0, 0, 2), 4 * MS);
         assert_eq!(fair(Policy::Cfs, 1).slice(2), 3 * MS);
+        assert_eq!(cfs.slice(7), 24 * MS / 7);
+        assert_eq!(cfs.slice(8), 3 * MS);
+    }
+
+    #[test]
+    fn tick_passed_is_now_at_or_after_tick_at() {
+        let cfs = fair(Policy::Cfs, 8);
+        for (picked, since, nr) in [(MS, 0, 2), (MS, 21 * MS, 2), (7, 3 * MS + 1, 9), (0, 0, 1)] {
+            let tick = cfs.tick_at(picked, since, nr);
+            for now in [0, tick - MS, tick - 1, tick, tick + 1, tick + 5 * MS] {
+                assert_eq!(
+                    cfs.tick_passed(picked, since, nr, now),
+                    now >= tick,
+                    "{now}"
+                );
+            }
+        }
     }
 
     #[test]

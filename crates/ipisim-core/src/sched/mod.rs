@@ -481,7 +481,11 @@ pub fn run(s: &mut impl Host, cpu: CpuId) {
 /// The tick preempts the task on `cpu` (its slice is used and another task waits); it is taken at
 /// the first step boundary after the tick, as the model has no tick event.
 fn slice_used(sched: &Sched, cpu: CpuId, now: Time) -> bool {
-    !sched.cpus[cpu].runq.is_empty() && now >= tick_at(sched, cpu)
+    let c = &sched.cpus[cpu];
+    !c.runq.is_empty()
+        && sched
+            .fair
+            .tick_passed(c.picked_at, c.queued_since, c.runq.len() + 1, now)
 }
 
 /// The tick that ends the slice of the task on `cpu`, with the tasks runnable there now: the
