@@ -46,6 +46,7 @@ cost_table! {
     DsbIshTlbi = "dsb_ish_tlbi": "the same wait, per TLBI outstanding on this CPU (arm64)",
     SfenceVma = "sfence_vma": "one local sfence.vma of one page in one ASID (RISC-V; others have none)",
     SfenceVmaAll = "sfence_vma_all": "one local sfence.vma of a whole ASID or of every translation (RISC-V)",
+    TlbRefillAll = "tlb_refill_all": "a hart's refill of the translations it uses next after its whole TLB was emptied, paid once after a flush that emptied it (RISC-V; others: unused)",
     SbiEcall = "sbi_ecall": "one SBI RFENCE call (__sbi_rfence_v02_call): the ecall into M-mode firmware and back, with the firmware's request setup (RISC-V)",
     SbiIpiSend = "sbi_ipi_send": "the firmware's IPI to one remote hart of an RFENCE request: queue the request, write the hart's MSIP (RISC-V)",
     SbiRfenceWait = "sbi_rfence_wait": "the caller's wait in the firmware after its IPIs until every remote hart has trapped to M-mode, run its sfence.vma and acknowledged (RISC-V)",

@@ -66,6 +66,7 @@ params! {
         tlbi_range: bool = "machine.tlbi_range", Kind::Bool, "", "false", "arm64 FEAT_TLBIRANGE (ARMv8.4): __flush_tlb_range() uses range TLBIs (TLBI RVALE1IS) and flushes the whole ASID only from MAX_TLBI_RANGE_PAGES pages, not from MAX_TLBI_OPS (512) strides; unused elsewhere";
         sbi_tlb_range_flush_limit: u64 = "machine.sbi_tlb_range_flush_limit", Kind::Int { min: 0, max: 1 << 20 }, "pages", "1", "riscv: the firmware's tlb_range_flush_limit (OpenSBI, per platform): a remote fence of more pages than this flushes the whole ASID on each hart (default SBI_PLATFORM_TLB_RANGE_FLUSH_LIMIT_DEFAULT, 4 KiB = 1 page; 0 on FU540/FU740 for the CIP-1200 errata); unused elsewhere";
         asid_bits: u64 = "machine.asid_bits", Kind::Int { min: 0, max: 16 }, "bits", "16", "riscv: the ASID bits the harts implement (satp.ASID's writable width, asids_init()); the kernel's ASID allocator runs only when 2^bits exceeds twice the harts (use_asid_allocator), else every mm switch flushes the hart's TLB (set_mm_noasid()) and every flush passes FLUSH_TLB_NO_ASID: 0 on the FU540/FU740; unused elsewhere";
+        sfence_vma_flushes_all: bool = "machine.sfence_vma_flushes_all", Kind::Bool, "", "false", "riscv: every sfence.vma empties the hart's whole TLB whatever its operands, as QEMU's TCG does (trans_sfence_vma() -> helper_tlb_flush() -> tlb_flush(), target/riscv): page and ASID fences, the kernel's and the firmware's, are all full flushes; unused elsewhere";
         sifive_cip_1200: bool = "machine.sifive_cip_1200", Kind::Bool, "", "false", "riscv: the harts have SiFive erratum CIP-1200 (the U54/U74 of the FU540/FU740: sfence.vma with an address may leave the entry), so the kernel's local page flush is a full sfence.vma each page (ALT_FLUSH_TLB_PAGE, arch/riscv/include/asm/errata_list.h, CONFIG_ERRATA_SIFIVE_CIP_1200); unused elsewhere";
         swap_latency: Time = "machine.swap_latency", Kind::Duration, "s", "0", "swap device: from a write leaving the request queue to its completion interrupt (end_swap_bio_write)";
     }
@@ -104,6 +105,8 @@ pub struct Machine {
     pub riscv_asids: bool,
     /// riscv: SiFive CIP-1200, each local page flush a full sfence.vma (machine.sifive_cip_1200).
     pub sifive_cip_1200: bool,
+    /// riscv: every sfence.vma is a full flush (machine.sfence_vma_flushes_all; QEMU's TCG).
+    pub sfence_vma_flushes_all: bool,
     pub cost: Costs,
     /// A step's length, in millionths, when another thread of its core is busy (machine.smt_yield;
     /// None when the core's threads do not slow each other).
@@ -225,6 +228,7 @@ impl Machine {
             // asids_init(): the allocator runs with at least twice as many ASIDs as harts.
             riscv_asids: p.asid_bits > 0 && 1u64 << p.asid_bits > 2 * ncpus as u64,
             sifive_cip_1200: p.sifive_cip_1200,
+            sfence_vma_flushes_all: p.sfence_vma_flushes_all,
             cost,
             smt_stretch_ppm: (smt > 1 && p.smt_yield < 2.0)
                 .then(|| (2e6 / p.smt_yield).round() as u64),

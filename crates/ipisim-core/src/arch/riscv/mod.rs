@@ -54,7 +54,9 @@ enum What {
 
 /// local_flush_tlb_range_asid() on `cpu`: its sfence.vma instructions; their time. `errata`: the
 /// kernel's own page flushes on a CIP-1200 hart, each a full sfence.vma (ALT_FLUSH_TLB_PAGE).
+/// Under QEMU's TCG (`machine.sfence_vma_flushes_all`) every sfence.vma is a full one.
 fn local_flush(p: &mut Parts, cpu: CpuId, what: What, errata: bool) -> Time {
+    let full = p.m.sfence_vma_flushes_all;
     let a = &mut *p.arch;
     match what {
         What::Pages { mm, start, end } => {
@@ -63,7 +65,7 @@ fn local_flush(p: &mut Parts, cpu: CpuId, what: What, errata: bool) -> Time {
                 return local_flush(p, cpu, What::Asid(mm), errata);
             }
             p.obs.stats.sfences += n;
-            if errata {
+            if errata || full {
                 a.tlb[cpu].flush_all();
                 p.obs.stats.sfences_all += n;
                 return n * p.m.cost[Cost::SfenceVmaAll];
@@ -76,7 +78,7 @@ fn local_flush(p: &mut Parts, cpu: CpuId, what: What, errata: bool) -> Time {
             n * p.m.cost[Cost::SfenceVma]
         }
         // Without the ASID allocator the ASID is FLUSH_TLB_NO_ASID: local_flush_tlb_all().
-        What::Asid(_) if !a.cfg.pcid => local_flush(p, cpu, What::All, errata),
+        What::Asid(_) if !a.cfg.pcid || full => local_flush(p, cpu, What::All, errata),
         What::Asid(mm) => {
             if let Some(slot) = super::arm64::asid_slot(a, cpu, mm) {
                 a.tlb[cpu].flush_asid(slot);
@@ -104,9 +106,31 @@ fn firmware_what(what: What, limit: u64) -> What {
     }
 }
 
+/// Does a flush of `what` empty a hart's whole TLB: everything, an ASID without the allocator, a
+/// page with CIP-1200's full fences (`errata`), or anything under QEMU's TCG?
+fn empties_tlb(p: &Parts, what: What, errata: bool) -> bool {
+    p.m.sfence_vma_flushes_all
+        || match what {
+            What::All => true,
+            What::Asid(_) => !p.arch.cfg.pcid,
+            What::Pages { .. } => errata,
+        }
+}
+
+/// The caller's refill after its own TLB was emptied (`tlb_refill_all`), once a flush however many
+/// fences it took: time spent after the fence returns, so in `__flush_tlb_range`, not the SBI call.
+fn refill(p: &mut Parts, t: TaskId) -> Time {
+    let ps = p.m.cost[Cost::TlbRefillAll];
+    if ps > 0 {
+        p.obs.stats.charge(Some(t), Func::Arm64FlushTlbRange, ps);
+    }
+    ps
+}
+
 /// __flush_tlb_range(cmask, asid, start, size, stride) with 4 KiB strides: nothing with an empty
 /// mask; a local flush when no other hart is in it; else sbi_remote_sfence_vma_asid(). Its time,
-/// charged to `t` (`__flush_tlb_range` locally, `__sbi_rfence_v02_call` for the SBI call).
+/// charged to `t` (`__flush_tlb_range` locally, `__sbi_rfence_v02_call` for the SBI call), with
+/// the caller's refill when the flush emptied its TLB.
 fn flush_range(p: &mut Parts, cpu: CpuId, t: TaskId, mask: &CpuMask, what: What) -> Time {
     if mask.is_empty() {
         return 0;
@@ -116,7 +140,12 @@ fn flush_range(p: &mut Parts, cpu: CpuId, t: TaskId, mask: &CpuMask, what: What)
         let errata = p.m.sifive_cip_1200 && !p.arch.cfg.pcid;
         let ps = local_flush(p, cpu, what, errata);
         p.obs.stats.charge(Some(t), Func::Arm64FlushTlbRange, ps);
-        return ps;
+        let refilled = if empties_tlb(p, what, errata) {
+            refill(p, t)
+        } else {
+            0
+        };
+        return ps + refilled;
     }
     // One ecall for up to 64 harts (__sbi_rfence_v02: one call per BITS_PER_LONG hart window);
     // the profiles have at most 64 harts.
@@ -138,6 +167,10 @@ fn flush_range(p: &mut Parts, cpu: CpuId, t: TaskId, mask: &CpuMask, what: What)
     p.obs.stats.ipis_received += targets;
     ps += targets * p.m.cost[Cost::SbiIpiSend] + p.m.cost[Cost::SbiRfenceWait];
     p.obs.stats.charge(Some(t), Func::SbiRfenceV02Call, ps);
+    // The remote harts' refills fall on whatever they run next, like their M-mode time: not taken.
+    if mask.test(cpu) && empties_tlb(p, fw, false) {
+        ps += refill(p, t);
+    }
     ps
 }
 
@@ -219,6 +252,56 @@ mod tests {
                 kept,
                 "{bits} ASID bits"
             );
+        }
+    }
+
+    /// Under QEMU's TCG every sfence.vma empties the hart's TLB: a one-page remote fence from hart
+    /// 0 drops hart 0's other translations too, and hart 0 pays `tlb_refill_all` once, in
+    /// __flush_tlb_range, not in the SBI call. Without `machine.sfence_vma_flushes_all` only the
+    /// page goes and nothing is refilled.
+    #[test]
+    fn under_tcg_every_fence_empties_the_tlb_and_the_caller_refills() {
+        for (flag, emptied) in [("true", true), ("false", false)] {
+            let sets = [
+                ("machine.sfence_vma_flushes_all", flag),
+                ("machine.cost.tlb_refill_all", "1000"),
+            ];
+            let req = crate::config::RunRequest::new(
+                "shootdown",
+                "qemu-virt-riscv",
+                "linux-6.7-riscv",
+                &sets,
+            );
+            let mut s = crate::sim::Sim::new(&crate::resolve(&req).unwrap()).unwrap();
+            let j = crate::arch::jiffies(&s);
+            s.arch.init_new_context(j);
+            crate::arch::switch_mm_irqs_off(&mut s, 0, Some(MM));
+            let asid = s.arch.loaded_asid(0);
+            s.arch.tlb[0].fill(asid, 7, 42, true, true);
+            s.arch.tlb[0].fill(asid, 8, 43, true, true);
+            let mask = CpuMask::first_n(2);
+            let one = What::Pages {
+                mm: MM,
+                start: 7,
+                end: 8,
+            };
+            let mut p = Parts {
+                m: &s.m,
+                arch: &mut s.arch,
+                obs: &mut s.obs,
+            };
+            let ps = flush_range(&mut p, 0, 0, &mask, one);
+            assert!(s.arch.tlb[0].probe(asid, 7).is_none(), "{flag}");
+            assert_eq!(s.arch.tlb[0].probe(asid, 8).is_none(), emptied, "{flag}");
+            let refill = s.obs.stats.profile[Func::Arm64FlushTlbRange as usize];
+            let expected = if emptied {
+                s.m.cost[Cost::TlbRefillAll]
+            } else {
+                0
+            };
+            assert_eq!(refill, expected, "{flag}");
+            let sbi = s.obs.stats.profile[Func::SbiRfenceV02Call as usize];
+            assert_eq!(ps, sbi + refill, "{flag}");
         }
     }
 
