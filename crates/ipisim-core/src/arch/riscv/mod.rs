@@ -52,10 +52,11 @@ enum What {
     All,
 }
 
-/// local_flush_tlb_range_asid() on `cpu`: its sfence.vma instructions; their time. `errata`: the
-/// kernel's own page flushes on a CIP-1200 hart, each a full sfence.vma (ALT_FLUSH_TLB_PAGE).
-/// Under QEMU's TCG (`machine.sfence_vma_flushes_all`) every sfence.vma is a full one.
-fn local_flush(p: &mut Parts, cpu: CpuId, what: What, errata: bool) -> Time {
+/// local_flush_tlb_range_asid() on `cpu`: its sfence.vma instructions; their time, and whether
+/// they emptied the hart's whole TLB. `errata`: the kernel's own page flushes on a CIP-1200 hart,
+/// each a full sfence.vma (ALT_FLUSH_TLB_PAGE). Under QEMU's TCG (`machine.sfence_vma_flushes_all`)
+/// every sfence.vma is a full one.
+fn local_flush(p: &mut Parts, cpu: CpuId, what: What, errata: bool) -> (Time, bool) {
     let full = p.m.sfence_vma_flushes_all;
     let a = &mut *p.arch;
     match what {
@@ -68,14 +69,14 @@ fn local_flush(p: &mut Parts, cpu: CpuId, what: What, errata: bool) -> Time {
             if errata || full {
                 a.tlb[cpu].flush_all();
                 p.obs.stats.sfences_all += n;
-                return n * p.m.cost[Cost::SfenceVmaAll];
+                return (n * p.m.cost[Cost::SfenceVmaAll], true);
             }
             if let Some(slot) = super::arm64::asid_slot(a, cpu, mm) {
                 for vpn in start..end {
                     a.tlb[cpu].flush_one(slot, vpn);
                 }
             }
-            n * p.m.cost[Cost::SfenceVma]
+            (n * p.m.cost[Cost::SfenceVma], false)
         }
         // Without the ASID allocator the ASID is FLUSH_TLB_NO_ASID: local_flush_tlb_all().
         What::Asid(_) if !a.cfg.pcid || full => local_flush(p, cpu, What::All, errata),
@@ -85,13 +86,13 @@ fn local_flush(p: &mut Parts, cpu: CpuId, what: What, errata: bool) -> Time {
             }
             p.obs.stats.sfences += 1;
             p.obs.stats.sfences_all += 1;
-            p.m.cost[Cost::SfenceVmaAll]
+            (p.m.cost[Cost::SfenceVmaAll], false)
         }
         What::All => {
             a.tlb[cpu].flush_all();
             p.obs.stats.sfences += 1;
             p.obs.stats.sfences_all += 1;
-            p.m.cost[Cost::SfenceVmaAll]
+            (p.m.cost[Cost::SfenceVmaAll], true)
         }
     }
 }
@@ -104,17 +105,6 @@ fn firmware_what(what: What, limit: u64) -> What {
         What::Pages { mm, start, end } if end - start > limit => What::Asid(mm),
         w => w,
     }
-}
-
-/// Does a flush of `what` empty a hart's whole TLB: everything, an ASID without the allocator, a
-/// page with CIP-1200's full fences (`errata`), or anything under QEMU's TCG?
-fn empties_tlb(p: &Parts, what: What, errata: bool) -> bool {
-    p.m.sfence_vma_flushes_all
-        || match what {
-            What::All => true,
-            What::Asid(_) => !p.arch.cfg.pcid,
-            What::Pages { .. } => errata,
-        }
 }
 
 /// The caller's refill after its own TLB was emptied (`tlb_refill_all`), once a flush however many
@@ -138,14 +128,9 @@ fn flush_range(p: &mut Parts, cpu: CpuId, t: TaskId, mask: &CpuMask, what: What)
     if !mask.any_but(cpu) {
         // 6.7/6.8 apply the erratum only to flushes without an ASID (local_flush_tlb_page()).
         let errata = p.m.sifive_cip_1200 && !p.arch.cfg.pcid;
-        let ps = local_flush(p, cpu, what, errata);
+        let (ps, emptied) = local_flush(p, cpu, what, errata);
         p.obs.stats.charge(Some(t), Func::Arm64FlushTlbRange, ps);
-        let refilled = if empties_tlb(p, what, errata) {
-            refill(p, t)
-        } else {
-            0
-        };
-        return ps + refilled;
+        return ps + if emptied { refill(p, t) } else { 0 };
     }
     // One ecall for up to 64 harts (__sbi_rfence_v02: one call per BITS_PER_LONG hart window);
     // the profiles have at most 64 harts.
@@ -153,12 +138,14 @@ fn flush_range(p: &mut Parts, cpu: CpuId, t: TaskId, mask: &CpuMask, what: What)
     let mut ps = p.m.cost[Cost::SbiEcall];
     let fw = firmware_what(what, p.m.sbi_tlb_range_flush_limit);
     let mut targets = 0;
+    let mut caller_emptied = false;
     for c in mask.iter() {
         // OpenSBI's own fences (the FU740's flush limit of 0 keeps them free of addresses).
-        let fence = local_flush(p, c, fw, false);
+        let (fence, emptied) = local_flush(p, c, fw, false);
         if c == cpu {
             // The firmware flushes the calling hart itself: no IPI, the caller's time.
             ps += fence;
+            caller_emptied = emptied;
         } else {
             targets += 1;
         }
@@ -168,7 +155,7 @@ fn flush_range(p: &mut Parts, cpu: CpuId, t: TaskId, mask: &CpuMask, what: What)
     ps += targets * p.m.cost[Cost::SbiIpiSend] + p.m.cost[Cost::SbiRfenceWait];
     p.obs.stats.charge(Some(t), Func::SbiRfenceV02Call, ps);
     // The remote harts' refills fall on whatever they run next, like their M-mode time: not taken.
-    if mask.test(cpu) && empties_tlb(p, fw, false) {
+    if caller_emptied {
         ps += refill(p, t);
     }
     ps
@@ -224,26 +211,27 @@ mod tests {
     use super::*;
     use crate::testing::MM;
 
+    /// A linux-6.7-riscv shootdown run on `machine` with `sets`, not started: hart 0 has switched
+    /// to MM and holds page 7 (frame 42) in its TLB under the ASID returned.
+    fn hart0_on_mm(machine: &str, sets: &[(&str, &str)]) -> (crate::sim::Sim, u8) {
+        let req = crate::config::RunRequest::new("shootdown", machine, "linux-6.7-riscv", sets);
+        let mut s = crate::sim::Sim::new(&crate::resolve(&req).unwrap()).unwrap();
+        let j = crate::arch::jiffies(&s);
+        s.arch.init_new_context(j);
+        crate::arch::switch_mm_irqs_off(&mut s, 0, Some(MM));
+        let asid = s.arch.loaded_asid(0);
+        s.arch.tlb[0].fill(asid, 7, 42, true, true);
+        (s, asid)
+    }
+
     /// Back on MM after another process ran on the hart: with the ASID allocator (16 bits) MM's
     /// translation survived under its own ASID; without it (0 bits, the FU740) every switch was
     /// set_mm_noasid() -> local_flush_tlb_all() and it is gone.
     #[test]
     fn without_asids_every_mm_switch_flushes() {
         for (bits, kept) in [("16", true), ("0", false)] {
-            let sets = [("machine.asid_bits", bits)];
-            let req = crate::config::RunRequest::new(
-                "shootdown",
-                "hifive-unmatched",
-                "linux-6.7-riscv",
-                &sets,
-            );
-            let mut s = crate::sim::Sim::new(&crate::resolve(&req).unwrap()).unwrap();
-            let j = crate::arch::jiffies(&s);
-            s.arch.init_new_context(j);
+            let (mut s, _) = hart0_on_mm("hifive-unmatched", &[("machine.asid_bits", bits)]);
             let mm2 = s.mem.new_mm();
-            crate::arch::switch_mm_irqs_off(&mut s, 0, Some(MM));
-            let asid = s.arch.loaded_asid(0);
-            s.arch.tlb[0].fill(asid, 7, 42, true, true);
             crate::arch::switch_mm_irqs_off(&mut s, 0, Some(mm2));
             crate::arch::switch_mm_irqs_off(&mut s, 0, Some(MM));
             let asid = s.arch.loaded_asid(0);
@@ -266,18 +254,7 @@ mod tests {
                 ("machine.sfence_vma_flushes_all", flag),
                 ("machine.cost.tlb_refill_all", "1000"),
             ];
-            let req = crate::config::RunRequest::new(
-                "shootdown",
-                "qemu-virt-riscv",
-                "linux-6.7-riscv",
-                &sets,
-            );
-            let mut s = crate::sim::Sim::new(&crate::resolve(&req).unwrap()).unwrap();
-            let j = crate::arch::jiffies(&s);
-            s.arch.init_new_context(j);
-            crate::arch::switch_mm_irqs_off(&mut s, 0, Some(MM));
-            let asid = s.arch.loaded_asid(0);
-            s.arch.tlb[0].fill(asid, 7, 42, true, true);
+            let (mut s, asid) = hart0_on_mm("qemu-virt-riscv", &sets);
             s.arch.tlb[0].fill(asid, 8, 43, true, true);
             let mask = CpuMask::first_n(2);
             let one = What::Pages {
