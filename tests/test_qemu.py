@@ -86,6 +86,9 @@ def test_reclaim_and_migrate_jobs_compare_counts_and_vmstat_within_5_percent() -
     assert script.startswith("mntfs ") and "job 0 /bin/lru_file_mmap_read --dir /mnt" in script
     with pytest.raises(ValueError, match="migrate needs --nodes 2"):
         qemu.jobs(4, 1, ["migrate"])
+    # costs.c (examples/tcg_costs.py) pages out sparse files in /var/tmp: ext4 there, not rootfs.
+    costs = qemu.Job("costs", "TLB", "costs", ("--local-only",), "swap-bench", ())
+    assert qemu.jobs_script([costs]).startswith("mntfs ") and "ln -sfn /mnt /var/tmp" in qemu.INIT
     sample = qemu.hw.parse_sample("syscalls=8 ns=1 tlb=10,20 cal=5,5")
     vm = {"pgscan_kswapd": 300, "pgscan_direct": 100, "pgsteal_direct": 200}
     rows = [qemu.Row(lru, [sample, sample], sim, vm, c) for c, sim in [("TLB", 31), ("pgscan", 200)]]

@@ -29,9 +29,12 @@ from ipisim import hw
 
 PROGRAMS = ("shootdown", "membarrier", "tlb_flush", "lru_file_mmap_read", "reclaim", "migrate")
 DEFAULT_PROGRAMS = ("shootdown", "membarrier", "tlb_flush")
+TOOLS = ("costs",)
+"""Also in the guest, not validation jobs: native/costs.c, `ipisim probe`'s measurements, for a cost
+table measured under the guest's accelerator (examples/tcg_costs.py)."""
 """What `--programs` runs by default: lru_file_mmap_read and reclaim take minutes under TCG, migrate needs
 2 nodes."""
-FILE_PROGRAMS = ("lru_file_mmap_read", "reclaim")
+FILE_PROGRAMS = ("lru_file_mmap_read", "reclaim", "costs")
 """Programs whose files must be on a filesystem reclaim can unmap and drop pages of (not tmpfs)."""
 VMSTAT_PREFIXES = ("nr_tlb", "pgscan", "pgsteal", "pgmigrate")
 VMSTAT_COUNTS = {
@@ -75,7 +78,8 @@ irq() { grep -E '^ *(TLB|CAL):' /proc/interrupts | sed "s/^ */@irq$1 /"; }
 # /lib/modules/order, dependencies first, with their parameters), then ext4 on the RAM disk at /mnt.
 mntfs() {
     while read -r m args; do insmod "/lib/modules/$m" $args || return 1; done < /lib/modules/order
-    mke2fs -q -b 4096 /dev/ram0 >/dev/null && mkdir -p /mnt && mount -t ext4 /dev/ram0 /mnt
+    mke2fs -q -b 4096 /dev/ram0 >/dev/null && mkdir -p /mnt && mount -t ext4 /dev/ram0 /mnt &&
+        mkdir -p /var && ln -sfn /mnt /var/tmp  # costs' sparse files: page cache MADV_PAGEOUT can drop
 }
 # The reclaim program's memory cgroup (v2), whose memory.reclaim it writes.
 memcg() {
@@ -171,11 +175,11 @@ def build_initramfs() -> Path:
     """busybox-static, the static validation programs and /init as a cpio archive, cached by content."""
     busybox = find_busybox().read_bytes()
     try:
-        exes = {p: hw.build(p, static=True).read_bytes() for p in PROGRAMS}
+        exes = {p: hw.build(p, static=True).read_bytes() for p in PROGRAMS + TOOLS}
     except hw.Unavailable as e:
         raise Unavailable(f"{e} (static linking needs the C library's .a files: libc6-dev)") from e
     digest = hashlib.sha256(busybox + INIT.encode())
-    for p in PROGRAMS:
+    for p in PROGRAMS + TOOLS:
         digest.update(exes[p])
     path = _cache() / f"initramfs-{digest.hexdigest()[:16]}.cpio"
     if path.exists():
@@ -183,7 +187,7 @@ def build_initramfs() -> Path:
     dirs = ["bin", "dev", "proc", "sys", "tmp"]
     files = [(d, 0o040755, b"") for d in dirs]
     files += [("init", 0o100755, INIT.encode()), ("bin/busybox", 0o100755, busybox)]
-    files += [(f"bin/{p}", 0o100755, exes[p]) for p in PROGRAMS]
+    files += [(f"bin/{p}", 0o100755, exes[p]) for p in PROGRAMS + TOOLS]
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_bytes(cpio(files, devices=[("dev/console", 0o020600, 5, 1)]))
@@ -208,7 +212,7 @@ def modules_cpio(release: str) -> bytes:
         raise Unavailable(
             f"the file programs need the modules of the image's kernel: no {dep}"
             " (install the image's linux-image package, or leave out --programs "
-            + ",".join(FILE_PROGRAMS)
+            + ",".join(p for p in FILE_PROGRAMS if p in PROGRAMS)
             + ")"
         )
     deps = {}
