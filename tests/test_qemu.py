@@ -6,6 +6,7 @@ The boot is skipped where qemu-system-x86_64, a kernel image in /boot or busybox
 
 from __future__ import annotations
 
+import subprocess
 import time
 from pathlib import Path
 
@@ -190,3 +191,16 @@ def test_shootdown_grid_at_4_vcpus_matches_linux_6_1_exactly() -> None:
     off = [(r.job.label, r.real_count, r.sim) for r in rows if r.real_count != r.sim]
     assert all(sim - 2 <= real < sim for _, real, sim in off), off
     assert len(off) <= 3, off
+
+
+def test_swap_bench_program_runs_here_and_refuses_bad_usage() -> None:
+    """native/swap_bench.c (examples/riscv_guest.py runs it in a riscv guest) on this host."""
+    try:
+        exe = qemu.hw.build("swap_bench")
+    except qemu.hw.Unavailable as e:
+        pytest.skip(str(e))
+    out = subprocess.run([exe, "--zap", "50", "--sleepers", "1"], capture_output=True, text=True, check=True)
+    name, ns = out.stdout.split()
+    assert name == "ns_per_call" and float(ns) > 0
+    bad = subprocess.run([exe, "--loops", "1", "--zap", "1"], capture_output=True, text=True, check=False)
+    assert bad.returncode == 2 and bad.stderr.startswith("usage: swap_bench")

@@ -80,6 +80,7 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::ShrinkPageList => mm::vmscan::shrink_page_list(s, cpu, t),
         Step::MadvisePageout { vpn, n } => mm::vmscan::madvise_pageout(s, cpu, t, vpn, n),
         Step::ShrinkFinish => mm::vmscan::shrink_finish(s, cpu, t),
+        Step::ShrinkFreeBatch => mm::vmscan::shrink_free_batch(s, cpu, t),
         Step::SplitHugePageRefcount { head } => mm::thp::split_refcount(s, cpu, t, head),
         Step::SplitHugePageMap { head } => mm::thp::split_map(s, t, head),
         Step::Pageout { pfn } => mm::vmscan::pageout(s, cpu, t, pfn),

@@ -165,6 +165,8 @@ pub enum Step {
     Pageout { pfn: u32 },
     /// Free the reclaimed pages and put the others back.
     ShrinkFinish,
+    /// free_unref_folios() of a full folio batch of reclaimed pages, mid-pass.
+    ShrinkFreeBatch,
     /// __split_huge_page_refcount() of huge page `head` (mm/thp.rs).
     SplitHugePageRefcount { head: u32 },
     /// __split_huge_page_map() of huge page `head` (mm/thp.rs).
@@ -242,6 +244,7 @@ impl Step {
             Step::ShrinkPageList => "shrink_page_list",
             Step::MadvisePageout { .. } => "madvise_cold_or_pageout_pte_range",
             Step::ShrinkFinish => "putback_inactive_pages",
+            Step::ShrinkFreeBatch => "free_unref_folios",
             Step::SplitHugePageRefcount { .. } => "__split_huge_page_refcount",
             Step::SplitHugePageMap { .. } => "__split_huge_page_map",
             Step::Pageout { .. } => "pageout",

@@ -137,6 +137,24 @@ fn riscv_sbi_calls_and_firmware_ipis_per_batch() {
     }
 }
 
+/// From bc2ff4cbc329 shrink_folio_list() frees in folio batches of 31, each after a
+/// try_to_unmap_flush(): a later pass's 256 pages take 8 batch flushes and the last one, 9 where
+/// 6.8 took 1. The real 6.12 riscv kernel under QEMU, 100 passes with 4 sleepers and the region
+/// in one PMD (`python3 examples/riscv_guest.py`, ftrace), called arch_tlbbatch_flush() 1147
+/// times in each of five boots: 256 on the first, dirty pass and 9 on each later one. The model
+/// adds the gather's flush, one a pass (the guest's __flush_tlb_range(): 1264-1283 calls).
+#[test]
+fn riscv_free_batches_flush_every_31_pages_as_6_12_does() {
+    let batch = [("sleepers", "4"), ("kernel.reclaim_free_batch", "31")];
+    let j = bench(UNMATCHED, "linux-6.8-riscv", &batch);
+    assert_eq!(n(&j["check"]["violations"]), 0);
+    let calls = (PAGES + 1) + (9 + 1) * (LOOPS - 1);
+    assert_eq!(sbi_counts(&j), (calls, 4 * calls, 3 * calls));
+    let sets = [("loops", "100"), batch[0], batch[1]];
+    let j = run_json("swap-bench", UNMATCHED, "linux-6.8-riscv", &sets);
+    assert_eq!(n(&j["riscv"]["sbi_rfence"]), 1147 + 100);
+}
+
 /// Without the sleepers the mm runs on hart 0 alone: every flush is a local sfence.vma, no SBI
 /// call, no firmware IPI, in both kernels (what the RISC-V changelog's threads are there to avoid).
 #[test]

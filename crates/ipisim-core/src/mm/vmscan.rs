@@ -71,7 +71,9 @@ pub struct Reclaim {
     node: usize,
     keep: Vec<u32>,
     pub(super) activate: Vec<u32>,
+    /// The pass's reclaimed pages, and how many of them a folio batch already freed.
     free: Vec<u32>,
+    freed: usize,
     /// The pass scans the anonymous lists.
     anon: bool,
     /// The pass is reclaim_pages() for MADV_PAGEOUT: reclaim_folio_list() keeps its counts in a
@@ -691,6 +693,17 @@ pub fn shrink_page_list(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
     while s.mem().tasks[t].reclaim.pos < s.mem().tasks[t].reclaim.isolated.len() {
         let mem = s.mem();
         let r = &mut mem.tasks[t].reclaim;
+        let batch = mem.cfg.reclaim_free_batch;
+        if batch > 0 && r.free.len() - r.freed >= batch {
+            // folio_batch_add() filled free_folios: try_to_unmap_flush(), free_unref_folios(),
+            // then on down the list (bc2ff4cbc329).
+            s.push_step(t, Step::ShrinkPageList);
+            push_flush_and_free(s, t, Step::ShrinkFreeBatch);
+            return Outcome::Busy {
+                ps,
+                irqs_off: false,
+            };
+        }
         let pfn = r.isolated[r.pos];
         r.pos += 1;
         // The next page's line went cold while other CPUs ran: ask for it while this one is done.
@@ -719,19 +732,22 @@ pub fn shrink_page_list(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
             };
         }
     }
-    // End of the list: try_to_unmap_flush() before the pages are freed (or, in the unsafe
-    // what-if, after).
-    let (first, then) = (Step::TryToUnmapFlush, Step::ShrinkFinish);
-    let steps = match s.mem().cfg.flush_before_free {
-        true => [then, first],
-        false => [first, then],
-    };
-    for step in steps {
-        s.push_step(t, step);
-    }
+    // End of the list: the last flush and free.
+    push_flush_and_free(s, t, Step::ShrinkFinish);
     Outcome::Busy {
         ps,
         irqs_off: false,
+    }
+}
+
+/// Push try_to_unmap_flush() and then `free` (or, in the unsafe what-if, the other way round).
+fn push_flush_and_free(s: &mut impl Host, t: TaskId, free: Step) {
+    let steps = match s.mem().cfg.flush_before_free {
+        true => [free, Step::TryToUnmapFlush],
+        false => [Step::TryToUnmapFlush, free],
+    };
+    for step in steps {
+        s.push_step(t, step);
     }
 }
 
@@ -984,13 +1000,22 @@ pub fn pageout(s: &mut impl Host, cpu: CpuId, t: TaskId, pfn: u32) -> Outcome {
     }
 }
 
-/// The end of a pass: free_hot_cold_page_list() for the reclaimed pages (their TLB entries are
-/// gone by now), then putback_inactive_pages() for the rest.
-pub fn shrink_finish(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
+/// A full folio batch of the pass's reclaimed pages, freed mid-pass after its flush.
+pub fn shrink_free_batch(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
+    let ps = free_reclaimed(s, cpu, t);
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
+}
+
+/// Free the pass's reclaimed pages not freed yet (their TLB entries are gone by now); their time.
+fn free_reclaimed(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time {
     let now = s.now();
     let mut ps: Time = 0;
-    let free = std::mem::take(&mut s.mem().tasks[t].reclaim.free);
-    for &pfn in &free {
+    let r = &mut s.mem().tasks[t].reclaim;
+    let (free, from) = (std::mem::take(&mut r.free), r.freed);
+    for &pfn in &free[from..] {
         let mem = s.mem();
         if mem.files[mem.page[pfn as usize].file as usize]
             .mapper
@@ -1007,6 +1032,19 @@ pub fn shrink_finish(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
         ps += free_page(s, cpu, pfn);
     }
     s.obs().stats.charge(Some(t), Func::FreePage, ps);
+    let r = &mut s.mem().tasks[t].reclaim;
+    r.freed = free.len();
+    r.free = free;
+    ps
+}
+
+/// The end of a pass: free_hot_cold_page_list() for the reclaimed pages (their TLB entries are
+/// gone by now), then putback_inactive_pages() for the rest.
+pub fn shrink_finish(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
+    let mut ps = free_reclaimed(s, cpu, t);
+    let r = &mut s.mem().tasks[t].reclaim;
+    r.freed = 0;
+    let free = std::mem::take(&mut r.free);
     let madvise = std::mem::take(&mut s.mem().tasks[t].reclaim.madvise);
     if !madvise {
         let steal = if is_kswapd(s.mem(), t) {
