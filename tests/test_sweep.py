@@ -130,8 +130,10 @@ def test_the_gain_by_arch_example_prints_its_table_and_plots(tmp_path: Path) -> 
     rows = [ln for ln in out.stdout.splitlines() if ln.startswith("| 128 |")]
     assert len(rows) == 1 and png.read_bytes().startswith(b"\x89PNG")
     # Pinned as simulated (docs/riscv-batched-unmap.md has the table): RISC-V's remote fence a page
-    # costs more with every hart it IPIs; x86's sleeping threads' CPUs are lazy and get no IPI.
-    assert "+158.3 %" in rows[0] and "+4.6 %" in rows[0]
+    # costs more with every hart it IPIs. x86's sleeping threads' CPUs are lazy: the second pass's
+    # flush_tlb_batched_pending() (flush_tlb_mm, tables freed) IPIs them once, they leave the mm
+    # for init_mm, and reclaim flushes page by page on CPU 0 alone from then on: no gain.
+    assert "+156.7 %" in rows[0] and "+0.0 %" in rows[0]
 
 
 @pytest.mark.parametrize(

@@ -41,8 +41,8 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
             from,
             end,
             reclaim_pt,
-        } => mm::zap_step(s, t, from, end, reclaim_pt),
-        Step::Protect { from, end } => mm::protect_step(s, t, from, end),
+        } => mm::zap_step(s, cpu, t, from, end, reclaim_pt),
+        Step::Protect { from, end } => mm::protect_step(s, cpu, t, from, end),
         Step::FreePgtables {
             start,
             end,

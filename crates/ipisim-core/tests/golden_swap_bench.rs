@@ -7,7 +7,9 @@
 //! bit into the mmu_gather (flushed by tlb_finish_mmu(): one __flush_tlb_range of the 256 pages),
 //! then reclaim_pages() unmaps the 256 pages with TTU_BATCH_FLUSH. The first pass's PTEs are the
 //! memset's dirty ones, so try_to_unmap_flush_dirty() flushes before each page's pageout; later
-//! passes' PTEs were mapped by a read, clean, so one try_to_unmap_flush() covers the call.
+//! passes' PTEs were mapped by a read, clean, so one try_to_unmap_flush() covers the call. From
+//! the second pass on, the walk begins with flush_tlb_batched_pending() (3ea277194daa): the last
+//! pass deferred flushes of this mm, so the whole mm is flushed first (arm64: only a dsb(ish)).
 
 mod common;
 use common::{n, run_json, sbi_counts, tlb, tlbi_dsb};
@@ -38,7 +40,8 @@ fn bench(machine: &str, kernel: &str, extra: &[(&str, &str)]) -> Value {
 /// arm64: two TLBIs a page a pass (the unmap's, the accessed-bit gather's). 6.4 waits for each
 /// unmap TLBI with its own DSB (ptep_clear_flush), plus one DSB for the gather: 257 a pass. 6.5:
 /// the first pass's dirty PTEs still take a DSB a page (try_to_unmap_flush_dirty), later passes
-/// one DSB for the batch (arch_tlbbatch_flush) and one for the gather. No IPI, no TLB row.
+/// one DSB for the batch (arch_tlbbatch_flush), one for the gather and one at the walk's start
+/// (flush_tlb_batched_pending). No IPI, no TLB row.
 #[test]
 fn arm64_tlbis_per_page_dsbs_per_page_or_per_batch() {
     for machine in [KUNPENG, SD888] {
@@ -56,17 +59,17 @@ fn arm64_tlbis_per_page_dsbs_per_page_or_per_batch() {
         );
         assert_eq!(
             tlbi_dsb(&after),
-            (2 * PAGES * LOOPS, (PAGES + 1) + 2 * (LOOPS - 1)),
+            (2 * PAGES * LOOPS, (PAGES + 1) + 3 * (LOOPS - 1)),
             "{machine}"
         );
     }
 }
 
 /// arm64 per pass, from the difference of two runs (3 and 5 passes): 512 TLBIs, and 257 DSBs in
-/// 6.4 against 2 in 6.5; 6.4's ptep_clear_flush and 6.5's try_to_unmap_flush carry them.
+/// 6.4 against 3 in 6.5; 6.4's ptep_clear_flush and 6.5's try_to_unmap_flush carry them.
 #[test]
 fn arm64_per_pass_counts_and_where_perf_shows_them() {
-    for (kernel, dsbs) in [("linux-6.4-arm64", PAGES + 1), ("linux-6.5-arm64", 2)] {
+    for (kernel, dsbs) in [("linux-6.4-arm64", PAGES + 1), ("linux-6.5-arm64", 3)] {
         let three = tlbi_dsb(&bench(KUNPENG, kernel, &[]));
         let five = run_json("swap-bench", KUNPENG, kernel, &[("loops", "5")]);
         let five_c = tlbi_dsb(&five);
@@ -111,8 +114,9 @@ fn arm64_skipping_the_batch_dsb_is_caught() {
 /// RISC-V with the changelog's 4 sleeping threads on harts 0-3 (the main thread on hart 0): every
 /// flush is remote. 6.7: an SBI call a page (flush_tlb_page) plus one for the gather's range, each
 /// IPIing the 3 other harts and fencing all 4: 257 a pass. 6.8: the first pass's dirty pages still
-/// one a page, then one call a batch (arch_tlbbatch_flush, everything on the batch's harts) and
-/// one for the gather: 2 a pass. No kernel IPI, no TLB row.
+/// one a page, then one call a batch (arch_tlbbatch_flush, everything on the batch's harts), one
+/// for the gather and one at the walk's start (flush_tlb_batched_pending -> flush_tlb_mm): 3 a
+/// pass. No kernel IPI, no TLB row.
 #[test]
 fn riscv_sbi_calls_and_firmware_ipis_per_batch() {
     for machine in [UNMATCHED, TH1520] {
@@ -128,7 +132,7 @@ fn riscv_sbi_calls_and_firmware_ipis_per_batch() {
             (calls, 4 * calls, 3 * calls),
             "{machine}"
         );
-        let calls = (PAGES + 1) + 2 * (LOOPS - 1);
+        let calls = (PAGES + 1) + 3 * (LOOPS - 1);
         assert_eq!(
             sbi_counts(&after),
             (calls, 4 * calls, 3 * calls),
@@ -141,18 +145,20 @@ fn riscv_sbi_calls_and_firmware_ipis_per_batch() {
 /// try_to_unmap_flush(): a later pass's 256 pages take 8 batch flushes and the last one, 9 where
 /// 6.8 took 1. The real 6.12 riscv kernel under QEMU, 100 passes with 4 sleepers and the region
 /// in one PMD (`python3 examples/riscv_guest.py`, ftrace), called arch_tlbbatch_flush() 1147
-/// times in each of five boots: 256 on the first, dirty pass and 9 on each later one. The model
-/// adds the gather's flush, one a pass (the guest's __flush_tlb_range(): 1264-1283 calls).
+/// times in each of five boots: 256 on the first, dirty pass and 9 on each later one. Its
+/// __flush_tlb_range() ran 1281-1283 times (aligned): those, flush_tlb_batched_pending()'s 99 at
+/// the walks' starts, and 35 of exec and exit (a run that exits at once). The model's 6.8 also
+/// flushes its gather, one a pass, which 6.12 no longer fills (2864f3d0f583, 6.9, not modelled).
 #[test]
 fn riscv_free_batches_flush_every_31_pages_as_6_12_does() {
     let batch = [("sleepers", "4"), ("kernel.reclaim_free_batch", "31")];
     let j = bench(UNMATCHED, "linux-6.8-riscv", &batch);
     assert_eq!(n(&j["check"]["violations"]), 0);
-    let calls = (PAGES + 1) + (9 + 1) * (LOOPS - 1);
+    let calls = (PAGES + 1) + (9 + 1 + 1) * (LOOPS - 1);
     assert_eq!(sbi_counts(&j), (calls, 4 * calls, 3 * calls));
     let sets = [("loops", "100"), batch[0], batch[1]];
     let j = run_json("swap-bench", UNMATCHED, "linux-6.8-riscv", &sets);
-    assert_eq!(n(&j["riscv"]["sbi_rfence"]), 1147 + 100);
+    assert_eq!(n(&j["riscv"]["sbi_rfence"]), 1147 + 99 + 100);
 }
 
 /// Without the sleepers the mm runs on hart 0 alone: every flush is a local sfence.vma, no SBI
@@ -168,11 +174,17 @@ fn riscv_without_sleepers_flushes_locally() {
     }
 }
 
-/// The unsafe what-if whose batch flush fences nothing (kernel.riscv_tlbbatch_flush = false).
+/// The unsafe what-if whose batch flush fences nothing (kernel.riscv_tlbbatch_flush = false): the
+/// first pass's pages are caught at their pageout and free. From the second pass on the walk
+/// starts with flush_tlb_batched_pending()'s flush_tlb_mm(), which empties the TLBs of the pages
+/// the pass then unmaps (read before the madvise call): nothing stale is left to catch.
 #[test]
 fn riscv_skipping_the_batch_fence_is_caught() {
     let sets = [("sleepers", "4"), ("kernel.riscv_tlbbatch_flush", "false")];
-    assert_every_batch_caught(&bench(UNMATCHED, "linux-6.8-riscv", &sets));
+    let c = &bench(UNMATCHED, "linux-6.8-riscv", &sets)["check"];
+    assert_eq!(n(&c["violations"]), 2 * PAGES, "{c}");
+    assert_eq!(n(&c["by_kind"]["lost-write"]), PAGES);
+    assert_eq!(n(&c["by_kind"]["use-after-free"]), PAGES);
 }
 
 /// The same inputs give the same bytes.

@@ -241,6 +241,27 @@ pub fn tlbbatch_add_pending(p: Parts, cpu: CpuId, now: Time, mm: usize, vpn: u64
     }
 }
 
+/// arch_flush_tlb_batched_pending(): flush_tlb_mm() of `mm` (a step pushed), or on arm64, whose
+/// batch's TLBIs are already issued, dsb(ish) to wait for them (43b3dfdd0455).
+pub fn flush_tlb_batched_pending(s: &mut impl Host, cpu: CpuId, t: TaskId, mm: usize) -> Outcome {
+    if s.arch_view().1.arch == Arch::Arm64 {
+        let ps = arm64::arch_flush_tlb_batched_pending(s.arch_parts(), cpu, t);
+        return Outcome::Busy {
+            ps,
+            irqs_off: false,
+        };
+    }
+    let all = FlushRange {
+        mm: mm as u32,
+        start: 0,
+        end: TLB_FLUSH_ALL,
+        stride_shift: 12,
+        freed_tables: true,
+    };
+    s.push_step(t, Step::FlushTlbMmRange(all));
+    Outcome::Next
+}
+
 /// arch_tlbbatch_flush() where it is no kernel call to other CPUs (arm64: one dsb(ish); riscv:
 /// one SBI remote fence of the batch's `mask`): its time, charged; None where the batch is
 /// flushed by IPIs, as mm's `tlbbatch_flush` policy says.

@@ -106,6 +106,9 @@ pub struct Mm {
     /// tlb_flush_pending: mmu_gathers open on this mm (inc_tlb_flush_pending); more than one
     /// means another thread's batched flush may still be outstanding (mm_tlb_flush_nested).
     pub tlb_flush_pending: u32,
+    /// mm->tlb_flush_batched: a PTE of this mm was cleared with its flush deferred to a batch
+    /// since the last flush_tlb_batched_pending() (the kernel's pending and flushed counts).
+    pub tlb_flush_batched: bool,
     /// mmap_lock: mmap, munmap and mprotect take it for writing, madvise for reading (unless
     /// kernel.madvise_vma_lock), and munmap downgrades it (kernel.munmap_downgrade). Faults take
     /// it for reading before per-VMA locks (kernel.fault_vma_lock), which a writer only delays
@@ -227,6 +230,7 @@ params! {
         defer_writable: bool = "kernel.defer_writable", Kind::Bool, "", "true", "batch dirty PTEs too and flush them before pageout (try_to_unmap_flush_dirty; seed 001 patch 3); false: flush dirty PTEs at once";
         young_flush: bool = "kernel.young_flush", Kind::Bool, "", "false", "reclaim's ptep_clear_flush_young() flushes the TLB when it clears a set accessed bit (x86 until b13b1d2d8692, 3.15)";
         flush_dirty_before_pageout: bool = "kernel.flush_dirty_before_pageout", Kind::Bool, "", "true", "try_to_unmap_flush_dirty() before pageout() of a page whose writable PTE was unmapped in the batch, as every kernel does; false is an unsafe what-if that the checker reports (lost-write at pageout)";
+        flush_tlb_batched_pending: bool = "kernel.flush_tlb_batched_pending", Kind::Bool, "", "true", "zap_pte_range(), change_pte_range() and madvise_cold_or_pageout_pte_range() first flush the whole mm if reclaim or migration cleared a PTE of it with the flush deferred since the last such call (flush_tlb_batched_pending(): Mel Gorman, 3ea277194daa, 4.13; arm64 only waits for its TLBIs, dsb(ish), from 43b3dfdd0455); false: no such flush, as before";
         reclaim_free_batch: usize = "kernel.reclaim_free_batch", Kind::Int { min: 0, max: 4096 }, "pages", "31", "shrink_folio_list() frees its reclaimed folios in folio batches of this many, each after a try_to_unmap_flush(), so a long pass flushes every batch (bc2ff4cbc329 \"mm: free folios in a batch in shrink_folio_list()\", Matthew Wilcox, 2024; PAGEVEC_SIZE 31); 0: one flush and one free at the pass's end, as before";
         flush_before_free: bool = "kernel.flush_before_free", Kind::Bool, "", "true", "try_to_unmap_flush() before the reclaimed pages are freed, as every kernel does; false is an unsafe what-if that the checker reports (use-after-free at free)";
         migrate_flush: MigrateFlush = "kernel.migrate_flush", Kind::Choice(MigrateFlush::NAMES), "", "batched", "how migrate_pages flushes the pages it unmaps: immediate (ptep_clear_flush per page, to 6.3), batched (unmap up to 512 pages, one try_to_unmap_flush, then copy; 7e12beb8ca2a, 6.4), batched_unsafe (a what-if that copies, restores and frees before the flush; the checker catches it)";
@@ -334,6 +338,7 @@ impl Memory {
             vmas: Vec::new(),
             pmds: Vec::new(),
             tlb_flush_pending: 0,
+            tlb_flush_batched: false,
             mmap_lock: mmap_lock::MmapLock::default(),
             users: 0,
             vma_locks: Vec::new(),

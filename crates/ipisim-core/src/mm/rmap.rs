@@ -144,9 +144,30 @@ pub fn set_tlb_ubc_flush_pending(
     }
     ubc.flush_required = true;
     ubc.writable |= dirty;
+    mem.mms[mm].tlb_flush_batched = true;
     let batch = ubc.batch;
     obs.check.record(now, cpu, pfn, PageEvent::Unmap { batch });
     ps
+}
+
+/// flush_tlb_batched_pending() where a page-table walk of `mm` begins (zap_pte_range(),
+/// change_pte_range(), madvise_cold_or_pageout_pte_range()): if reclaim or migration cleared a
+/// PTE of `mm` with its flush deferred since the last call, flush the mm now, so no TLB entry
+/// this walk cannot see outlives it (3ea277194daa). The walk goes on at `resume` after it.
+pub fn flush_tlb_batched_pending(
+    s: &mut impl Host,
+    cpu: CpuId,
+    t: TaskId,
+    mm: usize,
+    resume: Step,
+) -> Option<Outcome> {
+    let mem = s.mem();
+    if !mem.cfg.flush_tlb_batched_pending || !mem.mms[mm].tlb_flush_batched {
+        return None;
+    }
+    mem.mms[mm].tlb_flush_batched = false;
+    s.push_step(t, resume);
+    Some(arch::flush_tlb_batched_pending(s, cpu, t, mm))
 }
 
 /// flush_tlb_page(): the step that flushes one page of `mm` on every CPU that may cache it.

@@ -255,8 +255,23 @@ fn wake_mmap_lock_waiters(s: &mut impl Host, mm: usize) {
 
 /// zap_pmd_range() / zap_pte_range() over [from, end): clear present PTEs into the gather. If the
 /// gather fills, flush and come back for the rest (force_flush).
-pub fn zap_step(s: &mut impl Host, t: TaskId, from: u64, end: u64, reclaim_pt: bool) -> Outcome {
+pub fn zap_step(
+    s: &mut impl Host,
+    cpu: CpuId,
+    t: TaskId,
+    from: u64,
+    end: u64,
+    reclaim_pt: bool,
+) -> Outcome {
     let mm = s.task_mm(t);
+    let resume = Step::Zap {
+        from,
+        end,
+        reclaim_pt,
+    };
+    if let Some(out) = super::rmap::flush_tlb_batched_pending(s, cpu, t, mm, resume) {
+        return out;
+    }
     let Parts { m, mem, obs, .. } = s.mm_parts();
     // Where the zap resumes after a forced flush, and whether it flushes before returning.
     let (mut resume, mut flush) = (None, false);
@@ -411,8 +426,12 @@ pub fn free_pgtables(
 }
 
 /// change_pte_range(): write-protect present PTEs in [from, end), gathering the range to flush.
-pub fn protect_step(s: &mut impl Host, t: TaskId, from: u64, end: u64) -> Outcome {
+pub fn protect_step(s: &mut impl Host, cpu: CpuId, t: TaskId, from: u64, end: u64) -> Outcome {
     let mm = s.task_mm(t);
+    let resume = Step::Protect { from, end };
+    if let Some(out) = super::rmap::flush_tlb_batched_pending(s, cpu, t, mm, resume) {
+        return out;
+    }
     let Parts { m, mem, obs, .. } = s.mm_parts();
     let mut changed: u64 = 0;
     for v in from..end {

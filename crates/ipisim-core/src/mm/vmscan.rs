@@ -598,6 +598,10 @@ fn too_many_isolated_wait(
 /// (one pte-range walk each); the model takes the call's pages as one list.
 pub fn madvise_pageout(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u64) -> Outcome {
     let mm = s.task_mm(t);
+    let resume = Step::MadvisePageout { vpn, n };
+    if let Some(out) = super::rmap::flush_tlb_batched_pending(s, cpu, t, mm, resume) {
+        return out;
+    }
     let drain = super::lru::lru_add_drain(s, cpu, t);
     let Parts { m, mem, obs, .. } = s.mm_parts();
     let vma = *mem

@@ -74,6 +74,7 @@ named_enum! {
         PtepClearFlush = "ptep_clear_flush",
         Arm64FlushTlbRange = "__flush_tlb_range",
         TryToUnmapFlush = "try_to_unmap_flush",
+        FlushTlbBatchedPending = "flush_tlb_batched_pending",
         GicIpiSendMask = "gic_ipi_send_mask",
         SbiRfenceV02Call = "__sbi_rfence_v02_call",
         SbiSendIpi = "sbi_send_ipi",

@@ -232,6 +232,16 @@ pub fn arch_tlbbatch_flush(mut p: Parts, cpu: CpuId, t: TaskId) -> Time {
     ps
 }
 
+/// arch_flush_tlb_batched_pending() = dsb(ish): the deferred TLBIs of the mm complete (they were
+/// issued by arch_tlbbatch_add_pending()). Its time, charged to flush_tlb_batched_pending.
+pub fn arch_flush_tlb_batched_pending(mut p: Parts, cpu: CpuId, t: TaskId) -> Time {
+    let ps = dsb_ish(&mut p, cpu);
+    p.obs
+        .stats
+        .charge(Some(t), Func::FlushTlbBatchedPending, ps);
+    ps
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
