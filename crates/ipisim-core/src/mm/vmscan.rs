@@ -589,10 +589,11 @@ fn too_many_isolated_wait(
 }
 
 /// madvise_pageout() -> madvise_cold_or_pageout_pte_range() over [vpn, vpn + n) of a region
-/// reclaim tracks, as 6.5-6.8 have it: lru_add_drain(); for each mapped page, a set accessed bit
-/// is cleared (ptep_get_and_clear_full(), pte_mkold(), tlb_remove_tlb_entry(): the page joins the
-/// mmu_gather, flushed at tlb_finish_mmu(); 2864f3d0f583, 6.9, dropped this for ignore_references),
-/// folio_clear_referenced(), and folio_isolate_lru() onto a private list; then reclaim_pages() ->
+/// reclaim tracks: flush_tlb_batched_pending(); lru_add_drain(); for each mapped page, before 6.9 a
+/// set accessed bit is cleared (ptep_get_and_clear_full(), pte_mkold(), tlb_remove_tlb_entry():
+/// the page joins the mmu_gather, flushed at tlb_finish_mmu(); from 6.9 reclaim ignores references
+/// instead, kernel.madvise_pageout_ignore_references), folio_clear_referenced(), and
+/// folio_isolate_lru() onto a private list; then reclaim_pages() ->
 /// reclaim_folio_list() -> shrink_folio_list(), whose unmaps use TTU_BATCH_FLUSH like any
 /// reclaim, with try_to_unmap_flush() before the free. One PMD's pages at a time in the kernel
 /// (one pte-range walk each); the model takes the call's pages as one list.
@@ -613,6 +614,7 @@ pub fn madvise_pageout(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u6
         );
     };
     let (file, anon) = (file as usize, mem.files[file as usize].anon);
+    let clear_young = !mem.cfg.madvise_pageout_ignore_references;
     let mut isolated = std::mem::take(&mut mem.tasks[t].reclaim.isolated);
     isolated.clear();
     let mut walk: Time = 0;
@@ -626,7 +628,7 @@ pub fn madvise_pageout(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u6
         // accessed bit): change_pte_range()'s per-PTE cost stands in for it.
         walk += m.cost[Cost::PteProtect];
         let p = &mut mem.page[pfn as usize];
-        if p.flags & PTE_YOUNG != 0 {
+        if clear_young && p.flags & PTE_YOUNG != 0 {
             p.flags &= !PTE_YOUNG;
             let g = &mut mem.tasks[t].gather;
             g.adjust_range(v, v + 1);
@@ -812,7 +814,13 @@ fn shrink_page(
     if flags & PG_DIRTY != 0 {
         s.mem().tasks[t].reclaim.unqueued_dirty += 1;
     }
-    let (walked, verdict) = page_check_references(s, t, pfn, ptl, flags);
+    let r = &s.mem().tasks[t].reclaim;
+    let (walked, verdict) = if r.madvise && s.mem().cfg.madvise_pageout_ignore_references {
+        // reclaim_pages(folio_list, ignore_references): PAGEREF_RECLAIM, no rmap walk (6.9).
+        (0, PageRef::Reclaim { clean: false })
+    } else {
+        page_check_references(s, t, pfn, ptl, flags)
+    };
     ps += walked;
     match verdict {
         PageRef::Done { stop } => (ps, stop),
