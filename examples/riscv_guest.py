@@ -51,13 +51,9 @@ MODULES = (
 """brd for swap and /var/tmp; ext4 and what it needs (its modinfo depends, and crc32c for jbd2)."""
 TRACED = ("__flush_tlb_range", "arch_tlbbatch_flush")
 
-INIT = r"""#!/bin/busybox sh
-/bin/busybox --install -s /bin
-export PATH=/bin
-mount -t proc proc /proc
-mount -t sysfs sysfs /sys
-mount -t devtmpfs devtmpfs /dev
-mount -t tracefs nodev /sys/kernel/tracing
+INIT = (
+    qemu.INIT_START
+    + r"""mount -t tracefs nodev /sys/kernel/tracing
 echo "@start $(nproc) $(uname -r)"
 insmod /lib/modules/brd.ko rd_nr=2 rd_size=262144
 for m in crc16 mbcache jbd2 crc32c_generic ext4; do insmod /lib/modules/$m.ko; done
@@ -75,6 +71,7 @@ run() { echo "@begin $*"; "$@"; echo "@end $?"; }
 echo "@done"
 poweroff -f
 """
+)
 
 
 def fail(msg: str) -> None:

@@ -50,15 +50,20 @@ FS_MODULES = ("kernel/crypto/crc32c_generic.ko", "kernel/drivers/block/brd.ko", 
 they need; ext4's mount wants crc32c (a soft dependency, not in modules.dep). Sparse files on it
 take no blocks, and their page cache is reclaimable."""
 
-# PID 1 of the guest. Results go to the second serial port (ttyS1), away from kernel messages on
-# the console (ttyS0). Each job: "@begin ID", vmstat, the program's output, vmstat, "@end ID rc".
-INIT = r"""#!/bin/busybox sh
+INIT_START = r"""#!/bin/busybox sh
 /bin/busybox --install -s /bin
 export PATH=/bin
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
-mount -t tmpfs tmpfs /tmp
+"""
+"""How every guest's /init begins: busybox's applets, /proc, /sys and /dev."""
+
+# PID 1 of the guest. Results go to the second serial port (ttyS1), away from kernel messages on
+# the console (ttyS0). Each job: "@begin ID", vmstat, the program's output, vmstat, "@end ID rc".
+INIT = (
+    INIT_START
+    + r"""mount -t tmpfs tmpfs /tmp
 # RT throttling off: under TCG the SCHED_FIFO spinners would be throttled and go lazy.
 echo -1 > /proc/sys/kernel/sched_rt_runtime_us
 # Automatic NUMA balancing off (on by default with 2+ nodes): its scans (task_numa_work ->
@@ -111,6 +116,7 @@ exec 3>&-
 sleep 0.2
 poweroff -f
 """
+)
 
 
 class Unavailable(Exception):
