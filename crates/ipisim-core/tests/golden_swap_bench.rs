@@ -166,6 +166,39 @@ fn riscv_remote_fences_as_the_6_12_kernel_counts_them() {
     assert_eq!(n(&j["riscv"]["sbi_rfence"]), 1147 + 99);
 }
 
+/// x86 (6.1, 4 CPUs, a sleeper on each, the main thread on CPU 0): the sleepers' CPUs are idle and
+/// lazy, skipped by the page and batch flushes. The second pass's walk begins with
+/// flush_tlb_batched_pending() -> flush_tlb_mm(), page tables freed, which reaches lazy CPUs: one
+/// IPI each, and each switches to init_mm and leaves the mm. From then on should_defer_flush()
+/// finds no other CPU: no remote flush at all, however many passes.
+#[test]
+fn x86_the_pending_flush_sends_lazy_cpus_away_once() {
+    let shape = [
+        ("sleepers", "4"),
+        ("machine.nodes", "1"),
+        ("machine.cpus_per_node", "4"),
+    ];
+    let run = |loops: &str, pending: &str| {
+        let mut sets = vec![
+            ("loops", loops),
+            ("kernel.flush_tlb_batched_pending", pending),
+        ];
+        sets.extend_from_slice(&shape);
+        run_json("swap-bench", "xeon-4n-48c-64g", "linux-6.1", &sets)
+    };
+    let remote = |j: &Value| n(&j["vmstat"]["nr_tlb_remote_flush"]);
+    let (three, five) = (run("3", "true"), run("5", "true"));
+    for j in [&three, &five] {
+        assert_eq!(j["interrupts"]["TLB"], serde_json::json!([0, 1, 1, 1]));
+        assert_eq!(n(&j["check"]["violations"]), 0);
+    }
+    assert_eq!(remote(&five), remote(&three));
+    // Without it the lazy CPUs stay in the mask: two remote flushes a pass, none of them an IPI.
+    let (three, five) = (run("3", "false"), run("5", "false"));
+    assert_eq!(tlb(&five), 0);
+    assert_eq!(remote(&five) - remote(&three), 2 * 2);
+}
+
 /// Without the sleepers the mm runs on hart 0 alone: every flush is a local sfence.vma, no SBI
 /// call, no firmware IPI, in both kernels (what the RISC-V changelog's threads are there to avoid).
 #[test]
