@@ -34,6 +34,7 @@ import tempfile
 import urllib.request
 from importlib import resources
 from pathlib import Path
+from typing import NoReturn
 
 from ipisim import qemu
 
@@ -74,9 +75,17 @@ poweroff -f
 )
 
 
-def fail(msg: str) -> None:
+def fail(msg: str) -> NoReturn:
     print(f"riscv_guest: {msg}", file=sys.stderr)
     sys.exit(2)
+
+
+def download(url: str, to: Path) -> None:
+    try:
+        urllib.request.urlretrieve(url, to)
+    except OSError as e:
+        to.unlink(missing_ok=True)
+        fail(f"{url}: {e}")
 
 
 def package(name: str) -> Path:
@@ -84,7 +93,7 @@ def package(name: str) -> Path:
     index = CACHE / "Packages.xz"
     if not index.exists():
         CACHE.mkdir(parents=True, exist_ok=True)
-        urllib.request.urlretrieve(f"{MIRROR}/dists/{SUITE}/main/binary-riscv64/Packages.xz", index)
+        download(f"{MIRROR}/dists/{SUITE}/main/binary-riscv64/Packages.xz", index)
     stanzas = {}
     for text in lzma.decompress(index.read_bytes()).decode().split("\n\n"):
         fields = dict(re.findall(r"^(\S+): (.*)$", text, re.M))
@@ -97,7 +106,7 @@ def package(name: str) -> Path:
     out = CACHE / name
     if not out.exists():
         deb = CACHE / Path(stanzas[name]["Filename"]).name
-        urllib.request.urlretrieve(f"{MIRROR}/{stanzas[name]['Filename']}", deb)
+        download(f"{MIRROR}/{stanzas[name]['Filename']}", deb)
         subprocess.run(["dpkg-deb", "-x", str(deb), str(out)], check=True)
         deb.unlink()
     return out
@@ -136,6 +145,15 @@ def boot(jobs: str) -> str:
 
 
 def main() -> int:
+    try:
+        return run()
+    except subprocess.CalledProcessError as e:
+        fail(f"{e.cmd[0]} exited with {e.returncode}")
+    except subprocess.TimeoutExpired:
+        fail("the guest did not power off within an hour")
+
+
+def run() -> int:
     for tool in ("qemu-system-riscv64", "riscv64-linux-gnu-gcc", "dpkg-deb"):
         if not shutil.which(tool):
             fail(f"no {tool} (apt install qemu-system-misc gcc-riscv64-linux-gnu libc6-dev-riscv64-cross)")
@@ -153,7 +171,9 @@ def main() -> int:
     if "@done" not in log:
         fail("the guest stopped before its programs finished: " + log.strip().splitlines()[-1])
     print(next(line for line in log.splitlines() if line.startswith("@start")))
-    label, times, costs = "", {}, {}
+    label = ""
+    times: dict[str, list[float]] = {}
+    costs: dict[str, list[float]] = {}
     for line in log.splitlines():
         if line.startswith("@begin"):
             label = line.removeprefix("@begin ").removeprefix("swap_bench ")
@@ -168,8 +188,8 @@ def main() -> int:
             costs.setdefault(name, []).append(float(ns))
     for what, us in times.items():
         print(f"{what}: {' / '.join(f'{u:.1f}' for u in us)}")
-    for name, ns in costs.items():
-        print(f"costs.c {name}: {statistics.median(ns):.1f} ns (median of {len(ns)})")
+    for name, values in costs.items():
+        print(f"costs.c {name}: {statistics.median(values):.1f} ns (median of {len(values)})")
     return 0
 
 
