@@ -29,11 +29,11 @@ from ipisim import hw
 
 PROGRAMS = ("shootdown", "membarrier", "tlb_flush", "lru_file_mmap_read", "reclaim", "migrate")
 DEFAULT_PROGRAMS = ("shootdown", "membarrier", "tlb_flush")
+"""What `--programs` runs by default: lru_file_mmap_read and reclaim take minutes under TCG, migrate needs
+2 nodes."""
 TOOLS = ("costs",)
 """Also in the guest, not validation jobs: native/costs.c, `ipisim probe`'s measurements, for a cost
 table measured under the guest's accelerator (examples/tcg_costs.py)."""
-"""What `--programs` runs by default: lru_file_mmap_read and reclaim take minutes under TCG, migrate needs
-2 nodes."""
 FILE_PROGRAMS = ("lru_file_mmap_read", "reclaim", "costs")
 """Programs whose files must be on a filesystem reclaim can unmap and drop pages of (not tmpfs)."""
 VMSTAT_PREFIXES = ("nr_tlb", "pgscan", "pgsteal", "pgmigrate")
@@ -180,12 +180,13 @@ def find_busybox() -> Path:
 def build_initramfs() -> Path:
     """busybox-static, the static validation programs and /init as a cpio archive, cached by content."""
     busybox = find_busybox().read_bytes()
+    names = PROGRAMS + TOOLS
     try:
-        exes = {p: hw.build(p, static=True).read_bytes() for p in PROGRAMS + TOOLS}
+        exes = {p: hw.build(p, static=True).read_bytes() for p in names}
     except hw.Unavailable as e:
         raise Unavailable(f"{e} (static linking needs the C library's .a files: libc6-dev)") from e
     digest = hashlib.sha256(busybox + INIT.encode())
-    for p in PROGRAMS + TOOLS:
+    for p in names:
         digest.update(exes[p])
     path = _cache() / f"initramfs-{digest.hexdigest()[:16]}.cpio"
     if path.exists():
@@ -193,7 +194,7 @@ def build_initramfs() -> Path:
     dirs = ["bin", "dev", "proc", "sys", "tmp"]
     files = [(d, 0o040755, b"") for d in dirs]
     files += [("init", 0o100755, INIT.encode()), ("bin/busybox", 0o100755, busybox)]
-    files += [(f"bin/{p}", 0o100755, exes[p]) for p in PROGRAMS + TOOLS]
+    files += [(f"bin/{p}", 0o100755, exes[p]) for p in names]
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_bytes(cpio(files, devices=[("dev/console", 0o020600, 5, 1)]))

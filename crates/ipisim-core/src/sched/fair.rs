@@ -114,14 +114,19 @@ impl Fair {
     /// (check_preempt_tick(); EEVDF's update_deadline(), whose base_slice is under a jiffy, renews
     /// a lone task's deadline at every tick, so the first tick with another waiting ends it).
     pub fn tick_at(&self, picked: Time, since: Time, nr: usize) -> Time {
-        (picked + self.slice(nr)).max(since).div_ceil(self.jiffy) * self.jiffy
+        self.slice_over(picked, since, nr).div_ceil(self.jiffy) * self.jiffy
     }
 
     /// `now >= tick_at(picked, since, nr)`, asked at every step boundary: the tick lies within a
     /// jiffy after its lower bound, so only that window pays for the division.
     pub fn tick_passed(&self, picked: Time, since: Time, nr: usize, now: Time) -> bool {
-        let x = (picked + self.slice(nr)).max(since);
+        let x = self.slice_over(picked, since, nr);
         now >= x && (now - x >= self.jiffy || now >= x.div_ceil(self.jiffy) * self.jiffy)
+    }
+
+    /// The tick's lower bound: the slice used and others waiting since `since`.
+    fn slice_over(&self, picked: Time, since: Time, nr: usize) -> Time {
+        (picked + self.slice(nr)).max(since)
     }
 
     /// place_entity(): where a waking task goes in its CPU's virtual time. `min_vruntime` is
