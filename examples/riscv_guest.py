@@ -3,26 +3,31 @@
 Boots Debian's current riscv64 kernel (trixie's linux-image-riscv64, 6.12) on QEMU's `virt`
 machine under TCG (4 harts, OpenSBI, no AIA: remote fences are SBI calls) with a RAM disk for
 swap, and runs python/ipisim/native/swap_bench.c, cross-compiled:
-- with ftrace's function tracer counting `__flush_tlb_range()` and `arch_tlbbatch_flush()`
-  over 100 passes of the RISC-V changelog's program (4 sleeping threads, so every fence is
-  remote), which `ipisim run swap-bench --kernel linux-6.8-riscv --set sleepers=4 --set
-  kernel.reclaim_free_batch=31` predicts exactly (test
-  `riscv_free_batches_flush_every_31_pages_as_6_12_does`);
+- 100 passes of the RISC-V changelog's program (4 sleeping threads, so every fence is remote)
+  with ftrace's function tracer counting `__flush_tlb_range()` and `arch_tlbbatch_flush()`, and
+  OpenSBI's PMU firmware events counting the remote fences sent and the harts they reached,
+  which `ipisim run swap-bench --kernel linux-6.8-riscv` with 6.12's later switches predicts
+  (tests `riscv_remote_fences_as_the_6_12_kernel_counts_them` and
+  `riscv_a_hart_exec_left_keeps_getting_fences`);
 - the time of a pass with and without the sleepers, and of a one-page MADV_DONTNEED (one fence)
   with and without them, at 0, 150 and 3000 us between calls.
 
-    python3 examples/riscv_guest.py [--costs]
+    python3 examples/riscv_guest.py [--harts N] [--counts] [--costs]
 
---costs also runs `ipisim probe`'s program, native/costs.c `--local-only`, five times in the guest
-(ext4 on a second RAM disk at /var/tmp) and prints each measurement's median.
+--harts boots N harts (4). --counts runs only the counted passes, twice, in four placements: the
+sleepers; alone after exec ran it on the last hart, with and without a process of its own
+spinning there; alone where exec ran it. --costs also runs `ipisim probe`'s program,
+native/costs.c `--local-only`, five times in the guest (ext4 on a second RAM disk at /var/tmp)
+and prints each measurement's median.
 
 Needs qemu-system-misc, gcc-riscv64-linux-gnu, libc6-dev-riscv64-cross and dpkg-deb (Debian
 packages), and deb.debian.org (the kernel and busybox-static packages, cached in
-~/.cache/ipisim/riscv). About 5 minutes.
+~/.cache/ipisim/riscv). About 5 minutes (--counts: 1).
 """
 
 from __future__ import annotations
 
+import argparse
 import lzma
 import os
 import re
@@ -50,7 +55,8 @@ MODULES = (
     "fs/ext4/ext4",
 )
 """brd for swap and /var/tmp; ext4 and what it needs (its modinfo depends, and crc32c for jbd2)."""
-TRACED = ("__flush_tlb_range", "arch_tlbbatch_flush")
+TRACED = ("__flush_tlb_range", "arch_tlbbatch_flush", "sbi_remote_sfence_vma_asid")
+"""Every flush; the reclaim batch's; the SBI remote fences among them (exported, so not inlined)."""
 
 INIT = (
     qemu.INIT_START
@@ -62,10 +68,13 @@ mkswap /dev/ram0 >/dev/null && swapon /dev/ram0
 mke2fs -q -b 4096 /dev/ram1 >/dev/null && mkdir -p /mnt /var && mount -t ext4 /dev/ram1 /mnt &&
     ln -s /mnt /var/tmp
 T=/sys/kernel/tracing
-trace_on() { echo "$1" > $T/set_ftrace_filter; echo function > $T/current_tracer; echo > $T/trace; }
+trace_on() {
+    for f in $1; do echo $f >> $T/set_ftrace_filter; done
+    echo function > $T/current_tracer; echo > $T/trace
+}
 trace_off() {
     for f in $1; do echo "@calls $f $(grep -c " $f" $T/trace)"; done
-    echo nop > $T/current_tracer
+    echo nop > $T/current_tracer; echo > $T/set_ftrace_filter
 }
 run() { echo "@begin $*"; "$@"; echo "@end $?"; }
 . /jobs
@@ -122,7 +131,7 @@ def cross_build(program: str, dest: Path) -> bytes:
     return exe.read_bytes()
 
 
-def boot(jobs: str) -> str:
+def boot(jobs: str, harts: int) -> str:
     kernel, busybox = package("linux-image-riscv64"), package("busybox-static")
     image = next((kernel / "boot").glob("vmlinux-*"))
     mods = next((kernel / "usr/lib/modules").iterdir()) / "kernel"
@@ -136,7 +145,7 @@ def boot(jobs: str) -> str:
             files.append((f"lib/modules/{Path(m).name}.ko", 0o100644, ko))
         initrd, console = Path(tmp) / "initrd.cpio", Path(tmp) / "console.log"
         initrd.write_bytes(qemu.cpio(files, devices=[("dev/console", 0o020600, 5, 1)]))
-        cmd = ["qemu-system-riscv64", "-M", "virt", "-smp", "4", "-m", "2560M", "-nographic"]
+        cmd = ["qemu-system-riscv64", "-M", "virt", "-smp", str(harts), "-m", "2560M", "-nographic"]
         cmd += ["-no-reboot", "-bios", "default", "-kernel", str(image), "-initrd", str(initrd)]
         cmd += ["-append", "console=ttyS0 loglevel=1 quiet panic=-1 rdinit=/init"]
         cmd += ["-serial", f"file:{console}", "-monitor", "none"]
@@ -154,20 +163,34 @@ def main() -> int:
 
 
 def run() -> int:
+    ap = argparse.ArgumentParser(description="Boot riscv64 Linux under QEMU and run swap_bench in it.")
+    ap.add_argument("--harts", type=int, default=4, help="QEMU -smp (4)")
+    ap.add_argument("--costs", action="store_true", help="also run costs.c --local-only five times")
+    ap.add_argument("--counts", action="store_true", help="only the traced runs, in three placements, twice")
+    args = ap.parse_args()
+    if not 2 <= args.harts <= 64:
+        fail(f"--harts {args.harts}: give 2 to 64 (QEMU virt's limit here is 64)")
     for tool in ("qemu-system-riscv64", "riscv64-linux-gnu-gcc", "dpkg-deb"):
         if not shutil.which(tool):
             fail(f"no {tool} (apt install qemu-system-misc gcc-riscv64-linux-gnu libc6-dev-riscv64-cross)")
     traced = " ".join(TRACED)
-    counted = "swap_bench --loops 100 --sleepers 4 --pmd-aligned 1"
-    jobs = [f'trace_on "{traced}"; run {counted}; trace_off "{traced}"']
+    counted = [f"swap_bench --loops 100 --sleepers {args.harts} --pmd-aligned 1 --sbi 1"]
+    if args.counts:
+        # Alone: exec runs it on the last hart (taskset), then it pins itself to hart 0, with or
+        # without a process of its own spinning on the hart it left; and alone where exec ran it.
+        alone, last = "swap_bench --loops 100 --pmd-aligned 1 --sbi 1", args.harts - 1
+        counted += [f"taskset -c {last} {alone}", f"taskset -c {last} {alone} --neighbour {last}"]
+        counted += [f"{alone} --cpu -1"]
+        counted *= 2
+    jobs = [f'trace_on "{traced}"; run {c}; trace_off "{traced}"' for c in counted]
     # The host is shared and TCG's times move by half from run to run: three of each, alternating.
-    for _ in range(3):
-        jobs += [f"run swap_bench --loops 200 --sleepers {s}" for s in (4, 0)]
+    for _ in range(0 if args.counts else 3):
+        jobs += [f"run swap_bench --loops 200 --sleepers {s}" for s in (args.harts, 0)]
         for gap in (0, 150, 3000):
-            jobs += [f"run swap_bench --zap 1000 --sleepers {s} --gap-us {gap}" for s in (4, 0)]
-    if "--costs" in sys.argv[1:]:
+            jobs += [f"run swap_bench --zap 1000 --sleepers {s} --gap-us {gap}" for s in (args.harts, 0)]
+    if args.costs:
         jobs += ["run costs --local-only"] * 5
-    log = boot("\n".join(jobs) + "\n")
+    log = boot("\n".join(jobs) + "\n", args.harts)
     if "@done" not in log:
         fail("the guest stopped before its programs finished: " + log.strip().splitlines()[-1])
     print(next(line for line in log.splitlines() if line.startswith("@start")))
@@ -176,10 +199,16 @@ def run() -> int:
     costs: dict[str, list[float]] = {}
     for line in log.splitlines():
         if line.startswith("@begin"):
-            label = line.removeprefix("@begin ").removeprefix("swap_bench ")
+            label = line.removeprefix("@begin ").replace("swap_bench ", "")
         elif line.startswith("@calls"):
             _, func, count = line.split()
             print(f"{label}: {func}() called {count} times")
+        elif line.startswith("sbi "):
+            _, event, count = line.split()
+            print(f"{label}: SBI PMU {event} {count}")
+        elif line.startswith("cpus "):
+            _, first, last = line.split()
+            print(f"{label}: exec ran it on hart {first}, it ended on hart {last}")
         elif line.startswith(("ns_per_loop", "ns_per_call")):
             what, ns = line.split()
             times.setdefault(f"{label}: us {what.removeprefix('ns_')}", []).append(float(ns) / 1000)

@@ -6,6 +6,7 @@ The boot is skipped where qemu-system-x86_64, a kernel image in /boot or busybox
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from pathlib import Path
@@ -199,8 +200,10 @@ def test_swap_bench_program_runs_here_and_refuses_bad_usage() -> None:
         exe = qemu.hw.build("swap_bench")
     except qemu.hw.Unavailable as e:
         pytest.skip(str(e))
-    out = subprocess.run([exe, "--zap", "50", "--sleepers", "1"], capture_output=True, text=True, check=True)
-    name, ns = out.stdout.split()
-    assert name == "ns_per_call" and float(ns) > 0
+    run = [exe, "--zap", "50", "--sleepers", "1", "--cpu", "-1", "--neighbour", "0"]
+    out = subprocess.run(run, capture_output=True, text=True, check=True, timeout=60)
+    lines = dict(line.split(maxsplit=1) for line in out.stdout.splitlines())
+    assert float(lines["ns_per_call"]) > 0
+    assert all(0 <= int(c) < (os.cpu_count() or 1) for c in lines["cpus"].split())
     bad = subprocess.run([exe, "--loops", "1", "--zap", "1"], capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and bad.stderr.startswith("usage: swap_bench")

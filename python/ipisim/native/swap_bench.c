@@ -2,11 +2,16 @@
  * The batched-unmap changelogs' swap benchmark (arm64 43b3dfdd0455, RISC-V 54d7431af73e), and the
  * one-page flush it is made of; the `swap-bench` scenario models both.
  *
- *   swap_bench --loops N [--sleepers K] [--size BYTES] [--cpu C] [--pmd-aligned 1]
- *     runs on CPU C (0), maps BYTES (1 MiB) MAP_SHARED | MAP_ANONYMOUS, memsets it, starts K
- *     threads pinned to CPUs 0..K-1 that only sleep (the RISC-V version: the mm's cpumask spans their CPUs, so every
- *     flush goes remote), then N times reads one byte of every page (swap-in) and
- *     madvise(MADV_PAGEOUT)s the region. Prints "ns_per_loop X".
+ *   swap_bench --loops N [--sleepers K] [--size BYTES] [--cpu C] [--pmd-aligned 1] [--neighbour C]
+ *              [--sbi 1]
+ *     runs on CPU C (0; -1: wherever the scheduler keeps it, as the changelogs' program), maps
+ *     BYTES (1 MiB) MAP_SHARED | MAP_ANONYMOUS, memsets it, starts K threads pinned to CPUs 0..K-1
+ *     that only sleep (the RISC-V version: the mm's cpumask spans their CPUs, so every flush goes
+ *     remote), then N times reads one byte of every page (swap-in) and madvise(MADV_PAGEOUT)s the
+ *     region. Prints "ns_per_loop X" and "cpus E F", the CPUs exec ran it on and it ended on.
+ *     --neighbour C forks a process of its own that spins on CPU C until the passes end.
+ *     --sbi 1 (riscv) also counts, on every hart, the firmware's SBI PMU events over the N passes:
+ *     "sbi NAME COUNT" for the IPIs and remote fences sent and received.
  *   swap_bench --zap N [--sleepers K] [--gap-us G] [--cpu C]
  *     N times: write one page, madvise(MADV_DONTNEED) it (one flush of one page), then spin G us.
  *     Prints "ns_per_call X", the mean time of the madvise calls alone.
@@ -19,7 +24,11 @@
 #define PROGRAM "swap_bench"
 #include "common.h"
 
+#include <linux/perf_event.h>
+#include <signal.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 
 #ifndef MADV_PAGEOUT
 #define MADV_PAGEOUT 21
@@ -35,16 +44,62 @@ static void *sleeper(void *arg)
 	return NULL;
 }
 
+/* The SBI PMU's firmware events (SBI spec, "Firmware Events"), counted by OpenSBI on the hart
+ * that sends or receives; perf's raw config 0b10 in bits 63:62 selects them
+ * (drivers/perf/riscv_pmu_sbi.c, pmu_sbi_event_map()). */
+static const struct {
+	int code;
+	const char *name;
+} sbi_events[] = {
+	{6, "ipi_sent"}, {7, "ipi_received"}, {10, "sfence_vma_sent"}, {11, "sfence_vma_received"},
+	{12, "sfence_vma_asid_sent"}, {13, "sfence_vma_asid_received"},
+};
+#define NSBI (sizeof(sbi_events) / sizeof(sbi_events[0]))
+
+static int sbi_fd[NSBI][MAX_CPUS];
+
+static void sbi_open(int ncpus)
+{
+	for (size_t e = 0; e < NSBI; e++)
+		for (int c = 0; c < ncpus; c++) {
+			struct perf_event_attr a = {.size = sizeof(a), .type = PERF_TYPE_RAW};
+			a.config = (2ULL << 62) | (unsigned)sbi_events[e].code;
+			sbi_fd[e][c] = (int)syscall(SYS_perf_event_open, &a, -1, c, -1, 0);
+			if (sbi_fd[e][c] < 0)
+				die("perf_event_open(SBI firmware event)");
+		}
+}
+
+static void sbi_print(int ncpus)
+{
+	for (size_t e = 0; e < NSBI; e++) {
+		uint64_t sum = 0, v;
+		for (int c = 0; c < ncpus; c++)
+			if (read(sbi_fd[e][c], &v, sizeof(v)) == sizeof(v))
+				sum += v;
+		printf("sbi %s %llu\n", sbi_events[e].name, (unsigned long long)sum);
+	}
+}
+
+/* The neighbour process, if there is one (pid > 0), killed and reaped. */
+static void stop(pid_t pid)
+{
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+}
+
 static void usage(void)
 {
 	fprintf(stderr, "usage: swap_bench --loops N | --zap N [--sleepers K] [--size BYTES] [--gap-us G] [--cpu C]"
-			" [--pmd-aligned 1]\n");
+			" [--pmd-aligned 1] [--sbi 1] [--neighbour C]\n");
 	exit(2);
 }
 
 int main(int argc, char **argv)
 {
-	long loops = 0, zap = 0, sleepers = 0, gap_us = 0, cpu = 0, aligned = 0;
+	long loops = 0, zap = 0, sleepers = 0, gap_us = 0, cpu = 0, aligned = 0, sbi = 0, neighbour = -1;
 	size_t size = 1UL << 20;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		const char *a = argv[i];
@@ -63,20 +118,35 @@ int main(int argc, char **argv)
 			cpu = v;
 		else if (!strcmp(a, "--pmd-aligned"))
 			aligned = v;
+		else if (!strcmp(a, "--sbi"))
+			sbi = v;
+		else if (!strcmp(a, "--neighbour"))
+			neighbour = v;
 		else
 			usage();
 	}
 	if ((loops <= 0) == (zap <= 0) || sleepers < 0 || size < PAGE)
 		usage();
 	int ncpus = (int)sysconf(_SC_NPROCESSORS_ONLN);
-	if (sleepers > ncpus || cpu < 0 || cpu >= ncpus)
+	if (sleepers > ncpus || cpu < -1 || cpu >= ncpus || neighbour < -1 || neighbour >= ncpus)
 		usage();
-	pin_to((int)cpu);
+	int started_on = sched_getcpu();
+	if (cpu >= 0)
+		pin_to((int)cpu);
 	for (long t = 0; t < sleepers; t++)
 		spawn_on((int)t, sleeper, NULL);
 	while (atomic_load(&started) < sleepers)
 		usleep(1000);
-	usleep(20000); /* the sleepers are asleep, their CPUs idle */
+	pid_t child = -1;
+	if (neighbour >= 0 && (child = fork()) == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		pin_to((int)neighbour);
+		for (;;)
+			;
+	}
+	if (child < 0 && neighbour >= 0)
+		die("fork");
+	usleep(20000); /* the sleepers are asleep, their CPUs idle; the neighbour runs */
 
 	const size_t pmd = 2UL << 20;
 	size_t slack = aligned ? pmd : 0;
@@ -87,6 +157,8 @@ int main(int argc, char **argv)
 		p = (char *)(((uintptr_t)p + pmd - 1) & ~(pmd - 1));
 	memset(p, 1, size);
 	if (loops) {
+		if (sbi)
+			sbi_open(ncpus);
 		double t = now_ns();
 		for (long k = 0; k < loops; k++) {
 			for (size_t i = 0; i < size; i += PAGE)
@@ -95,6 +167,10 @@ int main(int argc, char **argv)
 				die("madvise(MADV_PAGEOUT)");
 		}
 		printf("ns_per_loop %.1f\n", (now_ns() - t) / (double)loops);
+		printf("cpus %d %d\n", started_on, sched_getcpu()); /* where exec ran it, where it ended */
+		if (sbi)
+			sbi_print(ncpus);
+		stop(child);
 		return 0;
 	}
 	double in_calls = 0;
@@ -109,5 +185,7 @@ int main(int argc, char **argv)
 			;
 	}
 	printf("ns_per_call %.1f\n", in_calls / (double)zap);
+	printf("cpus %d %d\n", started_on, sched_getcpu());
+	stop(child);
 	return 0;
 }

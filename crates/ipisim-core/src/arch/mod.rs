@@ -192,8 +192,9 @@ pub fn switch_mm_irqs_off(s: &mut impl Host, cpu: CpuId, next: Option<usize>) ->
             arm64::complete(&mut s.arch_parts(), cpu);
             false
         }
-        // riscv's switch_mm() clears the old mm's bit (arch/riscv/mm/context.c, 6.7-6.8).
-        Arch::Riscv => a.cfg.mm_cpumask == MmCpumask::ClearOnSwitch,
+        // riscv's set_mm() clears the old mm's bit only without the ASID allocator: entries tagged
+        // with the old mm's ASID stay in this hart's TLB (82dd33fde026, 6.3; context.c to 6.12).
+        Arch::Riscv => a.cfg.mm_cpumask == MmCpumask::ClearOnSwitch && !a.cfg.pcid,
     };
     x86::switch_mm_irqs_off(s, cpu, next, clear_old)
 }

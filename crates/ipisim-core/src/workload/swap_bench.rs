@@ -25,6 +25,8 @@ params! {
         loops: u64 = "loops", Kind::Int { min: 1, max: 1 << 30 }, "loops", "10000", "swap-in and MADV_PAGEOUT passes over the region (10000 in the changelogs)";
         sleepers: usize = "sleepers", Kind::Int { min: 0, max: 1023 }, "threads", "0", "threads of the process pinned to CPUs 0..N that only sleep, started first (4 in the RISC-V changelog, 0 in the arm64 one)";
         cpu: usize = "cpu", Kind::Int { min: 0, max: 1023 }, "", "0", "the CPU the main thread runs on (taskset -c)";
+        neighbour: i64 = "neighbour", Kind::Int { min: -1, max: 1023 }, "", "-1", "a process of its own (fork) that spins on this CPU from the start (-1: none): it takes that CPU off this mm, and on riscv without ASIDs out of its mm_cpumask";
+        exec_cpu: i64 = "exec_cpu", Kind::Int { min: -1, max: 1023 }, "", "-1", "the CPU exec ran the program on before it pinned itself to `cpu` (-1: `cpu` itself); that CPU goes idle with the mm still loaded, so it stays in mm_cpumask where switch_mm never clears it (riscv with ASIDs)";
     }
 }
 
@@ -54,6 +56,8 @@ pub struct SwapBench {
     loops: u64,
     sleepers: usize,
     cpu: CpuId,
+    exec_cpu: Option<CpuId>,
+    neighbour: Option<CpuId>,
     main: TaskId,
     start: u64,
     next: u64,
@@ -81,6 +85,20 @@ impl SwapBench {
             format!("the main thread on CPU {} would", p.cpu),
             p.cpu + 1,
         )?;
+        let exec_cpu = usize::try_from(p.exec_cpu).ok().filter(|&c| c != p.cpu);
+        if let Some(c) = exec_cpu {
+            super::need_cpus(r, m, "exec_cpu", format!("exec on CPU {c} would"), c + 1)?;
+        }
+        let neighbour = usize::try_from(p.neighbour).ok();
+        if let Some(c) = neighbour {
+            super::need_cpus(
+                r,
+                m,
+                "neighbour",
+                format!("a neighbour on CPU {c} would"),
+                c + 1,
+            )?;
+        }
         if p.size == 0 {
             return Err(r.error("size", "the region must hold at least one page"));
         }
@@ -92,6 +110,8 @@ impl SwapBench {
             loops: p.loops,
             sleepers: p.sleepers,
             cpu: p.cpu,
+            exec_cpu,
+            neighbour,
             main: 0,
             start: 0,
             next: 0,
@@ -108,15 +128,30 @@ impl Scenario for SwapBench {
         let mm = super::mm_alloc(s);
         self.start = s.mem().map_new_anon(mm, self.pages);
         self.next = self.start;
+        if let Some(c) = self.exec_cpu {
+            // exec_mmap() -> activate_mm() loaded the mm there; sched_setaffinity() then moved the
+            // program to `cpu`, and that CPU went idle on the mm (lazy TLB, no switch_mm()).
+            crate::arch::switch_mm_irqs_off(s, c, Some(mm));
+            crate::arch::enter_lazy_tlb(s, c);
+        }
         self.main = sched::spawn(s, mm, self.cpu);
         s.sched().tasks[self.main].comm = "a.out".into();
         for c in 0..self.sleepers {
             let t = sched::spawn(s, mm, c);
             s.sched().tasks[t].comm = "a.out".into();
         }
+        if let Some(c) = self.neighbour {
+            let other = super::mm_alloc(s);
+            let t = sched::spawn(s, other, c);
+            s.sched().tasks[t].comm = "a.out".into();
+        }
     }
 
     fn next_op(&mut self, s: &mut impl Host, _cpu: CpuId, t: TaskId) -> Outcome {
+        if s.sched().tasks[t].mm != s.sched().tasks[self.main].mm {
+            // The neighbour: for (;;);
+            return super::remote_op(true);
+        }
         if t != self.main {
             // sleep(1) in a loop: asleep for good here.
             return super::remote_op(false);

@@ -18,8 +18,9 @@
 //!
 //! TLB state reuses x86's per-CPU context tracking (which mm and ASID a hart has loaded, and the
 //! mm's tlb_gen, bumped by every flush so a hart that left the mm flushes when it comes back) and
-//! its mm_cpumask (`kernel.mm_cpumask = clear_on_switch`, as riscv's switch_mm() clears the old
-//! mm's bit).
+//! its mm_cpumask. set_mm() clears the old mm's bit only when the ASID allocator is off: with ASIDs
+//! a hart that left an mm still holds entries tagged with its ASID, so it stays in the mask for
+//! good (82dd33fde026 "riscv: asid: Fixup stale TLB entry cause application crash", 6.3).
 //!
 //! Harts with fewer than twice as many ASIDs as harts (`machine.asid_bits`; the FU740 has none)
 //! run without the ASID allocator: every mm switch is set_mm_noasid() -> local_flush_tlb_all()
@@ -240,6 +241,20 @@ mod tests {
                 kept,
                 "{bits} ASID bits"
             );
+        }
+    }
+
+    /// A hart that left MM for another process: with ASIDs it still holds MM's entries under MM's
+    /// ASID, so set_mm() leaves it in MM's cpumask and MM's fences still reach it (82dd33fde026);
+    /// without them the switch emptied its TLB and cleared its bit.
+    #[test]
+    fn with_asids_a_hart_stays_in_the_mask_of_the_mm_it_left() {
+        for (bits, stays) in [("16", true), ("0", false)] {
+            let (mut s, _) = hart0_on_mm("hifive-unmatched", &[("machine.asid_bits", bits)]);
+            let mm2 = s.mem.new_mm();
+            crate::arch::switch_mm_irqs_off(&mut s, 0, Some(mm2));
+            assert_eq!(s.arch.mm[MM].cpumask.test(0), stays, "{bits} ASID bits");
+            assert!(s.arch.mm[mm2].cpumask.test(0), "{bits} ASID bits");
         }
     }
 
