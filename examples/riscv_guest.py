@@ -6,7 +6,7 @@ swap, and runs python/ipisim/native/swap_bench.c, cross-compiled:
 - 100 passes of the RISC-V changelog's program (4 sleeping threads, so every fence is remote)
   with ftrace's function tracer counting `__flush_tlb_range()` and `arch_tlbbatch_flush()`, and
   OpenSBI's PMU firmware events counting the remote fences sent and the harts they reached,
-  which `ipisim run swap-bench --kernel linux-6.8-riscv` with 6.12's later switches predicts
+  which `ipisim run swap-bench --kernel linux-6.12-riscv` predicts
   (tests `riscv_remote_fences_as_the_6_12_kernel_counts_them` and
   `riscv_a_hart_exec_left_keeps_getting_fences`);
 - the time of a pass with and without the sleepers, and of a one-page MADV_DONTNEED (one fence)

@@ -156,6 +156,10 @@ const KERNELS: &[(&str, &str)] = &[
         include_str!("../../data/kernels/linux-6.8-riscv.toml"),
     ),
     (
+        "linux-6.12-riscv",
+        include_str!("../../data/kernels/linux-6.12-riscv.toml"),
+    ),
+    (
         "linux-6.18",
         include_str!("../../data/kernels/linux-6.18.toml"),
     ),
