@@ -45,6 +45,9 @@ def ms_per_pass(machine: str, kernel: str, sets: dict[str, str], cpus: int) -> f
 
 def main() -> None:
     out = sys.argv[1] if len(sys.argv) > 1 else "gain-by-arch.png"
+    if len(sys.argv) > 2 or out.startswith("-"):
+        print("usage: python3 examples/gain_by_arch.py [PNG]  (default gain-by-arch.png)", file=sys.stderr)
+        sys.exit(2)
     todo = [
         (arch, cpus, which, machine, kernel, sets)
         for arch, (machine, *pair) in ARCHES.items()

@@ -133,7 +133,7 @@ def test_the_gain_by_arch_example_prints_its_table_and_plots(tmp_path: Path) -> 
     # costs more with every hart it IPIs. x86's sleeping threads' CPUs are lazy: the second pass's
     # flush_tlb_batched_pending() (flush_tlb_mm, tables freed) IPIs them once, they leave the mm
     # for init_mm, and reclaim flushes page by page on CPU 0 alone from then on: no gain.
-    assert "+156.7 %" in rows[0] and "+0.0 %" in rows[0]
+    assert "+159.0 %" in rows[0] and "+0.0 %" in rows[0]
 
 
 @pytest.mark.parametrize(

@@ -44,6 +44,10 @@ use crate::step::Outcome;
 /// this many strides is one sfence.vma of the whole ASID instead of one a stride.
 pub const TLB_FLUSH_ALL_THRESHOLD: u64 = 64;
 
+/// The hart ids one SBI RFENCE call can name: its hart_mask is an unsigned long from hart_mask_base
+/// (__sbi_rfence_v02(), BITS_PER_LONG on rv64).
+const SBI_HART_WINDOW: CpuId = 64;
+
 /// What one hart's flush drops: one page of an mm, a whole mm (its ASID), or everything
 /// (FLUSH_TLB_NO_ASID with FLUSH_TLB_MAX_SIZE: sfence.vma x0, x0).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -118,6 +122,13 @@ fn refill(p: &mut Parts, t: TaskId) -> Time {
     ps
 }
 
+/// One SBI call's M-mode IPIs to its `targets` other harts and the wait for their fences.
+fn sbi_fence_others(p: &mut Parts, targets: u64) -> Time {
+    p.obs.stats.ipis_sent += targets;
+    p.obs.stats.ipis_received += targets;
+    targets * p.m.cost[Cost::SbiIpiSend] + p.m.cost[Cost::SbiRfenceWait]
+}
+
 /// __flush_tlb_range(cmask, asid, start, size, stride) with 4 KiB strides: nothing with an empty
 /// mask; a local flush when no other hart is in it; else sbi_remote_sfence_vma_asid(). Its time,
 /// charged to `t` (`__flush_tlb_range` locally, `__sbi_rfence_v02_call` for the SBI call), with
@@ -133,27 +144,35 @@ fn flush_range(p: &mut Parts, cpu: CpuId, t: TaskId, mask: &CpuMask, what: What)
         p.obs.stats.charge(Some(t), Func::Arm64FlushTlbRange, ps);
         return ps + if emptied { refill(p, t) } else { 0 };
     }
-    // One ecall for up to 64 harts (__sbi_rfence_v02: one call per BITS_PER_LONG hart window);
-    // the profiles have at most 64 harts.
-    p.obs.stats.sbi_rfences += 1;
-    let mut ps = p.m.cost[Cost::SbiEcall];
+    // __sbi_rfence_v02(): one ecall per window of SBI_HART_WINDOW hart ids, opened by the lowest
+    // hart not yet covered (hart id = CPU number here); the firmware fences a window's harts and
+    // waits for them before the kernel makes the next call.
     let fw = firmware_what(what, p.m.sbi_tlb_range_flush_limit);
-    let mut targets = 0;
-    let mut caller_emptied = false;
+    let (mut ps, mut caller_emptied) = (0, false);
+    // The open window: the first hart id past it, and its harts other than the caller.
+    let mut open: Option<(CpuId, u64)> = None;
     for c in mask.iter() {
+        if open.is_none_or(|(end, _)| c >= end) {
+            if let Some((_, targets)) = open {
+                ps += sbi_fence_others(p, targets);
+            }
+            p.obs.stats.sbi_rfences += 1;
+            ps += p.m.cost[Cost::SbiEcall];
+            open = Some((c + SBI_HART_WINDOW, 0));
+        }
         // OpenSBI's own fences (the FU740's flush limit of 0 keeps them free of addresses).
         let (fence, emptied) = local_flush(p, c, fw, false);
         if c == cpu {
             // The firmware flushes the calling hart itself: no IPI, the caller's time.
             ps += fence;
             caller_emptied = emptied;
-        } else {
-            targets += 1;
+        } else if let Some((_, targets)) = open.as_mut() {
+            *targets += 1;
         }
     }
-    p.obs.stats.ipis_sent += targets;
-    p.obs.stats.ipis_received += targets;
-    ps += targets * p.m.cost[Cost::SbiIpiSend] + p.m.cost[Cost::SbiRfenceWait];
+    if let Some((_, targets)) = open {
+        ps += sbi_fence_others(p, targets);
+    }
     p.obs.stats.charge(Some(t), Func::SbiRfenceV02Call, ps);
     // The remote harts' refills fall on whatever they run next, like their M-mode time: not taken.
     if caller_emptied {
@@ -294,6 +313,41 @@ mod tests {
             assert_eq!(refill, expected, "{flag}");
             let sbi = s.obs.stats.profile[Func::SbiRfenceV02Call as usize];
             assert_eq!(ps, sbi + refill, "{flag}");
+        }
+    }
+
+    /// __sbi_rfence_v02() names at most 64 hart ids a call, from the lowest hart not yet covered:
+    /// a mask over harts 0 and 63 is one call, 0 and 64 two, 5 and 68 one, 0..72 two; each call
+    /// pays the ecall and the firmware's wait, and the firmware IPIs every hart but the caller.
+    #[test]
+    fn one_sbi_call_per_64_hart_ids() {
+        let sets = [
+            ("machine.cpus_per_node", "72"),
+            ("machine.cost.tlb_refill_all", "0"),
+        ];
+        let (mut s, _) = hart0_on_mm("qemu-virt-riscv", &sets);
+        let (ecall, wait) = (s.m.cost[Cost::SbiEcall], s.m.cost[Cost::SbiRfenceWait]);
+        let mask = |harts: &[usize]| {
+            let mut m = CpuMask::default();
+            harts.iter().for_each(|&c| m.set(c));
+            m
+        };
+        let all: Vec<usize> = (0..72).collect();
+        for (harts, calls) in [(&[0, 63][..], 1), (&[0, 64], 2), (&[5, 68], 1), (&all, 2)] {
+            let mut p = Parts {
+                m: &s.m,
+                arch: &mut s.arch,
+                obs: &mut s.obs,
+            };
+            let before = (p.obs.stats.sbi_rfences, p.obs.stats.ipis_sent);
+            let ps = flush_range(&mut p, harts[0], 0, &mask(harts), What::All);
+            let others = harts.len() as u64 - 1;
+            assert_eq!(s.obs.stats.sbi_rfences - before.0, calls, "{harts:?}");
+            assert_eq!(s.obs.stats.ipis_sent - before.1, others, "{harts:?}");
+            // The caller's own fence is its time; the others' are theirs.
+            let sends = others * s.m.cost[Cost::SbiIpiSend];
+            let own = s.m.cost[Cost::SfenceVmaAll];
+            assert_eq!(ps, calls * (ecall + wait) + sends + own, "{harts:?}");
         }
     }
 
