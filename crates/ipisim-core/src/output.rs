@@ -83,7 +83,12 @@ pub fn to_json(s: &Sim, r: &Resolved) -> RunOutput {
     }
     if s.m.arch == crate::machine::Arch::Riscv {
         // The SBI remote fences (no kernel counter has them); only riscv results carry it.
-        json["riscv"] = json!({"sbi_rfence": st.sbi_rfences, "sfence_vma": st.sfences, "sfence_vma_all": st.sfences_all});
+        json["riscv"] = json!({
+            "sbi_rfence": st.sbi_rfences,
+            "sbi_fenced": st.sbi_fenced,
+            "sfence_vma": st.sfences,
+            "sfence_vma_all": st.sfences_all,
+        });
     }
     RunOutput {
         json,

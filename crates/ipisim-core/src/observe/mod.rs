@@ -142,9 +142,11 @@ pub struct Stats {
     pub tlbis: u64,
     pub dsbs: u64,
     /// RISC-V: SBI RFENCE calls (ecalls into the firmware, each waiting for its remote harts),
-    /// and sfence.vma instructions run by the kernel or, for those calls, the firmware; of
-    /// those, the ones without an address (a whole ASID or every translation).
+    /// the harts those calls fenced (the caller's own included: OpenSBI's *_RCVD events), and
+    /// sfence.vma instructions run by the kernel or, for those calls, the firmware; of those,
+    /// the ones without an address (a whole ASID or every translation).
     pub sbi_rfences: u64,
+    pub sbi_fenced: u64,
     pub sfences: u64,
     pub sfences_all: u64,
 }
@@ -168,6 +170,7 @@ impl Stats {
             tlbis: 0,
             dsbs: 0,
             sbi_rfences: 0,
+            sbi_fenced: 0,
             sfences: 0,
             sfences_all: 0,
             irq_bins: Vec::new(),

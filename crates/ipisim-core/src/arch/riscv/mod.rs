@@ -161,6 +161,7 @@ fn flush_range(p: &mut Parts, cpu: CpuId, t: TaskId, mask: &CpuMask, what: What)
             open = Some((c + SBI_HART_WINDOW, 0));
         }
         // OpenSBI's own fences (the FU740's flush limit of 0 keeps them free of addresses).
+        p.obs.stats.sbi_fenced += 1;
         let (fence, emptied) = local_flush(p, c, fw, false);
         if c == cpu {
             // The firmware flushes the calling hart itself: no IPI, the caller's time.
