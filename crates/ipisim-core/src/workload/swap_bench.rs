@@ -26,7 +26,7 @@ params! {
         sleepers: usize = "sleepers", Kind::Int { min: 0, max: 1023 }, "threads", "0", "threads of the process pinned to CPUs 0..N that only sleep, started first (4 in the RISC-V changelog, 0 in the arm64 one)";
         cpu: usize = "cpu", Kind::Int { min: 0, max: 1023 }, "", "0", "the CPU the main thread runs on (taskset -c)";
         neighbour: i64 = "neighbour", Kind::Int { min: -1, max: 1023 }, "", "-1", "a process of its own (fork) that spins on this CPU from the start (-1: none): it takes that CPU off this mm, and on riscv without ASIDs out of its mm_cpumask";
-        exec_cpu: i64 = "exec_cpu", Kind::Int { min: -1, max: 1023 }, "", "-1", "the CPU exec ran the program on before it pinned itself to `cpu` (-1: `cpu` itself); that CPU goes idle with the mm still loaded, so it stays in mm_cpumask where switch_mm never clears it (riscv with ASIDs)";
+        exec_cpu: i64 = "exec_cpu", Kind::Int { min: -1, max: 1023 }, "", "-1", "the CPU exec ran the program on before it pinned itself to `cpu` (-1: `cpu` itself); that CPU goes idle with the mm still loaded, so it stays in mm_cpumask (for good on riscv with ASIDs, whose switch_mm never clears it)";
     }
 }
 
