@@ -245,36 +245,22 @@ mod tests {
         (s, asid)
     }
 
-    /// Back on MM after another process ran on the hart: with the ASID allocator (16 bits) MM's
-    /// translation survived under its own ASID; without it (0 bits, the FU740) every switch was
-    /// set_mm_noasid() -> local_flush_tlb_all() and it is gone.
+    /// A hart that left MM for another process, then came back. With the ASID allocator (16 bits)
+    /// it still held MM's entries under MM's ASID, so set_mm() left it in MM's cpumask
+    /// (82dd33fde026) and MM's translation survived; without it (0 bits, the FU740) the switch was
+    /// set_mm_noasid() -> local_flush_tlb_all(), which cleared its bit and emptied its TLB.
     #[test]
-    fn without_asids_every_mm_switch_flushes() {
-        for (bits, kept) in [("16", true), ("0", false)] {
+    fn a_hart_that_left_the_mm_with_and_without_asids() {
+        for (bits, asids) in [("16", true), ("0", false)] {
             let (mut s, _) = hart0_on_mm("hifive-unmatched", &[("machine.asid_bits", bits)]);
             let mm2 = s.mem.new_mm();
             crate::arch::switch_mm_irqs_off(&mut s, 0, Some(mm2));
+            assert_eq!(s.arch.mm[MM].cpumask.test(0), asids, "{bits} ASID bits");
+            assert!(s.arch.mm[mm2].cpumask.test(0), "{bits} ASID bits");
             crate::arch::switch_mm_irqs_off(&mut s, 0, Some(MM));
             let asid = s.arch.loaded_asid(0);
-            assert_eq!(
-                s.arch.tlb[0].probe(asid, 7).is_some(),
-                kept,
-                "{bits} ASID bits"
-            );
-        }
-    }
-
-    /// A hart that left MM for another process: with ASIDs it still holds MM's entries under MM's
-    /// ASID, so set_mm() leaves it in MM's cpumask and MM's fences still reach it (82dd33fde026);
-    /// without them the switch emptied its TLB and cleared its bit.
-    #[test]
-    fn with_asids_a_hart_stays_in_the_mask_of_the_mm_it_left() {
-        for (bits, stays) in [("16", true), ("0", false)] {
-            let (mut s, _) = hart0_on_mm("hifive-unmatched", &[("machine.asid_bits", bits)]);
-            let mm2 = s.mem.new_mm();
-            crate::arch::switch_mm_irqs_off(&mut s, 0, Some(mm2));
-            assert_eq!(s.arch.mm[MM].cpumask.test(0), stays, "{bits} ASID bits");
-            assert!(s.arch.mm[mm2].cpumask.test(0), "{bits} ASID bits");
+            let kept = s.arch.tlb[0].probe(asid, 7).is_some();
+            assert_eq!(kept, asids, "{bits} ASID bits");
         }
     }
 
