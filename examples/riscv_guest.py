@@ -14,10 +14,11 @@ swap, and runs python/ipisim/native/swap_bench.c, cross-compiled:
 
     python3 examples/riscv_guest.py [--harts N] [--counts] [--costs]
 
---harts boots N harts (4). --counts runs only the counted passes, twice, in four placements (the
-sleepers; alone after exec ran it on the last hart, with and without a process of its own
-spinning there; alone where exec ran it), and prints OpenSBI's counts beside the model's
-(`linux-6.12-riscv` on `qemu-virt-riscv`). --costs also runs `ipisim probe`'s program,
+--harts boots N harts (4). --counts boots them as two NUMA nodes and runs only the counted passes,
+twice, in four placements (the sleepers; alone after exec ran it on the last hart, with and
+without a process of its own spinning there; alone where exec ran it), then validate --qemu's
+migrate job (native/migrate.c --sbi 1: N-1 threads, 16 MiB, 4 passes, 3 repeats), and prints
+OpenSBI's counts beside the model's (`linux-6.12-riscv` on `qemu-virt-riscv`). --costs also runs `ipisim probe`'s program,
 native/costs.c `--local-only`, five times in the guest (ext4 on a second RAM disk at /var/tmp)
 and prints each measurement's median.
 
@@ -56,6 +57,8 @@ MODULES = (
     "fs/ext4/ext4",
 )
 """brd for swap and /var/tmp; ext4 and what it needs (its modinfo depends, and crc32c for jbd2)."""
+MIGRATE_MIB = 16
+"""The migrate job's region, as validate --qemu's (write_percent 50 and 4 passes are both defaults)."""
 TRACED = ("__flush_tlb_range", "arch_tlbbatch_flush", "sbi_remote_sfence_vma_asid")
 """Every flush; the reclaim batch's; the SBI remote fences among them (exported, so not inlined)."""
 
@@ -63,6 +66,8 @@ INIT = (
     qemu.INIT_START
     + r"""mount -t tracefs nodev /sys/kernel/tracing
 echo "@start $(nproc) $(uname -r)"
+# Automatic NUMA balancing off, as validate --qemu has it: its scans flush the programs' mm.
+echo 0 > /proc/sys/kernel/numa_balancing 2>/dev/null
 insmod /lib/modules/brd.ko rd_nr=2 rd_size=262144
 for m in crc16 mbcache jbd2 crc32c_generic ext4; do insmod /lib/modules/$m.ko; done
 mkswap /dev/ram0 >/dev/null && swapon /dev/ram0
@@ -132,7 +137,7 @@ def cross_build(program: str, dest: Path) -> bytes:
     return exe.read_bytes()
 
 
-def boot(jobs: str, harts: int) -> str:
+def boot(jobs: str, harts: int, nodes: int = 1) -> str:
     kernel, busybox = package("linux-image-riscv64"), package("busybox-static")
     image = next((kernel / "boot").glob("vmlinux-*"))
     mods = next((kernel / "usr/lib/modules").iterdir()) / "kernel"
@@ -140,13 +145,19 @@ def boot(jobs: str, harts: int) -> str:
         files = [(d, 0o040755, b"") for d in ("bin", "dev", "proc", "sys", "tmp", "lib", "lib/modules")]
         files += [("init", 0o100755, INIT.encode()), ("jobs", 0o100644, jobs.encode())]
         files += [("bin/busybox", 0o100755, (busybox / "usr/bin/busybox").read_bytes())]
-        files += [(f"bin/{p}", 0o100755, cross_build(p, Path(tmp))) for p in ("swap_bench", "costs")]
+        programs = ("swap_bench", "costs", "migrate")
+        files += [(f"bin/{p}", 0o100755, cross_build(p, Path(tmp))) for p in programs]
         for m in MODULES:
             ko = lzma.decompress((mods / f"{m}.ko.xz").read_bytes())
             files.append((f"lib/modules/{Path(m).name}.ko", 0o100644, ko))
         initrd, console = Path(tmp) / "initrd.cpio", Path(tmp) / "console.log"
         initrd.write_bytes(qemu.cpio(files, devices=[("dev/console", 0o020600, 5, 1)]))
         cmd = ["qemu-system-riscv64", "-M", "virt", "-smp", str(harts), "-m", "2560M", "-nographic"]
+        for n in range(nodes if nodes > 1 else 0):
+            # Equal NUMA nodes, harts in order (2560 MiB divides by 2, 4 and 5).
+            first, per = n * harts // nodes, harts // nodes
+            cmd += ["-object", f"memory-backend-ram,id=m{n},size={2560 // nodes}M"]
+            cmd += ["-numa", f"node,nodeid={n},cpus={first}-{first + per - 1},memdev=m{n}"]
         cmd += ["-no-reboot", "-bios", "default", "-kernel", str(image), "-initrd", str(initrd)]
         cmd += ["-append", "console=ttyS0 loglevel=1 quiet panic=-1 rdinit=/init"]
         cmd += ["-serial", f"file:{console}", "-monitor", "none"]
@@ -186,6 +197,10 @@ def run() -> int:
         counted += [f"{alone} --cpu -1"]
         counted *= 2
     jobs = [f'trace_on "{traced}"; run {c}; trace_off "{traced}"' for c in counted]
+    if args.counts:
+        # The validate --qemu migrate job on two nodes: the first repeat also faults in what the
+        # program and its threads use once, so the last two are the ones to read.
+        jobs += [f"run migrate --threads {args.harts - 1} --bytes {MIGRATE_MIB << 20} --repeats 3 --sbi 1"]
     # The host is shared and TCG's times move by half from run to run: three of each, alternating.
     for _ in range(0 if args.counts else 3):
         jobs += [f"run swap_bench --loops 200 --sleepers {s}" for s in (args.harts, 0)]
@@ -193,7 +208,7 @@ def run() -> int:
             jobs += [f"run swap_bench --zap 1000 --sleepers {s} --gap-us {gap}" for s in (args.harts, 0)]
     if args.costs:
         jobs += ["run costs --local-only"] * 5
-    log = boot("\n".join(jobs) + "\n", args.harts)
+    log = boot("\n".join(jobs) + "\n", args.harts, nodes=2 if args.counts else 1)
     if "@done" not in log:
         fail("the guest stopped before its programs finished: " + log.strip().splitlines()[-1])
     print(next(line for line in log.splitlines() if line.startswith("@start")))
@@ -212,7 +227,7 @@ def run() -> int:
             print(f"{label}: SBI PMU {event} {count}")
             if event.startswith("sfence_vma"):
                 runs = fences.setdefault(label, [])
-                if event == "sfence_vma_sent":
+                if event == "sfence_vma_sent" or not runs:
                     runs.append((0, 0))
                 sent, received = runs[-1]
                 n = int(count)
@@ -235,14 +250,18 @@ def run() -> int:
     return 0
 
 
-def model_sets(label: str, harts: int) -> dict[str, str]:
-    """The swap-bench parameters of a counted run: its sleepers, the hart exec ran it on, its neighbour."""
+def model_sets(label: str, harts: int) -> tuple[str, dict[str, str]]:
+    """The scenario and parameters of a counted run: swap-bench's sleepers, the hart exec ran it
+    on and its neighbour; migrate's threads on two nodes."""
     words = label.split()
+    if words[0] == "migrate":
+        shape = {"machine.nodes": "2", "machine.cpus_per_node": str(harts // 2)}
+        return "migrate", shape | {"threads": str(harts - 1), "memory": f"{MIGRATE_MIB}MiB", "passes": "4"}
     sets = {"loops": "100", "machine.cpus_per_node": str(harts)}
     for flag, key in (("--sleepers", "sleepers"), ("--neighbour", "neighbour"), ("-c", "exec_cpu")):
         if flag in words:
             sets[key] = words[words.index(flag) + 1]
-    return sets
+    return "swap-bench", sets
 
 
 def compare(fences: dict[str, list[tuple[int, int]]], harts: int) -> None:
@@ -252,8 +271,8 @@ def compare(fences: dict[str, list[tuple[int, int]]], harts: int) -> None:
     print("\n| placement | SBI calls, real runs | model | harts fenced, real runs | model |")
     print("|---|---|---:|---|---:|")
     for label, runs in fences.items():
-        sets = model_sets(label, harts)
-        r = ipisim.run("swap-bench", machine="qemu-virt-riscv", kernel="linux-6.12-riscv", sets=sets)
+        scenario, sets = model_sets(label, harts)
+        r = ipisim.run(scenario, machine="qemu-virt-riscv", kernel="linux-6.12-riscv", sets=sets)
         calls, fenced = r.data["riscv"]["sbi_rfence"], r.data["riscv"]["sbi_fenced"]
         real = " / ".join(f"{sent}" for sent, _ in runs), " / ".join(f"{rcvd}" for _, rcvd in runs)
         print(f"| {label} | {real[0]} | {calls} | {real[1]} | {fenced} |")

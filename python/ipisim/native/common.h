@@ -1,12 +1,13 @@
 /*
  * What the real-hardware programs (shootdown.c, membarrier.c, tlb_flush.c, costs.c) share:
- * errors, clocks, the TLB and CAL rows of /proc/interrupts, pinning, and the remote threads that
- * spin or sleep. Each program defines PROGRAM (its name) before including this file. hw.py
+ * errors, clocks, the TLB and CAL rows of /proc/interrupts (on riscv, OpenSBI's own counters of
+ * remote fences instead), pinning, and the remote threads that spin or sleep. Each program defines PROGRAM (its name) before including this file. hw.py
  * compiles the program with this header beside it.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <linux/futex.h>
+#include <linux/perf_event.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -164,4 +165,41 @@ static double cpu_ns(void)
 	struct timespec ts;
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+/* The SBI PMU's firmware events (SBI spec, "Firmware Events"), counted by OpenSBI on the hart
+ * that sends or receives; perf's raw config 0b10 in bits 63:62 selects them
+ * (drivers/perf/riscv_pmu_sbi.c, pmu_sbi_event_map()). */
+static const struct {
+	int code;
+	const char *name;
+} sbi_events[] = {
+	{6, "ipi_sent"}, {7, "ipi_received"}, {10, "sfence_vma_sent"}, {11, "sfence_vma_received"},
+	{12, "sfence_vma_asid_sent"}, {13, "sfence_vma_asid_received"},
+};
+#define NSBI (sizeof(sbi_events) / sizeof(sbi_events[0]))
+
+static int sbi_fd[NSBI][MAX_CPUS];
+
+static void sbi_open(int ncpus)
+{
+	for (size_t e = 0; e < NSBI; e++)
+		for (int c = 0; c < ncpus; c++) {
+			struct perf_event_attr a = {.size = sizeof(a), .type = PERF_TYPE_RAW};
+			a.config = (2ULL << 62) | (unsigned)sbi_events[e].code;
+			sbi_fd[e][c] = (int)syscall(SYS_perf_event_open, &a, -1, c, -1, 0);
+			if (sbi_fd[e][c] < 0)
+				die("perf_event_open(SBI firmware event)");
+		}
+}
+
+static void sbi_print(int ncpus)
+{
+	for (size_t e = 0; e < NSBI; e++) {
+		uint64_t sum = 0, v;
+		for (int c = 0; c < ncpus; c++)
+			if (read(sbi_fd[e][c], &v, sizeof(v)) == sizeof(v))
+				sum += v;
+		printf("sbi %s %llu\n", sbi_events[e].name, (unsigned long long)sum);
+	}
 }

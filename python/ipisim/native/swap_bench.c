@@ -24,7 +24,6 @@
 #define PROGRAM "swap_bench"
 #include "common.h"
 
-#include <linux/perf_event.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -42,43 +41,6 @@ static void *sleeper(void *arg)
 	for (;;)
 		sleep(1);
 	return NULL;
-}
-
-/* The SBI PMU's firmware events (SBI spec, "Firmware Events"), counted by OpenSBI on the hart
- * that sends or receives; perf's raw config 0b10 in bits 63:62 selects them
- * (drivers/perf/riscv_pmu_sbi.c, pmu_sbi_event_map()). */
-static const struct {
-	int code;
-	const char *name;
-} sbi_events[] = {
-	{6, "ipi_sent"}, {7, "ipi_received"}, {10, "sfence_vma_sent"}, {11, "sfence_vma_received"},
-	{12, "sfence_vma_asid_sent"}, {13, "sfence_vma_asid_received"},
-};
-#define NSBI (sizeof(sbi_events) / sizeof(sbi_events[0]))
-
-static int sbi_fd[NSBI][MAX_CPUS];
-
-static void sbi_open(int ncpus)
-{
-	for (size_t e = 0; e < NSBI; e++)
-		for (int c = 0; c < ncpus; c++) {
-			struct perf_event_attr a = {.size = sizeof(a), .type = PERF_TYPE_RAW};
-			a.config = (2ULL << 62) | (unsigned)sbi_events[e].code;
-			sbi_fd[e][c] = (int)syscall(SYS_perf_event_open, &a, -1, c, -1, 0);
-			if (sbi_fd[e][c] < 0)
-				die("perf_event_open(SBI firmware event)");
-		}
-}
-
-static void sbi_print(int ncpus)
-{
-	for (size_t e = 0; e < NSBI; e++) {
-		uint64_t sum = 0, v;
-		for (int c = 0; c < ncpus; c++)
-			if (read(sbi_fd[e][c], &v, sizeof(v)) == sizeof(v))
-				sum += v;
-		printf("sbi %s %llu\n", sbi_events[e].name, (unsigned long long)sum);
-	}
 }
 
 /* The neighbour process, if there is one (pid > 0), killed and reaped. */
