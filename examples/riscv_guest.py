@@ -18,9 +18,9 @@ swap, and runs python/ipisim/native/swap_bench.c, cross-compiled:
 twice, in four placements (the sleepers; alone after exec ran it on the last hart, with and
 without a process of its own spinning there; alone where exec ran it), then validate --qemu's
 migrate job (native/migrate.c --sbi 1: N-1 threads, 16 MiB, 4 passes, 3 repeats), and prints
-OpenSBI's counts beside the model's (`linux-6.12-riscv` on `qemu-virt-riscv`). --costs also runs `ipisim probe`'s program,
-native/costs.c `--local-only`, five times in the guest (ext4 on a second RAM disk at /var/tmp)
-and prints each measurement's median.
+OpenSBI's counts beside the model's (`linux-6.12-riscv` on `qemu-virt-riscv`). --costs also runs
+`ipisim probe`'s program, native/costs.c `--local-only`, five times in the guest (ext4 on a second
+RAM disk at /var/tmp) and prints each measurement's median.
 
 Needs qemu-system-misc, gcc-riscv64-linux-gnu, libc6-dev-riscv64-cross and dpkg-deb (Debian
 packages), and deb.debian.org (the kernel and busybox-static packages, cached in
