@@ -1,8 +1,9 @@
 /*
  * What the real-hardware programs (shootdown.c, membarrier.c, tlb_flush.c, costs.c) share:
  * errors, clocks, the TLB and CAL rows of /proc/interrupts (on riscv, OpenSBI's own counters of
- * remote fences instead), pinning, and the remote threads that spin or sleep. Each program defines PROGRAM (its name) before including this file. hw.py
- * compiles the program with this header beside it.
+ * remote fences instead), pinning, and the remote threads that spin or sleep. Each program
+ * defines PROGRAM (its name) before including this file. hw.py compiles the program with this
+ * header beside it.
  */
 #include <errno.h>
 #include <fcntl.h>
