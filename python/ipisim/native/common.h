@@ -194,13 +194,16 @@ static void sbi_open(int ncpus)
 		}
 }
 
+/* Print each event's sum over the harts, "sbi NAME COUNT", and close its counters. */
 static void sbi_print(int ncpus)
 {
 	for (size_t e = 0; e < NSBI; e++) {
 		uint64_t sum = 0, v;
-		for (int c = 0; c < ncpus; c++)
+		for (int c = 0; c < ncpus; c++) {
 			if (read(sbi_fd[e][c], &v, sizeof(v)) == sizeof(v))
 				sum += v;
+			close(sbi_fd[e][c]);
+		}
 		printf("sbi %s %llu\n", sbi_events[e].name, (unsigned long long)sum);
 	}
 }

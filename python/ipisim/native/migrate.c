@@ -188,9 +188,6 @@ int main(int argc, char **argv)
 		if (sbi) {
 			printf("\n");
 			sbi_print(ncpus);
-			for (size_t e = 0; e < NSBI; e++)
-				for (int c = 0; c < ncpus; c++)
-					close(sbi_fd[e][c]);
 		} else {
 			print_irq_deltas(tlb0, tlb1, cal0, cal1, ncpus);
 		}
