@@ -218,6 +218,8 @@ fn handle_mm_fault(
     let Parts { m, mem, obs, .. } = s.mm_parts();
     obs.stats.vm(Vm::PgFault, 1);
     let c = &m.cost;
+    // alloc_pages() under the default mempolicy: the faulting CPU's node first.
+    let node = m.node_of(cpu);
     let (pte, cost, extra, extra_func) = match vma.backing {
         // do_anonymous_page(): a read maps the shared zero page read-only.
         Backing::Anon if !write => (
@@ -228,7 +230,7 @@ fn handle_mm_fault(
         ),
         Backing::Anon => {
             // do_anonymous_page() (or do_wp_page() on the zero page): a zeroed page of our own.
-            let pfn = mem.frames.alloc();
+            let pfn = mem.frames.alloc_on(node);
             mem.new_anon_page(pfn);
             (
                 Pte::anon(pfn, vma.write, write),
@@ -247,7 +249,7 @@ fn handle_mm_fault(
             let mut extra = 0;
             if page == NONE {
                 // A hole of a sparse file: a zeroed page-cache page, no I/O.
-                page = mem.frames.alloc();
+                page = mem.frames.alloc_on(node);
                 mem.files[file as usize].pages[idx] = page;
                 extra = c[Cost::PageClear];
             }
@@ -261,7 +263,7 @@ fn handle_mm_fault(
                 )
             } else {
                 // do_cow_fault(): copy the page-cache page into a private anonymous one.
-                let pfn = mem.frames.alloc();
+                let pfn = mem.frames.alloc_on(node);
                 mem.new_anon_page(pfn);
                 (
                     Pte::anon(pfn, true, true),
@@ -310,5 +312,23 @@ mod tests {
         let json = crate::observe::check::to_json(&s.obs.check);
         assert_eq!(json["first"][0]["kind"], "use-after-free");
         assert_eq!(json["first"][0]["at"], "write");
+    }
+
+    /// A fault takes its page from the faulting CPU's node (alloc_pages() under the default
+    /// mempolicy), not from the first node with free pages: a 2-node machine, CPUs 2 and 3 on
+    /// node 1.
+    #[test]
+    fn a_fault_takes_a_page_of_its_cpus_node() {
+        let sets = [("machine.nodes", "2"), ("machine.cpus_per_node", "2")];
+        let req = RunRequest::new("shootdown", "host-2cpu", "linux-6.18", &sets);
+        let mut s = Sim::new(&resolve(&req).unwrap()).unwrap();
+        let mm = s.sched.tasks[0].mm;
+        let vpn = s.mem.mms[mm].vmas[0].start;
+        for (i, cpu) in [0, 2, 3, 1].into_iter().enumerate() {
+            crate::arch::load_for_test(&mut s, cpu, mm);
+            touch(&mut s, cpu, 0, vpn + i as u64, 1, true);
+            let pfn = s.mem.pte(mm, vpn + i as u64).pfn();
+            assert_eq!(s.mem.frames.node_of(pfn), s.m.node_of(cpu), "CPU {cpu}");
+        }
     }
 }

@@ -136,11 +136,20 @@ impl Frames {
         !self.zones[self.node_of(pfn)].is_taken(pfn)
     }
 
-    /// A page from the first node that has one, for workloads that never reclaim.
+    /// A page from the first node that has one, for setting up a workload's memory.
     pub fn alloc(&mut self) -> u32 {
-        let pfn = self.zones.iter_mut().find_map(Zone::take).expect(
-            "out of memory: this workload needs more than the machine has and does not reclaim",
-        );
+        self.alloc_on(0)
+    }
+
+    /// A page for a fault on a CPU of `node`, for workloads that never reclaim: that node's,
+    /// else the next in zonelist order (the default mempolicy allocates on the local node).
+    pub fn alloc_on(&mut self, node: usize) -> u32 {
+        let nodes = self.zones.len();
+        let pfn = zonelist(nodes, node)
+            .find_map(|z| self.zones[z].take())
+            .expect(
+                "out of memory: this workload needs more than the machine has and does not reclaim",
+            );
         self.used += 1;
         pfn
     }
