@@ -47,7 +47,7 @@ fn group_on(kernel: &str, sets: &[(&str, &str)]) -> Sim {
 
 /// Node 0 with nine pages on its inactive file list and ten isolated: too many.
 fn too_many_isolated(s: &mut Sim) {
-    let pages: Vec<u32> = (0..9).map(|_| s.mem.frames.alloc()).collect();
+    let pages: Vec<u32> = (0..9).map(|_| s.mem.frames.alloc_on(0)).collect();
     s.mem.lru[0].file.inactive.extend(&pages);
     s.mem.lru[0].isolated[0] = 10;
 }
@@ -228,7 +228,7 @@ fn oversized_footprint_is_a_config_error() {
 fn zone_reclaimable_counts_scans_since_the_last_free() {
     use ipisim_core::mm::vmscan::zone_reclaimable;
     let mut s = one_group();
-    let pages: Vec<u32> = (0..10).map(|_| s.mem.frames.alloc()).collect();
+    let pages: Vec<u32> = (0..10).map(|_| s.mem.frames.alloc_on(0)).collect();
     s.mem.lru[0].file.inactive.extend(&pages[..9]);
     s.mem.frames.zones[0].pages_scanned = 53;
     assert!(zone_reclaimable(&s.mem, 0));
@@ -312,10 +312,10 @@ fn too_many_isolated_throttles_direct_reclaimers() {
 fn a_reclaim_pass_first_drains_its_own_cpus_pagevec() {
     use ipisim_core::mm::vmscan::shrink_node;
     let mut s = one_group();
-    let old: Vec<u32> = (0..2).map(|_| s.mem.frames.alloc()).collect();
+    let old: Vec<u32> = (0..2).map(|_| s.mem.frames.alloc_on(0)).collect();
     s.mem.lru[0].file.inactive.extend(&old);
-    let mine: Vec<u32> = (0..3).map(|_| s.mem.frames.alloc()).collect();
-    let other: Vec<u32> = (0..4).map(|_| s.mem.frames.alloc()).collect();
+    let mine: Vec<u32> = (0..3).map(|_| s.mem.frames.alloc_on(0)).collect();
+    let other: Vec<u32> = (0..4).map(|_| s.mem.frames.alloc_on(0)).collect();
     s.mem.pagevec[0].extend(&mine);
     s.mem.pagevec[1].extend(&other);
     let system = s.obs.stats.tasks[3].times.system;
@@ -381,7 +381,7 @@ fn blocks_above_order_zero_bypass_the_pcp_lists() {
     // Three pages above min: an order-1 block fits (one left over), an order-2 block does not.
     let min = s.mem.frames.zones[0].wmark[WMARK_MIN];
     while free(&s) > min + 3 {
-        s.mem.frames.alloc();
+        s.mem.frames.alloc_on(0);
     }
     pages.clear();
     assert!(alloc_block(&mut s, 2, 3, 2, &mut pages).is_err());
@@ -400,7 +400,7 @@ fn referenced_program_text_stays_active() {
     use ipisim_core::mm::NONE;
     let mut s = one_group();
     let text = |s: &mut Sim, index: u32, flags: u16| {
-        let pfn = s.mem.frames.alloc();
+        let pfn = s.mem.frames.alloc_on(0);
         s.mem.files[0].pages[index as usize] = pfn;
         let flags = flags | PG_LRU | PG_EXEC;
         s.mem.page[pfn as usize] = PageInfo {

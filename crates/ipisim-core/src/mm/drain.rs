@@ -183,7 +183,7 @@ mod tests {
     #[test]
     fn draining_keeps_the_lists_buffers() {
         let mut s = machine(2, "linux-3.4", Then::Sleep, &[]);
-        let pages: Vec<u32> = (0..3).map(|_| s.mem.frames.alloc()).collect();
+        let pages: Vec<u32> = (0..3).map(|_| s.mem.frames.alloc_on(0)).collect();
         s.mem.frames.pcp[1][0].reserve(64);
         s.mem.frames.pcp[0][0].extend(&pages);
         let free = |s: &crate::sim::Sim| s.mem.frames.zones[0].nr_free();

@@ -474,7 +474,7 @@ mod tests {
         };
         let mut s = Sim::new(&resolve(&req).unwrap()).unwrap();
         let (mm, vpn) = s.mem.files[0].mapper.unwrap();
-        let pfn = s.mem.frames.alloc();
+        let pfn = s.mem.frames.alloc_on(0);
         s.mem.files[0].pages[0] = pfn;
         s.mem.page[pfn as usize] = PageInfo {
             file: 0,

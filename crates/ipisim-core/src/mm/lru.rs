@@ -430,7 +430,7 @@ mod tests {
         let sets = [("kernel.zap_lru_add_drain", "true")];
         let mut s = machine(2, "linux-6.14", Then::Sleep, &sets);
         let t = spawn(&mut s, MM, 1, &[]);
-        let pfn = s.mem.frames.alloc();
+        let pfn = s.mem.frames.alloc_on(0);
         s.mem.new_anon_page(pfn);
         s.mem.pagevec[1].push(pfn);
         s.gather(t).pages.push(pfn);

@@ -349,8 +349,9 @@ impl Memory {
         self.mms.len() - 1
     }
 
-    /// A file of `pages` pages whose contents are all in the page cache (written at setup).
-    pub fn new_file(&mut self, pages: u64, cached: bool) -> u32 {
+    /// A file of `pages` pages; with `cached_on`, all of them in the page cache on that node (the
+    /// node of the CPU that wrote them).
+    pub fn new_file(&mut self, pages: u64, cached_on: Option<usize>) -> u32 {
         let mut f = File {
             pages: vec![NONE; pages as usize],
             mapper: None,
@@ -358,9 +359,9 @@ impl Memory {
             ptl_base: 0,
             pmd: Vec::new(),
         };
-        if cached {
+        if let Some(node) = cached_on {
             for p in f.pages.iter_mut() {
-                *p = self.frames.alloc();
+                *p = self.frames.alloc_on(node);
             }
         }
         self.files.push(f);
@@ -404,7 +405,7 @@ impl Memory {
             self.page
                 .resize(self.frames.total() as usize, filemap::PageInfo::default());
         }
-        let file = self.new_file(pages, false);
+        let file = self.new_file(pages, None);
         self.files[file as usize].anon = anon;
         let backing = Backing::File {
             file,

@@ -136,13 +136,8 @@ impl Frames {
         !self.zones[self.node_of(pfn)].is_taken(pfn)
     }
 
-    /// A page from the first node that has one, for setting up a workload's memory.
-    pub fn alloc(&mut self) -> u32 {
-        self.alloc_on(0)
-    }
-
-    /// A page for a fault on a CPU of `node`, for workloads that never reclaim: that node's,
-    /// else the next in zonelist order (the default mempolicy allocates on the local node).
+    /// A page for a CPU of `node`, for workloads that never reclaim: that node's, else the next
+    /// in zonelist order (the default mempolicy allocates on the local node).
     pub fn alloc_on(&mut self, node: usize) -> u32 {
         let nodes = self.zones.len();
         let pfn = zonelist(nodes, node)

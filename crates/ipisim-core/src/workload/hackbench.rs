@@ -512,7 +512,7 @@ impl Scenario for Hackbench {
         let (frames, ncpus) = (s.mem().frames.total() as usize, s.machine().ncpus());
         self.skb_head = Some(SlabCache::new(SKB_HEAD_BYTES, ncpus, frames));
         self.skb_data = Some(SlabCache::new(SKB_DATA_BYTES, ncpus, frames));
-        self.text_file = s.mem().new_file(self.text_pages as u64, false);
+        self.text_file = s.mem().new_file(self.text_pages as u64, None);
         for i in 0..self.ntasks {
             // Each hackbench process is a fork: its own mm. It runs once the parent forked it.
             let mm = super::mm_alloc(s);

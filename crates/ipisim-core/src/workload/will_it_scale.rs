@@ -179,11 +179,12 @@ impl Scenario for WillItScale {
         for i in 0..tasks {
             let mm = shared_mm.unwrap_or_else(|| super::mm_alloc(s));
             // The test creates its file once (mkstemp, unlink, ftruncate); its pages end up in the
-            // page cache during the first pass and stay there.
+            // page cache during the first pass, on the node of the task's CPU, and stay there.
+            let node = s.machine().node_of(i);
             let backing = match mapping {
                 Mapping::Anon => Backing::Anon,
                 Mapping::FilePrivate | Mapping::FileShared => Backing::File {
-                    file: s.mem().new_file(pages, true),
+                    file: s.mem().new_file(pages, Some(node)),
                     pgoff: 0,
                     shared: mapping == Mapping::FileShared,
                 },
