@@ -129,25 +129,23 @@ int main(int argc, char **argv)
 				die("madvise(MADV_PAGEOUT)");
 		}
 		printf("ns_per_loop %.1f\n", (now_ns() - t) / (double)loops);
-		printf("cpus %d %d\n", started_on, sched_getcpu()); /* where exec ran it, where it ended */
-		if (sbi)
-			sbi_print(ncpus);
-		stop(child);
-		return 0;
+	} else {
+		double in_calls = 0;
+		for (long k = 0; k < zap; k++) {
+			p[0] = 1;
+			double t = now_ns();
+			if (madvise(p, PAGE, MADV_DONTNEED))
+				die("madvise(MADV_DONTNEED)");
+			double e = now_ns();
+			in_calls += e - t;
+			while (now_ns() - e < (double)gap_us * 1000)
+				;
+		}
+		printf("ns_per_call %.1f\n", in_calls / (double)zap);
 	}
-	double in_calls = 0;
-	for (long k = 0; k < zap; k++) {
-		p[0] = 1;
-		double t = now_ns();
-		if (madvise(p, PAGE, MADV_DONTNEED))
-			die("madvise(MADV_DONTNEED)");
-		double e = now_ns();
-		in_calls += e - t;
-		while (now_ns() - e < (double)gap_us * 1000)
-			;
-	}
-	printf("ns_per_call %.1f\n", in_calls / (double)zap);
-	printf("cpus %d %d\n", started_on, sched_getcpu());
+	printf("cpus %d %d\n", started_on, sched_getcpu()); /* where exec ran it, where it ended */
+	if (loops && sbi)
+		sbi_print(ncpus);
 	stop(child);
 	return 0;
 }
