@@ -5,7 +5,7 @@
 use crate::arch::x86::X86;
 use crate::arch::Tlb;
 use crate::config::RunRequest;
-use crate::engine::{CpuMask, EventQueue, SpinLock, Time, NEVER};
+use crate::engine::{CpuMask, EventQueue, SharedLine, SpinLock, Time, NEVER};
 use crate::machine::Cost;
 use crate::observe::{Irq, Stats};
 use crate::resolve;
@@ -63,6 +63,7 @@ pub(crate) fn machine(cpus: usize, kernel: &str, then: Then, sets: &[(&str, &str
         .collect();
     s.arch.mm[MM].cpumask = CpuMask::new();
     s.arch.mm[MM].tlb_gen_line = SpinLock::in_memory();
+    s.arch.mm[MM].cpumask_line = SharedLine::default();
     s
 }
 
@@ -89,6 +90,13 @@ pub(crate) fn spawn(s: &mut Sim, mm: usize, cpu: CpuId, steps: &[Step]) -> TaskI
     let t = sched::spawn(s, mm, cpu);
     s.sched.tasks[t].steps = steps.iter().rev().copied().collect();
     t
+}
+
+/// A new process's mm (mm_alloc() and init_new_context()), its mm_cpumask line in memory.
+pub(crate) fn new_mm(s: &mut Sim) -> usize {
+    let j = crate::arch::jiffies(s);
+    s.arch.init_new_context(j);
+    s.mem.new_mm()
 }
 
 /// A new region of `pages` pages of MM (anonymous memory, or a file) and a task on `cpu` that

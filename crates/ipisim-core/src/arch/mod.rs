@@ -13,7 +13,7 @@ pub use powerpc::{AfterPmdClear, PmdClear};
 pub use tlb::{Tlb, TlbEntry};
 
 use crate::config::{params, Kind};
-use crate::engine::{CpuId, CpuMask, SpinLock, TaskId, Time};
+use crate::engine::{CpuId, CpuMask, SharedLine, SpinLock, TaskId, Time};
 use crate::machine::{Arch, Cost, Machine};
 use crate::observe::{Func, Observe};
 pub use crate::step::FlushRange;
@@ -49,6 +49,10 @@ params! {
 pub struct MmContext {
     /// mm_cpumask(mm): CPUs that may hold TLB entries for this mm.
     pub cpumask: CpuMask,
+    /// The cache line of mm_cpumask(mm) (x86): every flush_tlb_mm_range() reads it,
+    /// switch_mm_irqs_off() sets and clears bits in it, and from 209954cbc7d0 so does
+    /// flush_tlb_func() on a CPU that left the mm.
+    pub cpumask_line: SharedLine,
     pub ctx_id: u64,
     pub tlb_gen: u64,
     /// The cache line of mm->context.tlb_gen (x86): inc_mm_tlb_gen() writes it at every flush
@@ -97,6 +101,7 @@ impl ArchState {
     pub fn init_new_context(&mut self, jiffies: u64) {
         self.mm.push(MmContext {
             cpumask: CpuMask::new(),
+            cpumask_line: SharedLine::default(),
             ctx_id: self.next_ctx_id,
             tlb_gen: 0,
             tlb_gen_line: SpinLock::in_memory(),

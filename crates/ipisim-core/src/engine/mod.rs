@@ -1,11 +1,13 @@
 //! Simulated time, the event queue and the seeded RNG. Nothing here knows about kernels.
 
 mod cpumask;
+mod line;
 mod lock;
 mod queue;
 mod rng;
 
 pub use cpumask::{CpuMask, MAX_CPUS};
+pub use line::SharedLine;
 pub use lock::{HeldLock, SpinLock};
 pub use queue::EventQueue;
 pub use rng::Rng;

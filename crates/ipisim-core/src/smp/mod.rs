@@ -883,12 +883,16 @@ mod tests {
         for cpu in 1..=3 {
             spawn(&mut s, MM, cpu, &[]);
         }
-        let start = switch_in(&s);
+        // Each switch_mm sets its bit in MM's mm_cpumask in turn: CPU 2 takes the line from
+        // CPU 1, CPU 3 from CPU 2, CPU 0's switch-in below from CPU 3.
+        let l = |a, b| s.m.line_transfer(a, b);
+        let (l12, l23, l30) = (l(1, 2), l(2, 3), l(3, 0));
+        let start = switch_in(&s) + l12 + l23;
         run_until(&mut s, start + 1);
         assert_eq!(s.sched.cpus[3].mode, Mode::Spin(SpinOn::UserForever));
         let w = 7 * US;
         spawn(&mut s, MM, 0, &[Step::MembarrierIpiMb, work(w, false)]);
-        let t1 = start + 1 + switch_in(&s);
+        let t1 = start + 1 + switch_in(&s) + l30;
         // Three csds queued, their llist_add()s taking the heads' lines at once (the loop ends
         // when the third is here), three ICR writes; the third target enters its handler a wire
         // and half an irq_entry_exit later, takes its head back (llist_del_all), reads the csd's
@@ -959,7 +963,8 @@ mod tests {
         run_until(&mut s, start + 1);
         spawn(&mut s, MM, 0, &[Step::TlbRemoveTableSyncOne]);
         // Just after the sender's step began: queued, nothing arrived yet (the wire is longer).
-        let t1 = start + 1 + switch_in(&s);
+        // Its switch_mm took MM's mm_cpumask line from CPU 3, the last of the three to set a bit.
+        let t1 = start + 1 + switch_in(&s) + s.m.line_transfer(3, 0);
         run_until(&mut s, t1 + 1);
         assert_eq!(s.smp.global.queue, vec![0]);
         assert_eq!(
@@ -1016,7 +1021,9 @@ mod tests {
             0,
             &[Step::TlbRemoveTableSyncOne, work(w, false)],
         );
-        let t1 = start + 1 + switch_in(&s);
+        // CPU 0's switch_mm takes MM's mm_cpumask line from CPU 3, the last of the three to set
+        // a bit (their switches set theirs in turn, each done well before start + 1).
+        let t1 = start + 1 + switch_in(&s) + s.m.line_transfer(3, 0);
         let (op, l) = (c(&s, CsdQueue), c(&s, LineNode));
         // The fill and list_add_rcu, the wire, half an entry: the three passes start together
         // and each reads call_function.queue (the lock's line, at the sender): one transfer.
@@ -1077,7 +1084,8 @@ mod tests {
                 0,
                 &[Step::TlbRemoveTableSyncOne, work(US, false)],
             );
-            let t1 = 10 * US + switch_in(&s);
+            // CPU 0's switch_mm takes MM's mm_cpumask line from CPU 1 to set its bit.
+            let t1 = 10 * US + switch_in(&s) + s.m.line_transfer(1, 0);
             if elide == "true" {
                 // llist_add() takes CPU 1's head line, the kick's line, llist_del_all() takes the
                 // head back, the csd's line to the handler, the unlock's line back.

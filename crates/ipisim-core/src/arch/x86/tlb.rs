@@ -78,7 +78,8 @@ pub fn switch_mm_irqs_off(
     let (a, m) = (&mut *p.arch, p.m);
     // atomic64_read(&next->context.tlb_gen) on x86 (riscv's tlb_gen is a stand-in, no line).
     let real_line = a.cfg.pcid && m.arch == Arch::X86;
-    let mut read = 0;
+    // The time this switch waits for the lines it touches.
+    let mut lines = 0;
     let prev = a.x86.cpu[cpu].loaded_mm;
     let was_lazy = a.x86.cpu[cpu].is_lazy;
     a.x86.cpu[cpu].is_lazy = false;
@@ -95,27 +96,41 @@ pub fn switch_mm_irqs_off(
         }
         next_tlb_gen = tlb_gen(a, next);
         if let Some(n) = next.filter(|_| real_line) {
-            read = read_mm_tlb_gen(a, m, cpu, now, n);
+            lines = read_mm_tlb_gen(a, m, cpu, now, n);
         }
         let l = a.x86.cpu[cpu].loaded_asid;
         if a.x86.cpu[cpu].ctxs[l as usize].tlb_gen == next_tlb_gen {
-            return read;
+            return lines;
         }
         asid = l;
         need_flush = true;
     } else {
+        let x86 = m.arch == Arch::X86;
         if let (Some(p), true) = (prev, clear_old) {
             a.mm[p].cpumask.clear(cpu);
+            if x86 {
+                lines += cpumask_write(a, m, cpu, now, p);
+            }
         }
         // Start receiving flush IPIs (and RARs), then read tlb_gen.
         let mut new_cpu = false;
         if let Some(n) = next {
             new_cpu = !a.mm[n].cpumask.test(cpu);
+            if x86 {
+                // 209954cbc7d0 tests the bit and sets it only if clear; before, every switch set it.
+                let test_first = a.cfg.mm_cpumask != MmCpumask::ClearOnSwitch;
+                if test_first {
+                    lines += cpumask_read(a, m, cpu, now + lines, n);
+                }
+                if new_cpu || !test_first {
+                    lines += cpumask_write(a, m, cpu, now + lines, n);
+                }
+            }
             a.mm[n].cpumask.set(cpu);
         }
         next_tlb_gen = tlb_gen(a, next);
         if let Some(n) = next.filter(|_| real_line) {
-            read = read_mm_tlb_gen(a, m, cpu, now, n);
+            lines += read_mm_tlb_gen(a, m, cpu, now + lines, n);
         }
         (asid, need_flush) = choose_new_asid(a, cpu, next, next_tlb_gen, new_cpu);
     }
@@ -137,7 +152,7 @@ pub fn switch_mm_irqs_off(
     let pages = if need_flush { -1 } else { 0 };
     p.obs.tlb_flush(trace_at, TLB_FLUSH_ON_TASK_SWITCH, pages);
     // Every CR3 write costs about the same; a flushing one also empties the ASID.
-    read + m.cost[Cost::Cr3Flush]
+    lines + m.cost[Cost::Cr3Flush]
 }
 
 /// enter_lazy_tlb(): the idle task keeps the old mm loaded, marked lazy.
@@ -183,15 +198,20 @@ pub fn flush_tlb_mm_range(s: &mut impl Host, cpu: CpuId, task: TaskId, r: FlushR
     let p = s.arch_parts();
     let (a, m) = (p.arch, p.m);
     // inc_mm_tlb_gen(): also a full barrier against switch_mm.
-    let (new_tlb_gen, inc) = match a.cfg.pcid {
-        true => inc_mm_tlb_gen(a, m, cpu, now, r.mm as usize),
+    let mm = r.mm as usize;
+    let (new_tlb_gen, mut inc) = match a.cfg.pcid {
+        true => inc_mm_tlb_gen(a, m, cpu, now, mm),
         false => (0, 0),
     };
+    if m.arch == Arch::X86 && a.mm[mm].global_asid == 0 {
+        // cpumask_any_but(mm_cpumask(mm), cpu): which CPUs to IPI (a global ASID's need none).
+        inc += cpumask_read(a, m, cpu, now + inc, mm);
+    }
     let out = flush_tlb_mm_range_with(s, cpu, task, r, new_tlb_gen);
     if inc == 0 {
         return out;
     }
-    // The increment comes first; its time goes before the rest of the flush's.
+    // The increment and the cpumask's load come first; their time goes before the rest.
     let (ps, irqs_off) = match out {
         Outcome::Busy { ps, irqs_off } => (ps, irqs_off),
         Outcome::Next => (0, false),
@@ -333,6 +353,20 @@ fn read_mm_tlb_gen(a: &mut ArchState, m: &Machine, cpu: CpuId, at: Time, mm: usi
     m.line_read(&mut a.mm[mm].tlb_gen_line, cpu, at)
 }
 
+/// A load of `mm`'s mm_cpumask on `cpu` at `at`: the time until the line is here.
+fn cpumask_read(a: &mut ArchState, m: &Machine, cpu: CpuId, at: Time, mm: usize) -> Time {
+    a.mm[mm]
+        .cpumask_line
+        .read(at, cpu, |x, y| m.line_transfer(x, y))
+}
+
+/// A set or clear of a bit in `mm`'s mm_cpumask on `cpu` at `at` (a locked RMW).
+fn cpumask_write(a: &mut ArchState, m: &Machine, cpu: CpuId, at: Time, mm: usize) -> Time {
+    a.mm[mm]
+        .cpumask_line
+        .write(at, cpu, |x, y| m.line_transfer(x, y))
+}
+
 /// flush_tlb_func(): run `sender`'s flush_tlb_info on `cpu` at `at`. Returns the time taken.
 pub fn flush_tlb_func(
     s: &mut impl Host,
@@ -372,6 +406,10 @@ pub fn flush_tlb_func(
         };
         if clears {
             a.mm[target].cpumask.clear(cpu);
+            // cpumask_clear_cpu(): a locked RMW, each time, on the line every sender reads.
+            let t = cpumask_write(a, m, cpu, at + cost, target);
+            obs.stats.charge(task, Func::FlushTlbFunc, t);
+            cost += t;
             obs.tlb_flush(trace_at, TLB_REMOTE_WRONG_CPU, 0);
         }
         return cost;
@@ -726,6 +764,38 @@ mod tests {
         );
     }
 
+    /// mm_cpumask's line under CPU 1's switches MM -> mm2 -> MM, after CPU 0 read MM's mask (as
+    /// a flush does): to 6.12 every switch between mms clears the old mm's bit and sets the new
+    /// one's, so leaving MM takes the line back from CPU 0's copy; from 209954cbc7d0 a switch
+    /// only tests the new mm's bit (set again only if clear) and leaves the old mm's alone.
+    #[test]
+    fn switch_mm_writes_the_mm_cpumask_lines_as_each_variant_says() {
+        // (variant, writes of MM's line, extra time of the switch to mm2)
+        for (variant, writes, lines) in [("clear_on_switch", 3, 1), ("lazy_trim", 1, 0)] {
+            let mut s = machine(
+                2,
+                "linux-6.18",
+                Then::Sleep,
+                &[("kernel.mm_cpumask", variant)],
+            );
+            let mm2 = crate::testing::new_mm(&mut s);
+            let cr3 = s.m.cost[Cost::Cr3Flush];
+            let switch_at = |s: &mut Sim, t: Time, next: usize| {
+                s.q.advance_to(t);
+                crate::arch::switch_mm_irqs_off(s, 1, Some(next))
+            };
+            // Both lines start in memory: nothing moves between caches.
+            assert_eq!(switch_at(&mut s, 0, MM), cr3, "{variant}");
+            let read = super::cpumask_read(&mut s.arch, &s.m, 0, MS, MM);
+            assert_eq!(read, s.m.line_transfer(1, 0), "CPU 0's load");
+            let out = switch_at(&mut s, 2 * MS, mm2);
+            assert_eq!(out, cr3 + lines * s.m.line_transfer(0, 1), "{variant}");
+            switch_at(&mut s, 4 * MS, MM);
+            assert_eq!(s.arch.mm[MM].cpumask_line.writes, writes, "{variant}");
+            assert!(s.arch.mm[MM].cpumask.test(1), "{variant}");
+        }
+    }
+
     /// Each mm_cpumask variant on a CPU that left MM for another process: how many of MM's four
     /// flushes IPI it, and whether its bit is still set after each. clear_on_switch (to 6.12)
     /// clears it at the switch: no IPI. 209954cbc7d0 alone leaves it set and IPIs it at the
@@ -757,6 +827,10 @@ mod tests {
             }
             // Every IPI CPU 1 took found it on mm2: one cpumask clear (and trace) each.
             assert_eq!(wrong_cpu_traces(&s), ipis[3], "{variant}");
+            // MM's mm_cpumask line: CPUs 0 and 1 set their bits, and CPU 1's clears it at the
+            // switch to mm2 (to 6.12) or at each wrong-CPU flush.
+            let clears = (variant == "clear_on_switch") as u64 + ipis[3];
+            assert_eq!(s.arch.mm[MM].cpumask_line.writes, 2 + clears, "{variant}");
             // CPU 2 never ran MM: never in its mask, never an IPI.
             assert_eq!(tlb_irqs(&s, 2), 0);
             // should_trim_cpumask() moved the deadline once, to the trimming jiffy + HZ.
