@@ -233,11 +233,19 @@ pub fn tlbbatch_should_defer(a: &ArchState, m: &Machine, cpu: CpuId, mm: usize) 
 pub fn tlbbatch_add_pending(p: Parts, cpu: CpuId, now: Time, mm: usize, vpn: u64) -> Time {
     match p.m.arch {
         // With PCID (4.14) x86 bumps the mm's tlb_gen (inc_mm_tlb_gen(), a write of its line),
-        // so a CPU that switches back to the mm flushes the ASID it left behind.
-        Arch::X86 if p.arch.cfg.pcid => x86::inc_mm_tlb_gen(p.arch, p.m, cpu, now, mm).1,
+        // so a CPU that switches back to the mm flushes the ASID it left behind; then the
+        // caller's cpumask_or() loads mm_cpumask's line (set_tlb_ubc_flush_pending() in 4.3).
+        Arch::X86 => {
+            let (a, m) = (&mut *p.arch, p.m);
+            let inc = match a.cfg.pcid {
+                true => x86::inc_mm_tlb_gen(a, m, cpu, now, mm).1,
+                false => 0,
+            };
+            inc + x86::cpumask_read(a, m, cpu, now + inc, mm)
+        }
         // riscv (6.8): cpumask_or() only, which the caller does; tlb_gen as x86's (a stand-in
         // with no line: see riscv/).
-        Arch::X86 | Arch::PowerpcRadix | Arch::Riscv => {
+        Arch::PowerpcRadix | Arch::Riscv => {
             if p.arch.cfg.pcid {
                 p.arch.mm[mm].tlb_gen += 1;
             }

@@ -10,8 +10,9 @@ pub use broadcast::{
     BroadcastStats, GlobalAsids, Invlpgb,
 };
 pub use tlb::{
-    arch_tlbbatch_flush, enter_lazy_tlb, flush_tlb_batch_pages, flush_tlb_func, flush_tlb_mm_range,
-    flush_tlb_multi, flush_tlb_pfns, inc_mm_tlb_gen, jiffies, should_flush_tlb, switch_mm_irqs_off,
+    arch_tlbbatch_flush, cpumask_read, enter_lazy_tlb, flush_tlb_batch_pages, flush_tlb_func,
+    flush_tlb_mm_range, flush_tlb_multi, flush_tlb_pfns, inc_mm_tlb_gen, jiffies, should_flush_tlb,
+    switch_mm_irqs_off,
 };
 
 use crate::arch::tlb::NR_ASID_SLOTS;

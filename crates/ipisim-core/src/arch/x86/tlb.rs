@@ -354,7 +354,7 @@ fn read_mm_tlb_gen(a: &mut ArchState, m: &Machine, cpu: CpuId, at: Time, mm: usi
 }
 
 /// A load of `mm`'s mm_cpumask on `cpu` at `at`: the time until the line is here.
-fn cpumask_read(a: &mut ArchState, m: &Machine, cpu: CpuId, at: Time, mm: usize) -> Time {
+pub fn cpumask_read(a: &mut ArchState, m: &Machine, cpu: CpuId, at: Time, mm: usize) -> Time {
     a.mm[mm]
         .cpumask_line
         .read(at, cpu, |x, y| m.line_transfer(x, y))
@@ -794,6 +794,27 @@ mod tests {
             assert_eq!(s.arch.mm[MM].cpumask_line.writes, writes, "{variant}");
             assert!(s.arch.mm[MM].cpumask.test(1), "{variant}");
         }
+    }
+
+    /// Reclaim's batch (set_tlb_ubc_flush_pending() -> arch_tlbbatch_add_pending(), then
+    /// cpumask_or()) loads the mm's mm_cpumask: a reclaimer on CPU 0 takes the line from CPU 1,
+    /// whose switch_mm set its bit, for its first page; its second page finds its own copy. (No
+    /// PCID: no tlb_gen line either.)
+    #[test]
+    fn the_reclaim_batch_loads_the_mm_cpumask_line() {
+        let mut s = machine(2, "linux-6.18", Then::Sleep, &[("kernel.pcid", "false")]);
+        crate::arch::switch_mm_irqs_off(&mut s, 1, Some(MM));
+        let add = |s: &mut Sim, at: Time| {
+            let p = crate::arch::Parts {
+                m: &s.m,
+                arch: &mut s.arch,
+                obs: &mut s.obs,
+            };
+            crate::arch::tlbbatch_add_pending(p, 0, at, MM, 10)
+        };
+        assert_eq!(add(&mut s, MS), s.m.line_transfer(1, 0));
+        assert_eq!(add(&mut s, 2 * MS), 0);
+        assert_eq!(s.arch.mm[MM].cpumask_line.writes, 1, "CPU 1's switch only");
     }
 
     /// Each mm_cpumask variant on a CPU that left MM for another process: how many of MM's four
