@@ -49,8 +49,8 @@ params! {
 pub struct MmContext {
     /// mm_cpumask(mm): CPUs that may hold TLB entries for this mm.
     pub cpumask: CpuMask,
-    /// The cache line of mm_cpumask(mm) (x86): every flush_tlb_mm_range() reads it,
-    /// switch_mm_irqs_off() sets and clears bits in it, and from 209954cbc7d0 so does
+    /// The cache line of mm_cpumask(mm) (x86): flush_tlb_mm_range() and reclaim's batch read
+    /// it, switch_mm_irqs_off() sets and clears bits in it, and from 209954cbc7d0 so does
     /// flush_tlb_func() on a CPU that left the mm.
     pub cpumask_line: SharedLine,
     pub ctx_id: u64,

@@ -15,8 +15,6 @@ pub struct SharedLine {
     /// When the last access is served: the next write waits for it.
     free_at: Time,
     pub writes: u64,
-    /// Writes that had to take the line from another cache.
-    pub writes_moved: u64,
 }
 
 const IN_MEMORY: usize = usize::MAX;
@@ -30,7 +28,6 @@ impl Default for SharedLine {
             written_at: 0,
             free_at: 0,
             writes: 0,
-            writes_moved: 0,
         }
     }
 }
@@ -68,7 +65,6 @@ impl SharedLine {
             .max()
             .unwrap_or(0);
         self.writes += 1;
-        self.writes_moved += (moved > 0) as u64;
         let start = now.max(self.free_at) + moved;
         self.sharers.clear_all();
         self.sharers.set(cpu);
@@ -99,7 +95,7 @@ mod tests {
         // Alone with the line, a writer writes it in place.
         assert_eq!(l.write(50, 1, line), 1);
         assert_eq!(l.write(60, 1, line), 0);
-        assert_eq!((l.writes, l.writes_moved), (4, 2));
+        assert_eq!(l.writes, 4);
     }
 
     #[test]
