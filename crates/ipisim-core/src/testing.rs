@@ -11,6 +11,8 @@ use crate::observe::{Irq, Stats};
 use crate::resolve;
 use crate::sched::{self, Cpu, Mode, Step, TaskState};
 use crate::sim::{CpuId, Sim, TaskId};
+/// A new process's mm (mm_alloc() and init_new_context()), its mm_cpumask line in memory.
+pub(crate) use crate::workload::mm_alloc;
 
 /// The process every test task belongs to (the scenario's, made at start).
 pub(crate) const MM: usize = 0;
@@ -90,13 +92,6 @@ pub(crate) fn spawn(s: &mut Sim, mm: usize, cpu: CpuId, steps: &[Step]) -> TaskI
     let t = sched::spawn(s, mm, cpu);
     s.sched.tasks[t].steps = steps.iter().rev().copied().collect();
     t
-}
-
-/// A new process's mm (mm_alloc() and init_new_context()), its mm_cpumask line in memory.
-pub(crate) fn new_mm(s: &mut Sim) -> usize {
-    let j = crate::arch::jiffies(s);
-    s.arch.init_new_context(j);
-    s.mem.new_mm()
 }
 
 /// A new region of `pages` pages of MM (anonymous memory, or a file) and a task on `cpu` that

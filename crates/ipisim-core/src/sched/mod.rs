@@ -1077,7 +1077,7 @@ mod tests {
     use crate::machine::Cost::{self, *};
     use crate::sim::Sim;
     use crate::testing::{
-        busy_until, cal, ipi_at, machine, new_mm, run_until, spawn, switch_in, work, Then, MM,
+        busy_until, cal, ipi_at, machine, mm_alloc, run_until, spawn, switch_in, work, Then, MM,
     };
 
     const US: u64 = 1_000_000;
@@ -1110,7 +1110,7 @@ mod tests {
         assert_eq!(busy_until(&s, 1), start + 100 * US, "its sibling is idle");
         // CPU 2 (beside idle CPU 0) and CPU 3 (beside busy CPU 1) switch in alike: to mms of
         // their own, whose mm_cpumask lines neither waits for.
-        let (mm2, mm3) = (new_mm(&mut s), new_mm(&mut s));
+        let (mm2, mm3) = (mm_alloc(&mut s), mm_alloc(&mut s));
         spawn(&mut s, mm2, 2, &[work(100 * US, false)]);
         spawn(&mut s, mm3, 3, &[work(100 * US, false)]);
         let sw = busy_until(&s, 2) - start;

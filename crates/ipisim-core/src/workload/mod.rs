@@ -211,7 +211,7 @@ impl OpWindow {
 }
 
 /// A new process's mm: mm_alloc() + init_new_context() now.
-fn mm_alloc(s: &mut impl Host) -> usize {
+pub(crate) fn mm_alloc(s: &mut impl Host) -> usize {
     let j = crate::arch::jiffies(s);
     s.arch_parts().arch.init_new_context(j);
     s.mem().new_mm()

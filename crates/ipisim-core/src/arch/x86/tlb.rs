@@ -76,8 +76,9 @@ pub fn switch_mm_irqs_off(
     let now = s.now();
     let p = s.arch_parts();
     let (a, m) = (&mut *p.arch, p.m);
+    let x86 = m.arch == Arch::X86;
     // atomic64_read(&next->context.tlb_gen) on x86 (riscv's tlb_gen is a stand-in, no line).
-    let real_line = a.cfg.pcid && m.arch == Arch::X86;
+    let real_line = a.cfg.pcid && x86;
     // The time this switch waits for the lines it touches.
     let mut lines = 0;
     let prev = a.x86.cpu[cpu].loaded_mm;
@@ -105,7 +106,6 @@ pub fn switch_mm_irqs_off(
         asid = l;
         need_flush = true;
     } else {
-        let x86 = m.arch == Arch::X86;
         if let (Some(p), true) = (prev, clear_old) {
             a.mm[p].cpumask.clear(cpu);
             if x86 {
@@ -673,9 +673,7 @@ mod tests {
             Then::Sleep,
             &[("kernel.mm_cpumask", variant)],
         );
-        let j = super::jiffies(0, s.arch.cfg.hz);
-        s.arch.init_new_context(j);
-        let mm2 = s.mem.new_mm();
+        let mm2 = crate::testing::mm_alloc(&mut s);
         s.arch.mm[MM].next_trim_cpumask = next_trim;
         spawn(&mut s, MM, 1, &[work(MS, false)]);
         let b = sched::spawn_at(&mut s, mm2, 1, 2 * MS);
@@ -778,7 +776,7 @@ mod tests {
                 Then::Sleep,
                 &[("kernel.mm_cpumask", variant)],
             );
-            let mm2 = crate::testing::new_mm(&mut s);
+            let mm2 = crate::testing::mm_alloc(&mut s);
             let cr3 = s.m.cost[Cost::Cr3Flush];
             let switch_at = |s: &mut Sim, t: Time, next: usize| {
                 s.q.advance_to(t);
