@@ -39,7 +39,8 @@ pub struct Sim {
 
 impl Sim {
     pub fn new(r: &Resolved) -> Result<Sim, ConfigError> {
-        let mut m = Machine::from_resolved(r)?;
+        let k = KernelConfig::from_resolved(r)?;
+        let mut m = Machine::from_resolved(r, k.spinlock)?;
         let mut mem_floor = None;
         if let Some(f) = crate::workload::scale(r)? {
             // Scenarios with a `scale` simulate that fraction of the machine's memory.
@@ -54,7 +55,6 @@ impl Sim {
             }
             m.mem_per_node = scaled.max(64 << 20);
         }
-        let k = KernelConfig::from_resolved(r)?;
         let n = m.ncpus();
         let work = Workload::from_resolved(r, &m)?;
         check_host_memory(r, &m, work.host_bytes(&m))?;

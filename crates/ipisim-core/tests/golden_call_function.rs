@@ -27,7 +27,9 @@ fn machine(name: &str) -> Machine {
         sets: vec![],
         seed: 1,
     };
-    Machine::from_resolved(&ipisim_core::resolve(&req).unwrap()).unwrap()
+    let r = ipisim_core::resolve(&req).unwrap();
+    let k = ipisim_core::kernel::KernelConfig::from_resolved(&r).unwrap();
+    Machine::from_resolved(&r, k.spinlock).unwrap()
 }
 
 /// One sender, `threads` busy CPUs in the mm: both designs send one IPI per target per call

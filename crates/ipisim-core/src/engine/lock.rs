@@ -54,16 +54,19 @@ impl SpinLock {
     }
 
     /// Take the lock at `now` on `cpu` and hold it for `hold`; `line(from, to)` is the cost of
-    /// moving its cache line between CPUs. Returns the time from `now` until it is acquired.
+    /// moving its cache line between CPUs, and a lock that is busy when asked for moves it
+    /// `handoff` times on its way from the holder (a spinning waiter's load, then its write).
+    /// Returns the time from `now` until it is acquired.
     pub fn acquire(
         &mut self,
         now: Time,
         cpu: usize,
         hold: Time,
+        handoff: Time,
         line: impl Fn(usize, usize) -> Time,
     ) -> Time {
         self.acquisitions += 1;
-        self.serve(now, cpu, hold, true, line)
+        self.serve(now, cpu, hold, handoff, line)
     }
 
     /// A load from the line at `now` on `cpu` (3.8's cfd_data, kept as a lock with no hold, or a
@@ -75,21 +78,27 @@ impl SpinLock {
         if cpu == self.last_cpu || cpu == self.copy {
             return 0;
         }
-        self.serve(now, cpu, 0, false, line)
+        self.serve(now, cpu, 0, 0, line)
     }
 
-    /// Serve a write (or a lock taken) held for `hold`, or a load (`write` false).
+    /// Serve a write (or a lock taken) held for `hold` whose wait for a holder ends in `handoff`
+    /// transfers, or a load (`handoff` 0).
     fn serve(
         &mut self,
         now: Time,
         cpu: usize,
         hold: Time,
-        write: bool,
+        handoff: Time,
         line: impl Fn(usize, usize) -> Time,
     ) -> Time {
+        let write = handoff > 0;
+        // A waiter's line comes over `handoff` times; an access that finds it free, once.
+        let moves = |ready: Time| if write && ready > now { handoff } else { 1 };
         // In the gap before the latest holder, if this request has the earlier ticket and fits.
         let gap = (now < self.asked_at)
-            .then(|| now.max(self.gap_from) + transfer(self.gap_cpu, cpu, &line))
+            .then(|| {
+                now.max(self.gap_from) + moves(self.gap_from) * transfer(self.gap_cpu, cpu, &line)
+            })
             .filter(|&start| start + hold <= self.taken_at);
         let start = if let Some(start) = gap {
             if self.gap_from > now {
@@ -110,7 +119,7 @@ impl SpinLock {
                 true => self.copy,
                 false => self.last_cpu,
             };
-            let start = now.max(ready) + transfer(from, cpu, &line);
+            let start = now.max(ready) + moves(ready) * transfer(from, cpu, &line);
             (self.gap_from, self.gap_cpu) = (self.free_at, self.last_cpu);
             (self.asked_at, self.taken_at) = (now, start);
             self.free_at = self.free_at.max(start + hold);
@@ -144,7 +153,7 @@ const NOBODY: u16 = u16::MAX;
 
 /// A spinlock held across steps, for as long as its holder needs it (the PTE lock around
 /// ptep_clear_flush, whose IPIs the holder waits for). Waiting CPUs queue in FIFO order, linked
-/// through a per-CPU `next` array the caller keeps; each hand-off pays the line transfer.
+/// through a per-CPU `next` array the caller keeps; each hand-off pays what the caller says.
 #[derive(Debug, Clone, Copy)]
 pub struct HeldLock {
     holder: u16,
@@ -190,11 +199,12 @@ impl HeldLock {
         None
     }
 
-    /// Release; if a CPU waits, the lock is now its: returns it and its line transfer.
+    /// Release; if a CPU waits, the lock is now its: returns it and `handoff(from, to)`, the time
+    /// from the release until it holds the lock.
     pub fn unlock(
         &mut self,
         next: &[u16],
-        line: impl Fn(usize, usize) -> Time,
+        handoff: impl Fn(usize, usize) -> Time,
     ) -> Option<(usize, Time)> {
         self.holder = NOBODY;
         if self.head == NOBODY {
@@ -205,7 +215,7 @@ impl HeldLock {
         if self.head == NOBODY {
             self.tail = NOBODY;
         }
-        Some((cpu, self.take(cpu, line)))
+        Some((cpu, self.take(cpu, handoff)))
     }
 
     fn take(&mut self, cpu: usize, line: impl Fn(usize, usize) -> Time) -> Time {
@@ -224,10 +234,22 @@ mod tests {
     fn second_taker_waits_for_the_first() {
         let line = |a: usize, b: usize| if a / 2 == b / 2 { 1 } else { 7 };
         let mut l = SpinLock::default();
-        assert_eq!(l.acquire(100, 0, 50, line), 0);
-        assert_eq!(l.acquire(120, 1, 50, line), 31);
-        assert_eq!(l.acquire(500, 2, 10, line), 7);
+        assert_eq!(l.acquire(100, 0, 50, 1, line), 0);
+        assert_eq!(l.acquire(120, 1, 50, 1, line), 31);
+        assert_eq!(l.acquire(500, 2, 10, 1, line), 7);
         assert_eq!((l.acquisitions, l.contended, l.wait), (3, 1, 38));
+    }
+
+    #[test]
+    fn a_queued_waiter_loads_the_released_line_then_takes_it_back() {
+        let line = |a: usize, b: usize| if a == b { 0 } else { 5 };
+        let mut l = SpinLock::default();
+        assert_eq!(l.acquire(0, 0, 10, 2, line), 0);
+        // Busy when asked: the line comes over twice after the release (10 + 2 x 5).
+        assert_eq!(l.acquire(3, 1, 10, 2, line), 17);
+        // Free when asked: one transfer, as any write.
+        assert_eq!(l.acquire(100, 2, 0, 2, line), 5);
+        assert_eq!((l.acquisitions, l.contended), (3, 1));
     }
 
     #[test]
@@ -235,12 +257,12 @@ mod tests {
         let line = |a: usize, b: usize| if a == b { 0 } else { 5 };
         let mut l = SpinLock::default();
         // CPU 0 holds it over 0..10; CPU 1's loop takes it at 100 (its line comes from CPU 0).
-        assert_eq!(l.acquire(0, 0, 10, line), 0);
-        assert_eq!(l.acquire(100, 1, 10, line), 5);
+        assert_eq!(l.acquire(0, 0, 10, 1, line), 0);
+        assert_eq!(l.acquire(100, 1, 10, 1, line), 5);
         // CPU 2 asks at 50, reached later: served from 55 to 65, before CPU 1 at 105.
-        assert_eq!(l.acquire(50, 2, 10, line), 5);
+        assert_eq!(l.acquire(50, 2, 10, 1, line), 5);
         // CPU 3 asks at 92: 97 + 10 overlaps CPU 1's hold, so it waits behind it (115 + 5).
-        assert_eq!(l.acquire(92, 3, 10, line), 28);
+        assert_eq!(l.acquire(92, 3, 10, 1, line), 28);
         assert_eq!((l.acquisitions, l.contended, l.wait), (4, 1, 38));
     }
 
@@ -248,12 +270,12 @@ mod tests {
     fn a_later_request_keeps_its_ticket_order_even_where_it_would_fit() {
         let line = |a: usize, b: usize| if a == b { 0 } else { 5 };
         let mut l = SpinLock::default();
-        assert_eq!(l.acquire(0, 0, 10, line), 0);
+        assert_eq!(l.acquire(0, 0, 10, 1, line), 0);
         // CPU 1 asks at 5 and takes it at 15, after the holder and its line's transfer.
-        assert_eq!(l.acquire(5, 1, 10, line), 10);
+        assert_eq!(l.acquire(5, 1, 10, 1, line), 10);
         // CPU 0 asks again at 8, after CPU 1 did: behind it (25, then the line back), although
         // it holds the line and a zero-length hold would fit before 15.
-        assert_eq!(l.acquire(8, 0, 0, line), 22);
+        assert_eq!(l.acquire(8, 0, 0, 1, line), 22);
     }
 
     #[test]
@@ -261,18 +283,18 @@ mod tests {
         let line = |a: usize, b: usize| if a == b { 0 } else { 5 };
         let mut l = SpinLock::default();
         // CPU 0 writes over 0..10; CPU 1's load at 3 waits for it, then the line comes over.
-        assert_eq!(l.acquire(0, 0, 10, line), 0);
+        assert_eq!(l.acquire(0, 0, 10, 1, line), 0);
         assert_eq!(l.read(3, 1, line), 12);
         // CPU 1 has a copy now; its write must still take the line from CPU 0's cache.
         assert_eq!(l.read(20, 1, line), 0);
-        assert_eq!(l.acquire(20, 1, 0, line), 5);
+        assert_eq!(l.acquire(20, 1, 0, 1, line), 5);
         // CPU 0 loads it again, and CPU 2's write takes it from there.
         assert_eq!(l.read(30, 0, line), 5);
-        assert_eq!(l.acquire(40, 2, 0, line), 5);
+        assert_eq!(l.acquire(40, 2, 0, 1, line), 5);
         // Two loads side by side come over together; the next write waits for both.
         assert_eq!(l.read(50, 3, line), 5);
         assert_eq!(l.read(50, 1, line), 5);
-        assert_eq!(l.acquire(50, 0, 0, line), 10);
+        assert_eq!(l.acquire(50, 0, 0, 1, line), 10);
         assert_eq!(l.acquisitions, 4, "loads are not acquisitions");
     }
 

@@ -31,6 +31,33 @@ named_enum! {
 }
 
 named_enum! {
+    /// The kernel's spinlock (kernel.spinlock): the line transfers a waiter pays to take a lock
+    /// its holder releases.
+    Spinlock {
+        /// A ticket lock (x86 from 2.6.25 to 4.1, riscv's generic one to 6.12): the waiter's next
+        /// load of the line sees its ticket served; it writes nothing.
+        Ticket = "ticket",
+        /// A queued spinlock (x86 from 4.2, arm64 from 4.19): the queue head's load sees the lock
+        /// free, then its atomic takes the line back from the releaser's cache
+        /// (queued_spin_lock_slowpath(): atomic_cond_read_acquire(), then set_locked()).
+        Queued = "queued",
+        /// A test-and-set lock (powerpc's arch_spin_lock() to 5.8): the waiter's load sees it
+        /// free, then its lwarx/stwcx. takes the line back, as a queued head's does.
+        TestAndSet = "test_and_set",
+    }
+}
+
+impl Spinlock {
+    /// Line transfers from a release to the next holder's acquisition.
+    pub fn handoff_transfers(self) -> Time {
+        match self {
+            Spinlock::Ticket => 1,
+            Spinlock::Queued | Spinlock::TestAndSet => 2,
+        }
+    }
+}
+
+named_enum! {
     Idle {
         Hlt = "hlt",
         Poll = "poll",
@@ -108,6 +135,8 @@ pub struct Machine {
     /// riscv: every sfence.vma is a full flush (machine.sfence_vma_flushes_all; QEMU's TCG).
     pub sfence_vma_flushes_all: bool,
     pub cost: Costs,
+    /// The kernel's spinlock, whose hand-offs `lock()` prices (kernel.spinlock, wired by the root).
+    pub spinlock: Spinlock,
     /// A step's length, in millionths, when another thread of its core is busy (machine.smt_yield;
     /// None when the core's threads do not slow each other).
     pub smt_stretch_ppm: Option<u64>,
@@ -128,7 +157,7 @@ struct Place {
 }
 
 impl Machine {
-    pub fn from_resolved(r: &Resolved) -> Result<Machine, ConfigError> {
+    pub fn from_resolved(r: &Resolved, spinlock: Spinlock) -> Result<Machine, ConfigError> {
         let p = MachineParams::from_resolved(r)?;
         let (nodes, cpus_per_node, smt) = (p.nodes, p.cpus_per_node, p.smt);
         let ncpus = nodes * cpus_per_node;
@@ -230,6 +259,7 @@ impl Machine {
             sifive_cip_1200: p.sifive_cip_1200,
             sfence_vma_flushes_all: p.sfence_vma_flushes_all,
             cost,
+            spinlock,
             smt_stretch_ppm: (smt > 1 && p.smt_yield < 2.0)
                 .then(|| (2e6 / p.smt_yield).round() as u64),
             cpu_place,
@@ -291,13 +321,20 @@ impl Machine {
     /// `cpu` at `at`: the wait for the accesses before it and the line's transfer, the time it
     /// takes.
     pub fn line_write(&self, line: &mut SpinLock, cpu: usize, at: Time) -> Time {
-        self.lock(line, cpu, at, 0)
+        line.acquire(at, cpu, 0, 1, |a, b| self.line_transfer(a, b))
     }
 
     /// Take `lock` on `cpu` at `at` and hold it for `hold`: the wait until it is taken, its line
-    /// moved from the last holder included.
+    /// moved from the last holder included (a hand-off from a holder, as the kernel's spinlock
+    /// takes it).
     pub fn lock(&self, lock: &mut SpinLock, cpu: usize, at: Time, hold: Time) -> Time {
-        lock.acquire(at, cpu, hold, |a, b| self.line_transfer(a, b))
+        let handoff = self.spinlock.handoff_transfers();
+        lock.acquire(at, cpu, hold, handoff, |a, b| self.line_transfer(a, b))
+    }
+
+    /// The time from a spinlock's release on `from` until `to`, spinning for it, holds it.
+    pub fn lock_handoff(&self, from: usize, to: usize) -> Time {
+        self.spinlock.handoff_transfers() * self.line_transfer(from, to)
     }
 
     /// One load of `line` on `cpu` at `at`: the wait for the write in progress and the line's

@@ -138,8 +138,7 @@ pub fn unlock(s: &mut impl Host, t: TaskId, id: u32) -> Outcome {
     let now = s.now();
     let p = s.mm_parts();
     let (m, l) = (p.m, &mut p.mem.ptl);
-    if let Some((next, moved)) = l.locks[id as usize].unlock(&l.next, |a, b| m.line_transfer(a, b))
-    {
+    if let Some((next, moved)) = l.locks[id as usize].unlock(&l.next, |a, b| m.lock_handoff(a, b)) {
         l.granted_at[next] = now + moved;
         let waiter = s
             .current(next)
