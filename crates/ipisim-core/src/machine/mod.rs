@@ -400,4 +400,34 @@ mod tests {
             "llc_cores = 0"
         );
     }
+
+    /// A lock that is busy when asked for comes over once after its release on a ticket kernel
+    /// (3.x), twice on a queued one (4.2 on: the head's load, then its atomic); one that is free
+    /// comes over once on both. Plain line writes never pay the hand-off.
+    #[test]
+    fn a_busy_spinlock_changes_hands_as_the_kernels_spinlock_does() {
+        for (kernel, transfers) in [("linux-3.8", 1), ("linux-4.2", 2), ("linux-5.7", 2)] {
+            let s = machine(4, kernel, Then::Sleep, &[]);
+            let m = &s.m;
+            let line = m.line_transfer(0, 1);
+            let mut lock = crate::engine::SpinLock::on(0);
+            assert_eq!(m.lock(&mut lock, 0, 0, 1000), 0);
+            assert_eq!(
+                m.lock(&mut lock, 1, 10, 1000),
+                990 + transfers * line,
+                "{kernel}"
+            );
+            assert_eq!(m.lock(&mut lock, 0, 1_000_000, 0), line, "{kernel}: free");
+            assert_eq!(m.lock_handoff(0, 1), transfers * line, "{kernel}");
+            // A write that waits for a load in progress (CPU 2's) takes the line once after it.
+            let mut written = crate::engine::SpinLock::on(0);
+            assert_eq!(m.line_read(&mut written, 2, 0), line);
+            let waited = m.line_write(&mut written, 1, 0);
+            assert_eq!(
+                waited,
+                line + m.line_transfer(2, 1),
+                "{kernel}: a plain write"
+            );
+        }
+    }
 }
