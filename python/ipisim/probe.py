@@ -429,6 +429,7 @@ TABLE = [
     ("membarrier 1 busy thread", ["membarrier_busy1"], "ipi_send + ipi_wire_node"),
     ("TLB IPI: victim's loss", ["victim_gap"], "irq_entry_exit"),
     ("cache line round trip", ["line_round_trip"], "line_node"),
+    ("lock hand-off: load / + claim", ["lock_handoff_load", "lock_handoff_claim"], "kernel.spinlock"),
     ("idle wakeup", ["idle_wakeup"], "idle_wakeup"),
     ("context switch", ["context_switch"], "context_switch"),
 ]

@@ -386,6 +386,75 @@ static double rmw_lines(int k)
 	return median(v, RMW_REPS);
 }
 
+/* A spinlock passed back and forth between CPU 0 and CPU 1, each holding it for a short loop
+ * that touches no shared line while the other spins on the lock word with loads: ns per
+ * hand-off, the hold taken out. `claim` 0: the waiter's load that sees its turn is the whole
+ * acquisition (a ticket lock); 1: it then claims the word with a cmpxchg, a write to the line the
+ * releaser's cache still shares (queued_spin_lock_slowpath()'s set_locked() after its
+ * atomic_cond_read_acquire()). docs/kernel/spinlock.md. */
+#define HANDOFFS 20000
+#define HOLD_LOOP 400
+static _Alignas(64) atomic_long handoff_word;
+static int handoff_claim;
+static atomic_int handoff_ready;
+static void hold_loop(void)
+{
+	volatile long x = 0;
+	for (long k = 0; k < HOLD_LOOP; k++)
+		x = k;
+}
+static void handoff_side(int me)
+{
+	for (long i = 0; i < HANDOFFS; i++) {
+		long turn = 2 * i + me;
+		while (atomic_load_explicit(&handoff_word, memory_order_acquire) != turn)
+			__builtin_ia32_pause();
+		if (handoff_claim) {
+			long expect = turn;
+			atomic_compare_exchange_strong(&handoff_word, &expect, -turn - 1);
+		}
+		hold_loop();
+		atomic_store_explicit(&handoff_word, turn + 1, memory_order_release);
+	}
+}
+static void *handoff_other(void *arg)
+{
+	(void)arg;
+	atomic_store(&handoff_ready, 1);
+	handoff_side(1);
+	return NULL;
+}
+static void lock_handoffs(double *load_only, double *claimed)
+{
+	double hold = 1e300;
+	for (int r = 0; r < 20; r++) {
+		double t = now_ns();
+		for (long i = 0; i < HANDOFFS; i++)
+			hold_loop();
+		double v = (now_ns() - t) / HANDOFFS;
+		hold = v < hold ? v : hold;
+	}
+	/* The two kinds alternate, best of 20 each: the host's load moves both alike. */
+	double best[2] = { 1e300, 1e300 };
+	for (int r = 0; r < 20; r++) {
+		for (int c = 0; c < 2; c++) {
+			handoff_claim = c;
+			atomic_store(&handoff_word, 0);
+			atomic_store(&handoff_ready, 0);
+			pthread_t tid = spawn_on(1, handoff_other, NULL);
+			while (!atomic_load(&handoff_ready))
+				;
+			double t = now_ns();
+			handoff_side(0);
+			double v = (now_ns() - t) / (2.0 * HANDOFFS) - hold;
+			pthread_join(tid, NULL);
+			best[c] = v < best[c] ? v : best[c];
+		}
+	}
+	*load_only = best[0];
+	*claimed = best[1];
+}
+
 /* Per iteration: fault one page in, then madvise it away: one TLB shootdown IPI to CPU 1. */
 static double fault_and_zap(int iters)
 {
@@ -718,6 +787,10 @@ remote:
 	printf("line_round_trip %.1f\n", line_round_trip());
 	printf("rmw_lines_1 %.1f\n", rmw_lines(1));
 	printf("rmw_lines_64 %.1f\n", rmw_lines(RMW_LINES));
+	double load_only, claimed;
+	lock_handoffs(&load_only, &claimed);
+	printf("lock_handoff_load %.1f\n", load_only);
+	printf("lock_handoff_claim %.1f\n", claimed);
 
 	const int iters = 20000;
 	double alone = fault_and_zap(iters);
