@@ -430,6 +430,7 @@ TABLE = [
     ("TLB IPI: victim's loss", ["victim_gap"], "irq_entry_exit"),
     ("cache line round trip", ["line_round_trip"], "line_node"),
     ("lock hand-off: load / + claim", ["lock_handoff_load", "lock_handoff_claim"], "kernel.spinlock"),
+    ("pause (cpu_relax())", ["pause"], "a spinner's reaction (not modelled)"),
     ("idle wakeup", ["idle_wakeup"], "idle_wakeup"),
     ("context switch", ["context_switch"], "context_switch"),
 ]

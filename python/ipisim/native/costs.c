@@ -386,6 +386,22 @@ static double rmw_lines(int k)
 	return median(v, RMW_REPS);
 }
 
+/* One `pause` (the kernel's cpu_relax() on x86), in a dependent loop: ns each, best of 20. A
+ * spinner that sees its line change only after the pause it is in reacts that much later. */
+static double pause_latency(void)
+{
+	const long n = 100000;
+	double best = 1e300;
+	for (int r = 0; r < 20; r++) {
+		double t = now_ns();
+		for (long i = 0; i < n; i++)
+			__builtin_ia32_pause();
+		double v = (now_ns() - t) / n;
+		best = v < best ? v : best;
+	}
+	return best;
+}
+
 /* A spinlock passed back and forth between CPU 0 and CPU 1, each holding it for a short loop
  * that touches no shared line while the other spins on the lock word with loads: ns per
  * hand-off, the hold taken out. `claim` 0: the waiter's load that sees its turn is the whole
@@ -791,6 +807,7 @@ remote:
 	lock_handoffs(&load_only, &claimed);
 	printf("lock_handoff_load %.1f\n", load_only);
 	printf("lock_handoff_claim %.1f\n", claimed);
+	printf("pause %.1f\n", pause_latency());
 
 	const int iters = 20000;
 	double alone = fault_and_zap(iters);
