@@ -95,6 +95,14 @@ def test_fit_arithmetic() -> None:
     assert f["ipi_wire_remote"].cycles == f["ipi_wire_node"].cycles
 
 
+def test_the_table_gives_a_lock_hand_off_in_line_transfers() -> None:
+    p = fake_probe()
+    p.runs["lock_handoff_load"] = [60.0] * 3
+    p.runs["lock_handoff_claim"] = [90.0] * 3
+    # The line is the round trip's half (30 ns); the medians of fake_probe's runs are its values.
+    assert "load 2.0, + claim 3.0" in probe.format_table(p)
+
+
 def test_a_difference_below_zero_is_held_at_its_floor_and_says_so() -> None:
     """A noisy victim gap can exceed the whole round trip: the wire keeps 1 cycle and says why."""
     p = fake_probe()
@@ -168,6 +176,7 @@ def test_probe_on_this_machine(tmp_path: Path, capsys: pytest.CaptureFixture[str
     assert main(["probe", "--repeats", "3", "--out", str(out)]) == 0
     text = capsys.readouterr().out
     assert "marginal cost of one membarrier IPI" in text
+    assert "lock hand-off in line transfers" in text
     d = ipisim.describe(str(out))
     costs = {c["key"].removeprefix("machine.cost."): c for c in d["costs"]}
     # An IPI round trip takes far longer than a syscall on any x86 machine. The measurements are

@@ -462,6 +462,13 @@ def format_table(p: Probe) -> str:
         if name in p.runs and base in p.runs:
             what = "remote shootdown" if name.startswith("madvise") else "membarrier IPI"
             lines.append(f"marginal cost of one {what}: {p.median(name) - p.median(base):.0f} ns")
+    if all(n in p.runs for n in ("line_round_trip", "lock_handoff_load", "lock_handoff_claim")):
+        line = p.median("line_round_trip") / 2
+        load, claim = (p.median(n) / line for n in ("lock_handoff_load", "lock_handoff_claim"))
+        lines.append(
+            f"lock hand-off in line transfers (round trip / 2): load {load:.1f}, + claim {claim:.1f}"
+            " (kernel.spinlock charges ticket 2, queued 3)"
+        )
     lines += [f"skipped: {s}" for s in p.skipped]
     return "\n".join(lines) + "\n"
 

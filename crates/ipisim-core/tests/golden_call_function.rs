@@ -221,8 +221,9 @@ fn asynchronous_ipistorm_is_paced_by_csd_lock() {
 }
 
 /// A request queued behind another on a 3.9 call_single_queue: list_add_tail() writes the
-/// earlier csd's line under the queue lock, so the second sender pays two line transfers (the
-/// lock's and that csd's) and two csd_queue, the first holder's hold included: exactly.
+/// earlier csd's line under the queue lock, so the second sender pays three line transfers (the
+/// busy ticket lock's two, 3.9's hand-off, and that csd's) and two csd_queue, the first holder's
+/// hold included: exactly.
 #[test]
 fn list_add_tail_writes_the_queued_csd() {
     use ipisim_core::engine::CpuMask;
@@ -237,7 +238,7 @@ fn list_add_tail_writes_the_queued_csd() {
     assert!(matches!(first, Outcome::Busy { .. }));
     let second = smp_call_function_many_cond(&mut s, 1, 1, &to, f, Cond::Always, false, false);
     let m = machine("xeon-4n-48c-64g");
-    let ps = 2 * m.cost[Cost::CsdQueue] + 2 * m.line_transfer(0, 1);
+    let ps = 2 * m.cost[Cost::CsdQueue] + 3 * m.line_transfer(0, 1);
     // No IPI: CPU 2's queue was not empty, and 3.9 sends a lone target's only if it was.
     assert_eq!(
         second,
@@ -687,9 +688,10 @@ fn list_replace_init_holds_the_queue_lock_for_the_first_and_last_csds() {
     }
     let end = begin_pass(&mut s, 2, None, 0, false).expect("a pass that does not stop ends");
     let third = smp_call_function_many_cond(&mut s, 3, 3, &to, f, Cond::Always, false, false);
-    // The queue was empty again: csd_queue, the lock from CPU 2 once it is free, one IPI.
+    // The queue was empty again: csd_queue, the lock from CPU 2 once it is free (a ticket
+    // lock's hand-off: two transfers), one IPI.
     let m = &s.m;
-    let ps = end + m.line_transfer(2, 3) + m.cost[Cost::CsdQueue] + m.cost[Cost::IpiSend];
+    let ps = end + m.lock_handoff(2, 3) + m.cost[Cost::CsdQueue] + m.cost[Cost::IpiSend];
     assert_eq!(
         third,
         Outcome::Busy {

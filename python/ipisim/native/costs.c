@@ -407,7 +407,8 @@ static double pause_latency(void)
  * hand-off, the hold taken out. `claim` 0: the waiter's load that sees its turn is the whole
  * acquisition (a ticket lock); 1: it then claims the word with a cmpxchg, a write to the line the
  * releaser's cache still shares (queued_spin_lock_slowpath()'s set_locked() after its
- * atomic_cond_read_acquire()). docs/kernel/spinlock.md. */
+ * atomic_cond_read_acquire()). Both include the release's invalidation of the spinner's copy:
+ * about 2 and 3 line transfers. docs/kernel/spinlock.md. */
 #define HANDOFFS 20000
 #define HOLD_LOOP 400
 static _Alignas(64) atomic_long handoff_word;

@@ -244,11 +244,12 @@ mod tests {
     fn a_queued_waiter_loads_the_released_line_then_takes_it_back() {
         let line = |a: usize, b: usize| if a == b { 0 } else { 5 };
         let mut l = SpinLock::default();
-        assert_eq!(l.acquire(0, 0, 10, 2, line), 0);
-        // Busy when asked: the line comes over twice after the release (10 + 2 x 5).
-        assert_eq!(l.acquire(3, 1, 10, 2, line), 17);
+        assert_eq!(l.acquire(0, 0, 10, 3, line), 0);
+        // Busy when asked: three transfers after the release (the release's invalidation of the
+        // waiter's copy, its load, its atomic): 10 + 3 x 5.
+        assert_eq!(l.acquire(3, 1, 10, 3, line), 22);
         // Free when asked: one transfer, as any write.
-        assert_eq!(l.acquire(100, 2, 0, 2, line), 5);
+        assert_eq!(l.acquire(100, 2, 0, 3, line), 5);
         assert_eq!((l.acquisitions, l.contended), (3, 1));
     }
 

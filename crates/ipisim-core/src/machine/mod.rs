@@ -34,25 +34,28 @@ named_enum! {
     /// The kernel's spinlock (kernel.spinlock): the line transfers a waiter pays to take a lock
     /// its holder releases.
     Spinlock {
-        /// A ticket lock (x86 from 2.6.25 to 4.1, riscv's generic one to 6.12): the waiter's next
-        /// load of the line sees its ticket served; it writes nothing.
+        /// A ticket lock (x86 from 2.6.25 to 4.1, riscv's generic one to 6.12): the release's
+        /// store first invalidates the spinning waiter's copy, then the waiter's next load
+        /// brings the line over and sees its ticket served; it writes nothing.
         Ticket = "ticket",
-        /// A queued spinlock (x86 from 4.2, arm64 from 4.19): the queue head's load sees the lock
-        /// free, then its atomic takes the line back from the releaser's cache
-        /// (queued_spin_lock_slowpath(): atomic_cond_read_acquire(), then set_locked()).
+        /// A queued spinlock (x86 from 4.2, arm64 from 4.19): the release invalidates the queue
+        /// head's copy, the head's load sees the lock free, then its atomic takes the line back
+        /// from the releaser's cache (queued_spin_lock_slowpath(): atomic_cond_read_acquire(),
+        /// then set_locked()).
         Queued = "queued",
-        /// A test-and-set lock (powerpc's arch_spin_lock() to 5.8): the waiter's load sees it
-        /// free, then its lwarx/stwcx. takes the line back, as a queued head's does.
+        /// A test-and-set lock (powerpc's arch_spin_lock() to 5.8): the release, the waiter's
+        /// load that sees it free, then its lwarx/stwcx. taking the line back, as a queued head's.
         TestAndSet = "test_and_set",
     }
 }
 
 impl Spinlock {
-    /// Line transfers from a release to the next holder's acquisition.
+    /// Line transfers from a release to the next holder's acquisition, each a one-way latency
+    /// as a CAS ping-pong measures it (`ipisim probe`: about 2 and 3; docs/kernel/spinlock.md).
     pub fn handoff_transfers(self) -> Time {
         match self {
-            Spinlock::Ticket => 1,
-            Spinlock::Queued | Spinlock::TestAndSet => 2,
+            Spinlock::Ticket => 2,
+            Spinlock::Queued | Spinlock::TestAndSet => 3,
         }
     }
 }
@@ -401,12 +404,13 @@ mod tests {
         );
     }
 
-    /// A lock that is busy when asked for comes over once after its release on a ticket kernel
-    /// (3.x), twice on a queued one (4.2 on: the head's load, then its atomic); one that is free
-    /// comes over once on both. Plain line writes never pay the hand-off.
+    /// A lock that is busy when asked for comes over twice after its release on a ticket kernel
+    /// (3.x: the release's invalidation, the waiter's load), three times on a queued one (4.2 on:
+    /// then the head's atomic); one that is free comes over once on both. Plain line writes never
+    /// pay the hand-off.
     #[test]
     fn a_busy_spinlock_changes_hands_as_the_kernels_spinlock_does() {
-        for (kernel, transfers) in [("linux-3.8", 1), ("linux-4.2", 2), ("linux-5.7", 2)] {
+        for (kernel, transfers) in [("linux-3.8", 2), ("linux-4.2", 3), ("linux-5.7", 3)] {
             let s = machine(4, kernel, Then::Sleep, &[]);
             let m = &s.m;
             let line = m.line_transfer(0, 1);
