@@ -148,9 +148,9 @@ fn hackbench_small_run_is_deterministic() {
 
 // 3 processes killed while messages flow (every message is read). 5 of the 9 drains find
 // fewer than half the CPUs holding pages ("saved"). (Before a busy spinlock's hand-off counted
-// the release's invalidation of the waiter's copy, 2026-11-30: 2, 4, 3, 11, 3800, 24. Before each LRU list got its own scan
-// target, get_scan_count()'s size >> priority, not the two lists' sum spent on the inactive one,
-// 2026-11-29: 3, 9, 5, 24, 3700, 30. Before kswapd's balance_pgdat() passes
+// the release's invalidation of the waiter's copy, 2026-11-30: 2, 4, 3, 11, 3800, 24. Before
+// each LRU list got its own scan target, get_scan_count()'s size >> priority, not the two
+// lists' sum spent on the inactive one, 2026-11-29: 3, 9, 5, 24, 3700, 30. Before kswapd's balance_pgdat() passes
 // scanned lru_size >> priority pages between its balance checks, not 32, 2026-11-29: 4, 7, 4,
 // 21, 3665, 19. Before kswapd started on its node's CPU
 // with the fewest tasks instead of the first, which here is the parent's, 2026-11-29: 3, 10, 0,
