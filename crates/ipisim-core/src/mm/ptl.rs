@@ -20,6 +20,8 @@ pub struct PteLocks {
     next: Vec<u16>,
     /// Per CPU: when the lock it spins for becomes its (NEVER: not yet).
     pub granted_at: Vec<Time>,
+    /// Acquisitions of any of these locks, free or handed over.
+    pub taken: u64,
 }
 
 impl PteLocks {
@@ -30,6 +32,7 @@ impl PteLocks {
             waiting: vec![0; ncpus],
             next: vec![0; ncpus],
             granted_at: vec![NEVER; ncpus],
+            taken: 0,
         }
     }
 
@@ -95,6 +98,7 @@ fn take(s: &mut impl Host, cpu: CpuId, t: TaskId, id: u32, ps: &mut Time) -> boo
         l.waiting[cpu] = id;
         return false;
     };
+    l.taken += 1;
     p.obs
         .stats
         .charge_lock(Some(t), l.caller[id as usize], moved);
@@ -140,6 +144,7 @@ pub fn unlock(s: &mut impl Host, t: TaskId, id: u32) -> Outcome {
     let (m, l) = (p.m, &mut p.mem.ptl);
     if let Some((next, moved)) = l.locks[id as usize].unlock(&l.next, |a, b| m.lock_handoff(a, b)) {
         l.granted_at[next] = now + moved;
+        l.taken += 1;
         let waiter = s
             .current(next)
             .expect("a CPU spinning for a lock runs a task");

@@ -81,6 +81,9 @@ pub struct Reclaim {
     madvise: bool,
     /// Isolated pages that were dirty and not under writeback (nr_unqueued_dirty).
     unqueued_dirty: usize,
+    /// The page at `pos - 1` passed page_check_references() (its PTE lock released) and waits
+    /// to take the lock again for try_to_unmap(): PAGEREF_RECLAIM_CLEAN if true.
+    checked: Option<(u32, bool)>,
     /// The last shrink_inactive_list() slept in too_many_isolated().
     stalled: bool,
     /// Pages freed since this reclaim started, and since it began on the current zone.
@@ -685,6 +688,7 @@ fn begin_shrink_page_list(
     r.isolated = isolated;
     r.nr_taken = nr_taken;
     r.pos = 0;
+    r.checked = None;
     r.node = node;
     r.anon = anon;
     r.unqueued_dirty = 0;
@@ -722,14 +726,10 @@ pub fn shrink_page_list(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
                 None => continue,
             }
         }
-        let ptl = match lock_page_ptl(s, cpu, t, pfn, ps) {
-            Ok((ptl, moved)) => {
-                ps += moved;
-                ptl
-            }
+        let (spent, stop) = match shrink_page(s, cpu, t, pfn, ps) {
+            Ok(done) => done,
             Err(out) => return out,
         };
-        let (spent, stop) = shrink_page(s, cpu, t, pfn, ptl);
         ps += spent;
         if stop {
             return Outcome::Busy {
@@ -757,10 +757,9 @@ fn push_flush_and_free(s: &mut impl Host, t: TaskId, free: Step) {
     }
 }
 
-/// page_check_address() in the rmap walks: the page's PTE lock, held from the accessed-bit test
-/// to the unmap (the kernel takes it twice; one hold is close enough). Ok: the lock (None if the
-/// page is not mapped) and the time taking it moved on; Err: come back to this page, after the
-/// pass's time `ps` so far or a spin.
+/// page_check_address() in an rmap walk: the page's PTE lock, once for page_referenced() and
+/// again for try_to_unmap(). Ok: the lock (None if the page is not mapped) and the time taking it
+/// moved on; Err: come back to this page, after the pass's time `ps` so far or a spin.
 fn lock_page_ptl(
     s: &mut impl Host,
     cpu: CpuId,
@@ -798,37 +797,84 @@ pub(super) fn lock_for_page(
     })
 }
 
-/// One page of shrink_page_list, its PTE lock `ptl` held if it is mapped: its time, and whether
-/// the pass stops here for the steps it pushed.
+/// One page of shrink_page_list, after the pass's time `ps` so far. Ok: its time, and whether the
+/// pass stops here for the steps it pushed; Err: come back to this page (a PTE lock is busy).
 fn shrink_page(
     s: &mut impl Host,
     cpu: CpuId,
     t: TaskId,
     pfn: u32,
-    ptl: Option<u32>,
-) -> (Time, bool) {
-    // trylock_page() and the rest write the struct page.
-    let mut ps = touch_page(s, cpu, pfn);
-    let flags = s.mem().page[pfn as usize].flags;
-    // page_check_dirty_writeback(): PG_dirty before the unmap (writeback is synchronous here).
-    if flags & PG_DIRTY != 0 {
-        s.mem().tasks[t].reclaim.unqueued_dirty += 1;
-    }
-    let r = &s.mem().tasks[t].reclaim;
-    let (walked, verdict) = if r.madvise && s.mem().cfg.madvise_pageout_ignore_references {
-        // reclaim_pages(folio_list, ignore_references): PAGEREF_RECLAIM, no rmap walk (6.9).
-        (0, PageRef::Reclaim { clean: false })
-    } else {
-        page_check_references(s, t, pfn, ptl, flags)
-    };
-    ps += walked;
-    match verdict {
-        PageRef::Done { stop } => (ps, stop),
-        PageRef::Reclaim { clean } => {
-            let (spent, stop) = reclaim_page(s, cpu, t, pfn, ptl, flags, clean);
-            (ps + spent, stop)
+    pass: Time,
+) -> Result<(Time, bool), Outcome> {
+    let mut ps = 0;
+    let clean = match s.mem().tasks[t].reclaim.checked.take() {
+        // Back for the second lock: the references check and add_to_swap() are done.
+        Some((p, clean)) if p == pfn => clean,
+        _ => {
+            let r = &s.mem().tasks[t].reclaim;
+            let walk = !(r.madvise && s.mem().cfg.madvise_pageout_ignore_references);
+            // page_referenced()'s page_check_address(), unless references are ignored.
+            let ptl = match walk {
+                true => {
+                    let (ptl, moved) = lock_page_ptl(s, cpu, t, pfn, pass)?;
+                    ps += moved;
+                    ptl
+                }
+                false => None,
+            };
+            // trylock_page() and the rest write the struct page.
+            ps += touch_page(s, cpu, pfn);
+            let flags = s.mem().page[pfn as usize].flags;
+            // page_check_dirty_writeback(): PG_dirty before the unmap (writeback is synchronous).
+            if flags & PG_DIRTY != 0 {
+                s.mem().tasks[t].reclaim.unqueued_dirty += 1;
+            }
+            let (walked, verdict) = match walk {
+                true => page_check_references(s, t, pfn, ptl, flags),
+                // reclaim_pages(folio_list, ignore_references): PAGEREF_RECLAIM, no rmap walk (6.9).
+                false => (0, PageRef::Reclaim { clean: false }),
+            };
+            ps += walked;
+            let clean = match verdict {
+                PageRef::Done { stop } => return Ok((ps, stop)),
+                PageRef::Reclaim { clean } => clean,
+            };
+            // page_referenced_one() unlocks before shrink_page_list() goes on.
+            if let Some(id) = ptl {
+                ptl::unlock(s, t, id);
+            }
+            ps += add_to_swap(s, t, pfn);
+            clean
         }
+    };
+    // try_to_unmap()'s page_check_address(): the lock again, which a waiter may have taken.
+    let ptl = match lock_page_ptl(s, cpu, t, pfn, pass + ps) {
+        Ok((ptl, moved)) => {
+            ps += moved;
+            ptl
+        }
+        Err(out) => {
+            // The pass's time, this page's included, or a spin; then back for the lock.
+            s.mem().tasks[t].reclaim.checked = Some((pfn, clean));
+            return Err(out);
+        }
+    };
+    let flags = s.mem().page[pfn as usize].flags;
+    let (spent, stop) = reclaim_page(s, cpu, t, pfn, ptl, flags, clean);
+    Ok((ps + spent, stop))
+}
+
+/// add_to_swap() of an anonymous page not yet in the swap cache: a swap slot and a place in the
+/// swap cache; dirty until written. Its time.
+fn add_to_swap(s: &mut impl Host, t: TaskId, pfn: u32) -> Time {
+    let flags = s.mem().page[pfn as usize].flags;
+    if flags & PG_SWAPBACKED == 0 || flags & PG_SWAPCACHE != 0 {
+        return 0;
     }
+    let add = s.machine().cost[Cost::PagecacheInsert];
+    s.obs().stats.charge(Some(t), Func::AddToSwap, add);
+    s.mem().page[pfn as usize].flags |= PG_DIRTY | PG_SWAPCACHE;
+    add
 }
 
 /// What page_check_references() decided for a page.
@@ -896,7 +942,7 @@ fn page_check_references(
     (ps, PageRef::Done { stop: false })
 }
 
-/// PAGEREF_RECLAIM(_CLEAN) of a page whose `flags` were read before the references check:
+/// PAGEREF_RECLAIM(_CLEAN) of a page with `flags`, its PTE lock `ptl` held if it is mapped:
 /// unmap, then write out if dirty, then __remove_mapping(). Its time, and whether the pass stops
 /// here for the flush and pageout steps it pushed.
 fn reclaim_page(
@@ -910,13 +956,6 @@ fn reclaim_page(
 ) -> (Time, bool) {
     let mut ps = 0;
     let swapbacked = flags & PG_SWAPBACKED != 0;
-    if swapbacked && flags & PG_SWAPCACHE == 0 {
-        // add_to_swap(): a swap slot and a place in the swap cache; dirty until written.
-        let add = s.machine().cost[Cost::PagecacheInsert];
-        s.obs().stats.charge(Some(t), Func::AddToSwap, add);
-        ps += add;
-        s.mem().page[pfn as usize].flags |= PG_DIRTY | PG_SWAPCACHE;
-    }
     let mut flush_now = false;
     if let Some(id) = ptl {
         let (cost, pushed) = rmap::try_to_unmap_one(s, cpu, t, pfn, flags & PTE_DIRTY != 0);
@@ -1183,11 +1222,15 @@ mod tests {
             s.obs.stats.ipis_sent, 0,
             "nothing unmapped, nothing flushed"
         );
+        // page_referenced() took each page's PTE lock once and kept the page.
+        assert_eq!(s.mem.ptl.taken, 32);
         shrink_pass(&mut s);
         assert_eq!(
             (vm(&s, Vm::PgScanDirect), vm(&s, Vm::PgStealDirect)),
             (64, 32)
         );
+        // Twice a page now: page_referenced(), then try_to_unmap() (one hold until 2026-11-30).
+        assert_eq!(s.mem.ptl.taken, 32 + 64);
         assert_eq!(vm(&s, Vm::PgFree), 32);
         assert!(s.mem.lru[0].file.is_empty());
         let file = s.mem.files.last().unwrap();
