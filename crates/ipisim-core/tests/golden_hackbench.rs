@@ -71,7 +71,7 @@ fn oom_kill_picks_the_largest_task() {
         out_of_memory(&mut s, 3),
         Outcome::Sleep(now + 4_000_000_000)
     );
-    assert!(s.mem.tasks[7].oom_killed);
+    assert!(s.mem.oom_killed[7]);
     assert_eq!(s.obs.stats.oom_kills, 1);
     // TIF_MEMDIE: while 7 has not exited nobody else is chosen.
     assert_eq!(select_bad_process(&s), Selected::Exiting);
@@ -86,11 +86,11 @@ fn oom_kill_picks_the_largest_task() {
     s.sched.tasks[7].state = ipisim_core::sched::TaskState::Exited;
     assert_eq!(select_bad_process(&s), Selected::Victim(5));
     out_of_memory(&mut s, 3);
-    assert!(s.mem.tasks[5].oom_killed);
+    assert!(s.mem.oom_killed[5]);
     assert_eq!(s.obs.stats.oom_kills, 2);
     // A task marked killed some other way stops the walk too.
     s.sched.tasks[5].state = ipisim_core::sched::TaskState::Exited;
-    s.mem.tasks[20].oom_killed = true;
+    s.mem.oom_killed[20] = true;
     assert_eq!(select_bad_process(&s), Selected::Exiting);
 }
 
@@ -290,7 +290,7 @@ fn too_many_isolated_throttles_direct_reclaimers() {
             "congestion_wait" => assert_eq!(again, Outcome::Sleep(now + wait)),
             _ => assert_eq!(again, Outcome::Next, "reclaim_throttle: scan nothing"),
         }
-        s.mem.tasks[3].oom_killed = true;
+        s.mem.oom_killed[3] = true;
         if throttle == "congestion_wait" {
             assert_eq!(
                 shrink_node(&mut s, 0, 3, 0, 32, 32),

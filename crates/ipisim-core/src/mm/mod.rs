@@ -270,8 +270,6 @@ pub struct TaskMm {
     pub working_set: (u64, u32),
     /// Pages oom_badness() counts for this task (its footprint; 0: never an OOM victim).
     pub rss: u64,
-    /// TIF_MEMDIE: oom_kill_process() chose this task; it exits at its next user step.
-    pub oom_killed: bool,
 }
 
 pub struct Memory {
@@ -292,6 +290,9 @@ pub struct Memory {
     pub pagevec: Vec<Vec<u32>>,
     /// Per task (by task id): what mm keeps for it.
     pub tasks: Vec<TaskMm>,
+    /// Per task (by task id), TIF_MEMDIE: oom_kill_process() chose it; it exits at its next user
+    /// step. Apart from `tasks`: every step of every task asks, so it stays in the cache.
+    pub oom_killed: Vec<bool>,
     /// Tasks the OOM killer chose that may not have exited yet (TIF_MEMDIE).
     pub oom_victims: Vec<usize>,
     /// Per node: its kswapd task, if the workload reclaims.
@@ -323,6 +324,7 @@ impl Memory {
             lru: (0..nodes).map(|_| lru::NodeLru::default()).collect(),
             pagevec: vec![Vec::new(); ncpus],
             tasks: Vec::new(),
+            oom_killed: Vec::new(),
             oom_victims: Vec::new(),
             kswapd: vec![None; nodes],
             reclaim_started: None,

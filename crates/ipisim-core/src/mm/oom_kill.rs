@@ -39,7 +39,7 @@ pub fn select_bad_process(s: &impl Host) -> Selected {
         let Some(points) = oom_badness(s, t) else {
             continue;
         };
-        if mem.tasks[t].oom_killed {
+        if mem.oom_killed[t] {
             return Selected::Exiting;
         }
         if chosen.is_none_or(|(_, best)| points > best) {
@@ -53,7 +53,7 @@ pub fn select_bad_process(s: &impl Host) -> Selected {
 /// interruptible sleep and exits (freeing its memory) at its next user step.
 pub fn oom_kill_process(s: &mut impl Host, victim: TaskId) {
     let p = s.mm_parts();
-    p.mem.tasks[victim].oom_killed = true;
+    p.mem.oom_killed[victim] = true;
     p.mem.oom_victims.push(victim);
     p.obs.stats.oom_kills += 1;
     s.signal_wake_up(victim);
@@ -63,7 +63,7 @@ pub fn oom_kill_process(s: &mut impl Host, victim: TaskId) {
 pub fn out_of_memory(s: &mut impl Host, t: TaskId) -> Outcome {
     // "If current has a pending SIGKILL ... automatically select it": it may use the reserves
     // and exits at its next user step.
-    if s.mm_view().0.tasks[t].oom_killed {
+    if s.mm_view().0.oom_killed[t] {
         return Outcome::Next;
     }
     // Victims that exited are candidates no more.
@@ -80,7 +80,7 @@ pub fn out_of_memory(s: &mut impl Host, t: TaskId) -> Outcome {
             return Outcome::Sleep(NEVER);
         }
     }
-    if s.mm_view().0.tasks[t].oom_killed {
+    if s.mm_view().0.oom_killed[t] {
         return Outcome::Next;
     }
     // schedule_timeout_uninterruptible(1): give the victim a jiffy to exit, then retry.

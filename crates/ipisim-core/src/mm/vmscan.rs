@@ -547,7 +547,7 @@ fn too_many_isolated_wait(
         // Off the wait queue, whether woken or timed out.
         s.mem().lru[node].throttled.retain(|&w| w != t as u32);
     }
-    if stalled && s.mem().tasks[t].oom_killed {
+    if stalled && s.mem().oom_killed[t] {
         // "We are about to die and free our memory. Return now.": SWAP_CLUSTER_MAX reclaimed.
         let r = &mut s.mem().tasks[t].reclaim;
         r.reclaimed += SWAP_CLUSTER_MAX as u32;

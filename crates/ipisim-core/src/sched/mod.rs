@@ -281,6 +281,7 @@ pub fn spawn_at(s: &mut impl Host, mm: usize, cpu: CpuId, at: Time) -> TaskId {
     let t = s.sched().tasks.len();
     s.obs().stats.add_task();
     s.mem().tasks.push(crate::mm::TaskMm::default());
+    s.mem().oom_killed.push(false);
     if mm != KTHREAD {
         s.mem().mms[mm].users += 1;
     }

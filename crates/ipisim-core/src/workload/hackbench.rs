@@ -538,7 +538,7 @@ impl Scenario for Hackbench {
             return Outcome::Exit;
         }
         // SIGKILL from the OOM killer (TIF_MEMDIE): the task dies at its next user step.
-        if s.mem().tasks[t].oom_killed {
+        if s.mem().oom_killed[t] {
             return self.do_exit(s, cpu, t);
         }
         match self.phase[t] {
