@@ -131,8 +131,9 @@ fn a_slow_swap_device_sets_the_swapout_rate() {
 
 /// Huge pages on 3.8 (`kernel.thp=always`, mm/thp.rs): every huge page faulted here is split
 /// before its pages go to swap, and nothing is lost. Its 511 tails reach the LRU in a row, so the
-/// reclaimers of a node meet them in one PTE table: the PTE-lock spin is three times the small
-/// pages' (docs/status.md: more than the seed's profile shows), and waits for mm->page_table_lock
+/// reclaimers of a node meet them in one PTE table: the spin is 2.3 times the small pages' (2.5
+/// before a CPU's second lock round of one step stopped spinning on its own first, 2026-11-30;
+/// docs/status.md: more than the seed's profile shows), and waits for mm->page_table_lock
 /// show under split_huge_page. The fault counts are pinned as
 /// printed: which faults fall back depends on when the zone dips under the order-9 watermark.
 #[test]
@@ -149,12 +150,13 @@ fn huge_pages_are_split_before_swap_and_their_tails_convoy() {
     // passes scanned lru_size >> priority pages (2026-11-29), (64, 54, 58) before switch_mm and
     // the flushes paid for mm_cpumask's line (2026-11-30), (58, 60, 58) before a busy ticket
     // lock's hand-off counted the release's invalidation, (59, 59, 59) before shrink_page_list()
-    // took a page's PTE lock twice (2026-11-30).
-    assert_eq!(faults, (65, 53, 58));
+    // took a page's PTE lock twice, (65, 53, 58) before a CPU's second lock round of one step
+    // stopped spinning on its own first (2026-11-30).
+    assert_eq!(faults, (61, 57, 58));
     assert_eq!(thp["check"]["violations"], 0);
     let small = profile_percent(&swapout("linux-3.8"), "_raw_spin_lock");
     let huge = profile_percent(&thp, "_raw_spin_lock");
-    assert!(huge > 2.5 * small, "{huge} vs {small}");
+    assert!(huge > 2.0 * small, "{huge} vs {small}");
     // Waits for mm->page_table_lock (deactivation and splits) are split_huge_page's.
     let callers = function_names(spin_lock_callers(&thp));
     assert_eq!(callers[..2], ["__page_check_address", "split_huge_page"]);

@@ -92,6 +92,13 @@ impl SpinLock {
         line: impl Fn(usize, usize) -> Time,
     ) -> Time {
         let write = handoff > 0;
+        // A CPU never spins on its own hold: the last holder asking again for the same instant
+        // is the next part of one step that asks for each at the step's start (lru_add_drain()'s
+        // add round, then folios_put()'s release round), so it asks as its hold ends.
+        let now = match write && cpu == self.last_cpu && now == self.asked_at {
+            true => now.max(self.free_at),
+            false => now,
+        };
         // A waiter's line comes over `handoff` times; an access that finds it free, once.
         let moves = |ready: Time| if write && ready > now { handoff } else { 1 };
         // In the gap before the latest holder, if this request has the earlier ticket and fits.
@@ -238,6 +245,20 @@ mod tests {
         assert_eq!(l.acquire(120, 1, 50, 1, line), 31);
         assert_eq!(l.acquire(500, 2, 10, 1, line), 7);
         assert_eq!((l.acquisitions, l.contended, l.wait), (3, 1, 38));
+    }
+
+    #[test]
+    fn a_cpu_asking_again_for_the_same_instant_follows_its_own_hold() {
+        let line = |a: usize, b: usize| if a == b { 0 } else { 5 };
+        let mut l = SpinLock::default();
+        // CPU 1 takes it at 0 (its line from CPU 0's cache) and holds it until 15.
+        assert_eq!(l.acquire(0, 1, 10, 3, line), 5);
+        // The same step's next round, asked for the same instant, starts at 15 with no spin
+        // (it spun 15 before 2026-11-30: its own first round, counted twice).
+        assert_eq!(l.acquire(0, 1, 10, 3, line), 0);
+        assert_eq!((l.contended, l.wait), (0, 5));
+        // CPU 2, asking at 3, waits for both rounds: until 25, then three transfers.
+        assert_eq!(l.acquire(3, 2, 10, 3, line), 37);
     }
 
     #[test]
