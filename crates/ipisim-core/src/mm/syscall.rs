@@ -39,7 +39,14 @@ pub fn syscall(s: &mut impl Host, cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome
     let entry = m.cost[Cost::Syscall] + down + vma;
     obs.stats
         .charge(Some(t), Func::Syscall, m.cost[Cost::Syscall]);
-    obs.stats.charge(Some(t), Func::VmaOps, vma);
+    // The VMA work besides the zap (find_vma, the VMA lock, the gather's setup), under the
+    // function perf names for it (do_madvise is sys_madvise before 5.10).
+    let func = match sc {
+        Syscall::MadviseDontneed { .. } | Syscall::MadvisePageout { .. } => Func::DoMadvise,
+        Syscall::Munmap { .. } => Func::DoMunmap,
+        Syscall::MprotectRead { .. } => Func::MprotectFixup,
+    };
+    obs.stats.charge(Some(t), func, vma);
     mem.tasks[t].gather.init(mm);
     // tlb_gather_mmu() -> inc_tlb_flush_pending(): other threads' tlb_finish_mmu() see it.
     mem.mms[mm].tlb_flush_pending += 1;

@@ -224,7 +224,7 @@ impl Scenario for WillItScale {
                 // mmap() itself flushes nothing: a syscall, VMA work and the lock's two atomics.
                 let ps = entry + down + s.machine().cost[Cost::VmaOp] + up;
                 let step = Step::Work {
-                    func: Func::VmaOps,
+                    func: Func::DoMmap,
                     ps,
                     irqs_off: false,
                 };
