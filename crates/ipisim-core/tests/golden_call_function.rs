@@ -691,7 +691,7 @@ fn list_replace_init_holds_the_queue_lock_for_the_first_and_last_csds() {
     // The queue was empty again: csd_queue, the lock from CPU 2 once it is free (a ticket
     // lock's hand-off: two transfers), one IPI.
     let m = &s.m;
-    let ps = end + m.lock_handoff(2, 3) + m.cost[Cost::CsdQueue] + m.cost[Cost::IpiSend];
+    let ps = end + m.lock_handoff(2, 3, 1) + m.cost[Cost::CsdQueue] + m.cost[Cost::IpiSend];
     assert_eq!(
         third,
         Outcome::Busy {

@@ -167,6 +167,8 @@ pub struct HeldLock {
     last_cpu: u16,
     head: u16,
     tail: u16,
+    /// CPUs in the queue.
+    waiters: u16,
 }
 
 impl Default for HeldLock {
@@ -176,6 +178,7 @@ impl Default for HeldLock {
             last_cpu: 0,
             head: NOBODY,
             tail: NOBODY,
+            waiters: 0,
         }
     }
 }
@@ -203,26 +206,28 @@ impl HeldLock {
             next[self.tail as usize] = cpu as u16;
         }
         self.tail = cpu as u16;
+        self.waiters += 1;
         None
     }
 
-    /// Release; if a CPU waits, the lock is now its: returns it and `handoff(from, to)`, the time
-    /// from the release until it holds the lock.
+    /// Release; if a CPU waits, the lock is now its: returns it and `handoff(from, to, waiters)`
+    /// (the CPUs that were waiting, it included), the time from the release until it holds it.
     pub fn unlock(
         &mut self,
         next: &[u16],
-        handoff: impl Fn(usize, usize) -> Time,
+        handoff: impl Fn(usize, usize, usize) -> Time,
     ) -> Option<(usize, Time)> {
         self.holder = NOBODY;
         if self.head == NOBODY {
             return None;
         }
-        let cpu = self.head as usize;
+        let (cpu, waiters) = (self.head as usize, self.waiters as usize);
         self.head = next[cpu];
+        self.waiters -= 1;
         if self.head == NOBODY {
             self.tail = NOBODY;
         }
-        Some((cpu, self.take(cpu, handoff)))
+        Some((cpu, self.take(cpu, |a, b| handoff(a, b, waiters))))
     }
 
     fn take(&mut self, cpu: usize, line: impl Fn(usize, usize) -> Time) -> Time {
@@ -329,10 +334,11 @@ mod tests {
         assert_eq!(l.try_lock(3, &mut next, line), None);
         assert_eq!(l.try_lock(1, &mut next, line), None);
         assert_eq!(l.held_by(), Some(0));
-        // Cross-pair hand-off costs more than within a pair.
-        assert_eq!(l.unlock(&next, line), Some((3, 7)));
-        assert_eq!(l.unlock(&next, line), Some((1, 7)));
-        assert_eq!(l.unlock(&next, line), None);
+        // Cross-pair hand-off costs more than within a pair; each is told how many waited.
+        let handoff = |a: usize, b: usize, waiters: usize| line(a, b) * 10 + waiters as Time;
+        assert_eq!(l.unlock(&next, handoff), Some((3, 72)));
+        assert_eq!(l.unlock(&next, handoff), Some((1, 71)));
+        assert_eq!(l.unlock(&next, handoff), None);
         assert_eq!(l.held_by(), None);
         assert_eq!(l.try_lock(1, &mut next, line), Some(0));
     }

@@ -58,6 +58,19 @@ impl Spinlock {
             Spinlock::Queued | Spinlock::TestAndSet => 3,
         }
     }
+
+    /// The hand-off with `waiters` CPUs spinning for the lock (one or more), in half transfers.
+    /// A ticket or test-and-set lock's waiters all spin on the lock word: after the release
+    /// their loads are served one at a time and the next holder's comes halfway on average, so
+    /// each further waiter adds half a transfer (Boyd-Wickizer et al., "Non-scalable locks are
+    /// dangerous", 2012). A queued lock's waiters spin on their own MCS nodes.
+    pub fn handoff_half_transfers(self, waiters: usize) -> Time {
+        let queue = match self {
+            Spinlock::Queued => 0,
+            Spinlock::Ticket | Spinlock::TestAndSet => waiters.saturating_sub(1) as Time,
+        };
+        2 * self.handoff_transfers() + queue
+    }
 }
 
 named_enum! {
@@ -335,9 +348,10 @@ impl Machine {
         lock.acquire(at, cpu, hold, handoff, |a, b| self.line_transfer(a, b))
     }
 
-    /// The time from a spinlock's release on `from` until `to`, spinning for it, holds it.
-    pub fn lock_handoff(&self, from: usize, to: usize) -> Time {
-        self.spinlock.handoff_transfers() * self.line_transfer(from, to)
+    /// The time from a spinlock's release on `from` until `to`, one of `waiters` CPUs spinning
+    /// for it, holds it.
+    pub fn lock_handoff(&self, from: usize, to: usize, waiters: usize) -> Time {
+        self.spinlock.handoff_half_transfers(waiters) * self.line_transfer(from, to) / 2
     }
 
     /// One load of `line` on `cpu` at `at`: the wait for the write in progress and the line's
@@ -422,7 +436,18 @@ mod tests {
                 "{kernel}"
             );
             assert_eq!(m.lock(&mut lock, 0, 1_000_000, 0), line, "{kernel}: free");
-            assert_eq!(m.lock_handoff(0, 1), transfers * line, "{kernel}");
+            assert_eq!(m.lock_handoff(0, 1, 1), transfers * line, "{kernel}");
+            // Four waiters: a ticket lock's next holder waits for 1.5 more loads on average.
+            let queued = if kernel == "linux-4.2" {
+                0
+            } else {
+                3 * line / 2
+            };
+            assert_eq!(
+                m.lock_handoff(0, 1, 4),
+                transfers * line + queued,
+                "{kernel}"
+            );
             // A write that waits for a load in progress (CPU 2's) takes the line once after it.
             let mut written = crate::engine::SpinLock::on(0);
             assert_eq!(m.line_read(&mut written, 2, 0), line);

@@ -142,7 +142,9 @@ pub fn unlock(s: &mut impl Host, t: TaskId, id: u32) -> Outcome {
     let now = s.now();
     let p = s.mm_parts();
     let (m, l) = (p.m, &mut p.mem.ptl);
-    if let Some((next, moved)) = l.locks[id as usize].unlock(&l.next, |a, b| m.lock_handoff(a, b)) {
+    if let Some((next, moved)) =
+        l.locks[id as usize].unlock(&l.next, |a, b, n| m.lock_handoff(a, b, n))
+    {
         l.granted_at[next] = now + moved;
         l.taken += 1;
         let waiter = s
