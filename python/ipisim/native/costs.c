@@ -680,6 +680,34 @@ static double context_switch(void)
 	return ns;
 }
 
+/* Two threads on this CPU calling sched_yield() in turn: one switch each (the yield of K Prateek
+ * Nayak's Milan cpumask test, machine::tests::contended_lines_on_milan_...). */
+static atomic_int yield_stop;
+
+static void *yielder(void *arg)
+{
+	(void)arg;
+	while (!atomic_load_explicit(&yield_stop, memory_order_relaxed))
+		sched_yield();
+	return NULL;
+}
+
+static double yield_switch(void)
+{
+	const long n = 200000;
+	pthread_t tid;
+	atomic_store(&yield_stop, 0);
+	pthread_create(&tid, NULL, yielder, NULL);
+	sched_yield();
+	double t = now_ns();
+	for (long i = 0; i < n; i++)
+		sched_yield();
+	double ns = (now_ns() - t) / (2 * n);
+	atomic_store(&yield_stop, 1);
+	pthread_join(tid, NULL);
+	return ns;
+}
+
 static void *nothing(void *arg) { return arg; }
 
 static double thread_create(void)
@@ -765,6 +793,7 @@ int main(int argc, char **argv)
 	if (thp > 0) /* only where THP gives every PMD a huge page */
 		printf("thp_munmap %.1f\n", thp);
 	printf("context_switch %.1f\n", best_of(5, context_switch));
+	printf("yield_switch %.1f\n", best_of(5, yield_switch));
 	printf("thread_create %.1f\n", best_of(5, thread_create));
 	if (ncpus >= 2) /* needs CPU 1 */
 		printf("idle_wakeup %.1f\n", best_of(5, idle_wakeup));

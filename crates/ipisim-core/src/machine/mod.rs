@@ -499,8 +499,8 @@ mod tests {
     /// (nviennot/core-to-core-latency, results/AMD EPYC 7R13 48-Core Processor.csv, a 2-socket
     /// Milan, medians: 9.78 ns between siblings, 22.69 ns inside a CCX, 197.16 ns between
     /// sockets; 107 ns between CCXs as amd-milan-72c; 2.45 GHz), each write waits for the ones
-    /// asked before it, and a CPU asks again a yield after its last (460 ns, measured: two
-    /// threads on one CPU of the 2026 VM calling sched_yield()). The node masks come out at
+    /// asked before it, and a CPU asks again a yield after its last (460 ns: native/costs.c's
+    /// `yield_switch`, 454-463 ns on the 2026 VM). The node masks come out at
     /// 31.89 % (31.2-32.7 % for yields of 100-1000 ns): a queue of ping-pong transfers is what
     /// 128 and 256 CPUs on one line cost, no transfer grows with the queue. The LLC masks come
     /// out at 0.10 %, 13 times short, pinned as the model's miss: 16 CPUs at 23 ns a transfer
