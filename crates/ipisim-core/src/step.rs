@@ -116,6 +116,8 @@ pub enum Step {
     TlbFlushMmu,
     /// tlb_finish_mmu: the last flush of a gather, a full one if another gather is open.
     TlbFinishMmu,
+    /// inc_tlb_flush_pending() (`inc`) or dec_tlb_flush_pending(): the atomic on the mm's line.
+    TlbFlushPending { inc: bool },
     /// tlb_batch_pages_flush: free the gathered pages once the TLB is clean.
     TlbBatchPagesFlush,
     /// flush_tlb_mm_range(mm, start, end, stride_shift, freed_tables).
@@ -227,6 +229,8 @@ impl Step {
             Step::FreePgtables { .. } => "free_pgtables",
             Step::TlbFlushMmu => "tlb_flush_mmu",
             Step::TlbFinishMmu => "tlb_finish_mmu",
+            Step::TlbFlushPending { inc: true } => "tlb_gather_mmu",
+            Step::TlbFlushPending { inc: false } => "tlb_finish_mmu",
             Step::TlbBatchPagesFlush => "tlb_batch_pages_flush",
             Step::FlushTlbMmRange(_) => "flush_tlb_mm_range",
             Step::FlushTlbOthers => "smp_call_function_many_cond",

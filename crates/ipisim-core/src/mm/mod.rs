@@ -22,7 +22,9 @@ pub mod thp;
 pub mod vmscan;
 
 pub use fault::touch;
-pub use mmu_gather::{tlb_batch_pages_flush, tlb_finish_mmu, tlb_flush_mmu, MmuGather};
+pub use mmu_gather::{
+    tlb_batch_pages_flush, tlb_finish_mmu, tlb_flush_mmu, tlb_flush_pending_atomic, MmuGather,
+};
 pub use page_alloc::Frames;
 pub use pagetable::{Pte, PteTable};
 pub use syscall::{
@@ -106,6 +108,9 @@ pub struct Mm {
     /// tlb_flush_pending: mmu_gathers open on this mm (inc_tlb_flush_pending); more than one
     /// means another thread's batched flush may still be outstanding (mm_tlb_flush_nested).
     pub tlb_flush_pending: u32,
+    /// The cache line of mm->tlb_flush_pending and mm->tlb_flush_batched, side by side in
+    /// mm_struct: gathers write it (kernel.tlb_flush_pending), page-table walks read it.
+    pub flush_pending_line: SpinLock,
     /// mm->tlb_flush_batched: a PTE of this mm was cleared with its flush deferred to a batch
     /// since the last flush_tlb_batched_pending() (the kernel's pending and flushed counts).
     pub tlb_flush_batched: bool,
@@ -239,6 +244,7 @@ params! {
         madvise_vma_lock: bool = "kernel.madvise_vma_lock", Kind::Bool, "", "true", "madvise(MADV_DONTNEED) takes the VMA's read lock (lock_vma_under_rcu(), MADVISE_VMA_READ_LOCK: Barry Song, \"mm: use per_vma lock for MADV_DONTNEED\", 2025-06, 6.17) instead of mmap_lock for reading, so it never waits for mmap or munmap elsewhere in the process";
         fault_vma_lock: bool = "kernel.fault_vma_lock", Kind::Bool, "", "true", "a page fault takes the VMA's lock (lock_vma_under_rcu(): vma_start_read() and vma_end_read(), two atomics on its lock word; Suren Baghdasaryan's per-VMA locks, 6.4) instead of mmap_lock for reading (two atomics on the rwsem's count, which every thread of the process shares); the wait for a writer is not modelled either way";
         munmap_downgrade: bool = "kernel.munmap_downgrade", Kind::Bool, "", "true", "munmap() downgrades mmap_lock to a read lock once the VMAs are detached and zaps, frees page tables and flushes under it (mmap_write_downgrade(): Yang Shi, \"mm: mmap: zap pages with read mmap_sem in munmap\", 4.20); false: it holds the write lock to the end";
+        tlb_flush_pending: bool = "kernel.tlb_flush_pending", Kind::Bool, "", "true", "tlb_gather_mmu() and tlb_finish_mmu() count the gathers open on the mm in mm->tlb_flush_pending (atomic_inc(), atomic_read() by mm_tlb_flush_nested(), atomic_dec(): a line every thread's gathers share), and tlb_finish_mmu() flushes the whole mm while another is open (99baac21e458 \"mm: fix MADV_[FREE|DONTNEED] TLB flush miss problem\", Minchan Kim, 4.13); false: neither, as before";
         zap_lru_add_drain: bool = "kernel.zap_lru_add_drain", Kind::Bool, "", "false", "free_pages_and_swap_cache() drains this CPU's LRU-add batch (lru_add_drain()) before it frees an mmu_gather's pages, as every kernel did until 1aa43598c03b \"mm: remove unnecessary calls to lru_add_drain\" (Rik van Riel, 6.14)";
         inactive_ratio: InactiveRatio = "kernel.inactive_ratio", Kind::Choice(InactiveRatio::NAMES), "", "lru_size", "when reclaim deactivates an active list (inactive_list_is_low()): zone_anon (2.6.28 to 4.9: anonymous pages while inactive x int_sqrt(10 x the zone's GiB) < active, file pages while inactive < active) or lru_size (59dc76b0d4df, 4.10: both types while inactive x int_sqrt(10 x the two lists' GiB) < active)";
         anon_lru_inactive: bool = "kernel.anon_lru_inactive", Kind::Bool, "", "true", "new anonymous pages go to the inactive anon list (lru_cache_add_inactive_or_unevictable()), so reclaim scans them twice as it does file pages, since b518154e59aa \"mm/vmscan: protect the workingset on anonymous LRU\" (Joonsoo Kim, 5.9); before, they started active";
@@ -341,6 +347,7 @@ impl Memory {
             vmas: Vec::new(),
             pmds: Vec::new(),
             tlb_flush_pending: 0,
+            flush_pending_line: SpinLock::default(),
             tlb_flush_batched: false,
             mmap_lock: mmap_lock::MmapLock::default(),
             users: 0,

@@ -153,21 +153,33 @@ pub fn set_tlb_ubc_flush_pending(
 /// flush_tlb_batched_pending() where a page-table walk of `mm` begins (zap_pte_range(),
 /// change_pte_range(), madvise_cold_or_pageout_pte_range()): if reclaim or migration cleared a
 /// PTE of `mm` with its flush deferred since the last call, flush the mm now, so no TLB entry
-/// this walk cannot see outlives it (3ea277194daa). The walk goes on at `resume` after it.
+/// this walk cannot see outlives it (3ea277194daa): Err, the walk goes on at `resume` after it.
+/// Otherwise Ok: the time its atomic_read() of mm->tlb_flush_batched took, on the line of
+/// mm->tlb_flush_pending beside it, charged to the walk's `func` (read again by `resume`).
 pub fn flush_tlb_batched_pending(
     s: &mut impl Host,
     cpu: CpuId,
     t: TaskId,
     mm: usize,
     resume: Step,
-) -> Option<Outcome> {
+    func: Func,
+) -> Result<Time, Outcome> {
     let mem = s.mem();
-    if !mem.cfg.flush_tlb_batched_pending || !mem.mms[mm].tlb_flush_batched {
-        return None;
+    if !mem.cfg.flush_tlb_batched_pending {
+        return Ok(0);
     }
-    mem.mms[mm].tlb_flush_batched = false;
+    if !mem.mms[mm].tlb_flush_batched {
+        return Ok(super::mmu_gather::flush_pending_line_read(
+            s,
+            cpu,
+            t,
+            s.now(),
+            func,
+        ));
+    }
+    s.mem().mms[mm].tlb_flush_batched = false;
     s.push_step(t, resume);
-    Some(arch::flush_tlb_batched_pending(s, cpu, t, mm))
+    Err(arch::flush_tlb_batched_pending(s, cpu, t, mm))
 }
 
 /// flush_tlb_page(): the step that flushes one page of `mm` on every CPU that may cache it.

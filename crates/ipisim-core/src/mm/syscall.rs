@@ -48,13 +48,18 @@ pub fn syscall(s: &mut impl Host, cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome
     };
     obs.stats.charge(Some(t), func, vma);
     mem.tasks[t].gather.init(mm);
-    // tlb_gather_mmu() -> inc_tlb_flush_pending(): other threads' tlb_finish_mmu() see it.
-    mem.mms[mm].tlb_flush_pending += 1;
+    // tlb_gather_mmu() -> inc_tlb_flush_pending(): other threads' tlb_finish_mmu() see it; its
+    // atomic is a step of its own, first after the entry (pushed last, below).
+    let pending = mem.cfg.tlb_flush_pending;
+    if pending {
+        mem.mms[mm].tlb_flush_pending += 1;
+    }
+    let pt_reclaim = mem.cfg.pt_reclaim;
     match sc {
         Syscall::MadviseDontneed { vpn, n } => {
             // madvise_dontneed_free() -> zap_page_range_single_batched(); with CONFIG_PT_RECLAIM
             // the zap may free PTE tables it empties completely.
-            let (from, end, reclaim_pt) = (vpn, vpn + n, mem.cfg.pt_reclaim);
+            let (from, end, reclaim_pt) = (vpn, vpn + n, pt_reclaim);
             if read_locks {
                 s.push_step(t, Step::MmapReadUnlock);
             }
@@ -79,6 +84,9 @@ pub fn syscall(s: &mut impl Host, cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome
         }
         Syscall::Munmap { vpn, n } => munmap(s, t, mm, vpn, n),
         Syscall::MprotectRead { vpn, n } => mprotect_read(s, t, mm, vpn, n),
+    }
+    if pending {
+        s.push_step(t, Step::TlbFlushPending { inc: true });
     }
     Outcome::Busy {
         ps: entry,
@@ -276,9 +284,11 @@ pub fn zap_step(
         end,
         reclaim_pt,
     };
-    if let Some(out) = super::rmap::flush_tlb_batched_pending(s, cpu, t, mm, resume) {
-        return out;
-    }
+    let func = Func::ZapPteRange;
+    let read = match super::rmap::flush_tlb_batched_pending(s, cpu, t, mm, resume, func) {
+        Ok(read) => read,
+        Err(out) => return out,
+    };
     let Parts { m, mem, obs, .. } = s.mm_parts();
     // Where the zap resumes after a forced flush, and whether it flushes before returning.
     let (mut resume, mut flush) = (None, false);
@@ -329,7 +339,7 @@ pub fn zap_step(
         s.push_step(t, Step::TlbFlushMmu);
     }
     Outcome::Busy {
-        ps: ps + pt,
+        ps: read + ps + pt,
         irqs_off: false,
     }
 }
@@ -436,9 +446,11 @@ pub fn free_pgtables(
 pub fn protect_step(s: &mut impl Host, cpu: CpuId, t: TaskId, from: u64, end: u64) -> Outcome {
     let mm = s.task_mm(t);
     let resume = Step::Protect { from, end };
-    if let Some(out) = super::rmap::flush_tlb_batched_pending(s, cpu, t, mm, resume) {
-        return out;
-    }
+    let func = Func::ChangePteRange;
+    let read = match super::rmap::flush_tlb_batched_pending(s, cpu, t, mm, resume, func) {
+        Ok(read) => read,
+        Err(out) => return out,
+    };
     let Parts { m, mem, obs, .. } = s.mm_parts();
     let mut changed: u64 = 0;
     for v in from..end {
@@ -458,7 +470,7 @@ pub fn protect_step(s: &mut impl Host, cpu: CpuId, t: TaskId, from: u64, end: u6
     let ps = changed * m.cost[Cost::PteProtect];
     obs.stats.charge(Some(t), Func::ChangePteRange, ps);
     Outcome::Busy {
-        ps,
+        ps: read + ps,
         irqs_off: false,
     }
 }

@@ -603,9 +603,11 @@ fn too_many_isolated_wait(
 pub fn madvise_pageout(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u64) -> Outcome {
     let mm = s.task_mm(t);
     let resume = Step::MadvisePageout { vpn, n };
-    if let Some(out) = super::rmap::flush_tlb_batched_pending(s, cpu, t, mm, resume) {
-        return out;
-    }
+    let func = Func::MadvisePageout;
+    let read = match super::rmap::flush_tlb_batched_pending(s, cpu, t, mm, resume, func) {
+        Ok(read) => read,
+        Err(out) => return out,
+    };
     let drain = super::lru::lru_add_drain(s, cpu, t);
     let Parts { m, mem, obs, .. } = s.mm_parts();
     let vma = *mem
@@ -647,7 +649,7 @@ pub fn madvise_pageout(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u6
     obs.stats.charge(Some(t), Func::MadvisePageout, walk);
     let Some(&first) = isolated.first() else {
         mem.tasks[t].reclaim.isolated = isolated;
-        return super::lru::lock_first(s, t, Func::MadvisePageout, drain + walk, drain);
+        return super::lru::lock_first(s, t, Func::MadvisePageout, read + drain + walk, drain);
     };
     let node = mem.frames.node_of(first);
     debug_assert!(isolated.iter().all(|&p| mem.frames.node_of(p) == node));
@@ -668,7 +670,7 @@ pub fn madvise_pageout(s: &mut impl Host, cpu: CpuId, t: TaskId, vpn: u64, n: u6
         s,
         t,
         Func::MadvisePageout,
-        drain + walk + lock,
+        read + drain + walk + lock,
         drain + lock,
     )
 }

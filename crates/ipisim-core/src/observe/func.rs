@@ -19,6 +19,8 @@ named_enum! {
         ChangePteRange = "change_pte_range",
         FreePgtables = "free_pgtables",
         FlushTlbMmRange = "flush_tlb_mm_range",
+        TlbGatherMmu = "tlb_gather_mmu",
+        TlbFinishMmu = "tlb_finish_mmu",
         SmpCallFunctionManyCond = "smp_call_function_many_cond",
         SmpCallFunctionMany = "smp_call_function_many",
         SendIpiPhys = "default_send_IPI_mask_sequence_phys",
