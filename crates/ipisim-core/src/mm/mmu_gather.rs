@@ -106,22 +106,16 @@ pub fn tlb_flush_pending_atomic(s: &mut impl Host, cpu: CpuId, t: TaskId, inc: b
     }
 }
 
-/// A load of the line of `t`'s mm's tlb_flush_pending and tlb_flush_batched, two atomic_ts side
-/// by side in mm_struct (mm_tlb_flush_nested(), flush_tlb_batched_pending()), at `at` on `cpu`,
+/// A load now on `cpu` of the line of `t`'s mm's tlb_flush_pending and tlb_flush_batched, two
+/// atomic_ts side by side in mm_struct (mm_tlb_flush_nested(), flush_tlb_batched_pending()),
 /// charged to `func`: its time (none for a process of one thread).
-pub fn flush_pending_line_read(
-    s: &mut impl Host,
-    cpu: CpuId,
-    t: TaskId,
-    at: Time,
-    func: Func,
-) -> Time {
-    let mm = s.task_mm(t);
+pub fn flush_pending_line_read(s: &mut impl Host, cpu: CpuId, t: TaskId, func: Func) -> Time {
+    let (mm, now) = (s.task_mm(t), s.now());
     let super::Parts { m, mem, obs, .. } = s.mm_parts();
     if mem.mms[mm].users <= 1 {
         return 0;
     }
-    let ps = m.line_read(&mut mem.mms[mm].flush_pending_line, cpu, at);
+    let ps = m.line_read(&mut mem.mms[mm].flush_pending_line, cpu, now);
     obs.stats.charge(Some(t), func, ps);
     ps
 }
@@ -132,7 +126,7 @@ pub fn flush_pending_line_read(
 /// tlb_flush_mmu() and close.
 pub fn tlb_finish_mmu(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
     let read = match s.mem().cfg.tlb_flush_pending {
-        true => flush_pending_line_read(s, cpu, t, s.now(), Func::TlbFinishMmu),
+        true => flush_pending_line_read(s, cpu, t, Func::TlbFinishMmu),
         false => 0,
     };
     let mm = s.gather(t).mm;

@@ -155,7 +155,8 @@ pub fn set_tlb_ubc_flush_pending(
 /// PTE of `mm` with its flush deferred since the last call, flush the mm now, so no TLB entry
 /// this walk cannot see outlives it (3ea277194daa): Err, the walk goes on at `resume` after it.
 /// Otherwise Ok: the time its atomic_read() of mm->tlb_flush_batched took, on the line of
-/// mm->tlb_flush_pending beside it, charged to the walk's `func` (read again by `resume`).
+/// mm->tlb_flush_pending beside it, charged to the walk's `func` (after a flush, the resumed
+/// walk's read).
 pub fn flush_tlb_batched_pending(
     s: &mut impl Host,
     cpu: CpuId,
@@ -169,13 +170,7 @@ pub fn flush_tlb_batched_pending(
         return Ok(0);
     }
     if !mem.mms[mm].tlb_flush_batched {
-        return Ok(super::mmu_gather::flush_pending_line_read(
-            s,
-            cpu,
-            t,
-            s.now(),
-            func,
-        ));
+        return Ok(super::mmu_gather::flush_pending_line_read(s, cpu, t, func));
     }
     s.mem().mms[mm].tlb_flush_batched = false;
     s.push_step(t, resume);
