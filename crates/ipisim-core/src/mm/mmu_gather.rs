@@ -6,6 +6,7 @@ use crate::engine::{CpuId, TaskId, Time};
 use crate::observe::Func;
 use crate::step::{Outcome, Step};
 
+use super::syscall::mm_line_access;
 use super::Host;
 
 /// Pages one gather holds before zap_pte_range must flush: MMU_GATHER_BUNDLE (8) plus
@@ -89,17 +90,14 @@ pub fn tlb_flush_mmu(s: &mut impl Host, t: TaskId) -> Outcome {
 /// line, a step at its own time (the count moved with the gather), charged to tlb_gather_mmu or
 /// tlb_finish_mmu: nothing for a process of one thread, whose lines stay in its CPU's cache.
 pub fn tlb_flush_pending_atomic(s: &mut impl Host, cpu: CpuId, t: TaskId, inc: bool) -> Outcome {
-    let (mm, now) = (s.task_mm(t), s.now());
-    let super::Parts { m, mem, obs, .. } = s.mm_parts();
-    if mem.mms[mm].users <= 1 {
+    let Some(ps) = mm_line_access(s, cpu, t, s.now(), true, |mm| &mut mm.flush_pending_line) else {
         return Outcome::Next;
-    }
-    let ps = m.line_write(&mut mem.mms[mm].flush_pending_line, cpu, now);
+    };
     let func = match inc {
         true => Func::TlbGatherMmu,
         false => Func::TlbFinishMmu,
     };
-    obs.stats.charge(Some(t), func, ps);
+    s.obs().stats.charge(Some(t), func, ps);
     Outcome::Busy {
         ps,
         irqs_off: false,
@@ -110,13 +108,11 @@ pub fn tlb_flush_pending_atomic(s: &mut impl Host, cpu: CpuId, t: TaskId, inc: b
 /// atomic_ts side by side in mm_struct (mm_tlb_flush_nested(), flush_tlb_batched_pending()),
 /// charged to `func`: its time (none for a process of one thread).
 pub fn flush_pending_line_read(s: &mut impl Host, cpu: CpuId, t: TaskId, func: Func) -> Time {
-    let (mm, now) = (s.task_mm(t), s.now());
-    let super::Parts { m, mem, obs, .. } = s.mm_parts();
-    if mem.mms[mm].users <= 1 {
+    let Some(ps) = mm_line_access(s, cpu, t, s.now(), false, |mm| &mut mm.flush_pending_line)
+    else {
         return 0;
-    }
-    let ps = m.line_read(&mut mem.mms[mm].flush_pending_line, cpu, now);
-    obs.stats.charge(Some(t), func, ps);
+    };
+    s.obs().stats.charge(Some(t), func, ps);
     ps
 }
 

@@ -2,7 +2,7 @@
 //! mmu_gather, then one flush per gather (more if the gather fills).
 
 use super::{merge_vmas, split_at, Host, Memory, Parts, NONE, PTRS_PER_PTE};
-use crate::engine::{CpuId, TaskId, Time};
+use crate::engine::{CpuId, SpinLock, TaskId, Time};
 use crate::machine::Cost;
 use crate::observe::Func;
 pub use crate::step::Syscall;
@@ -54,12 +54,11 @@ pub fn syscall(s: &mut impl Host, cpu: CpuId, t: TaskId, sc: Syscall) -> Outcome
     if pending {
         mem.mms[mm].tlb_flush_pending += 1;
     }
-    let pt_reclaim = mem.cfg.pt_reclaim;
     match sc {
         Syscall::MadviseDontneed { vpn, n } => {
             // madvise_dontneed_free() -> zap_page_range_single_batched(); with CONFIG_PT_RECLAIM
             // the zap may free PTE tables it empties completely.
-            let (from, end, reclaim_pt) = (vpn, vpn + n, pt_reclaim);
+            let (from, end, reclaim_pt) = (vpn, vpn + n, mem.cfg.pt_reclaim);
             if read_locks {
                 s.push_step(t, Step::MmapReadUnlock);
             }
@@ -161,18 +160,35 @@ fn mprotect_read(s: &mut impl Host, t: TaskId, mm: usize, vpn: u64, n: u64) {
     s.push_step(t, Step::Protect { from, end });
 }
 
+/// A write (an atomic) or a load of the cache line `line` picks in `t`'s mm, asked for at `at` on
+/// `cpu`: the wait for the line and its transfer. None for a process of one thread, which keeps
+/// its mm's lines in its CPU's cache: no cost, and the line is left alone.
+pub(super) fn mm_line_access(
+    s: &mut impl Host,
+    cpu: CpuId,
+    t: TaskId,
+    at: Time,
+    write: bool,
+    line: impl FnOnce(&mut super::Mm) -> &mut SpinLock,
+) -> Option<Time> {
+    let mm = s.task_mm(t);
+    let Parts { m, mem, .. } = s.mm_parts();
+    if mem.mms[mm].users <= 1 {
+        return None;
+    }
+    let line = line(&mut mem.mms[mm]);
+    Some(match write {
+        true => m.line_write(line, cpu, at),
+        false => m.line_read(line, cpu, at),
+    })
+}
+
 /// The atomic on `t`'s mm's mmap_lock `count` asked for at `at` on `cpu`, charged to `func`: the
 /// wait for its line and the transfer (every down and up of the rwsem is one; see
-/// mmap_lock.rs). A process of one thread keeps its lock words in its CPU's cache: no cost, and
-/// the line is left alone.
+/// mmap_lock.rs); none for a process of one thread (mm_line_access()).
 pub(super) fn rwsem_atomic(s: &mut impl Host, cpu: CpuId, t: TaskId, at: Time, func: Func) -> Time {
-    let mm = s.task_mm(t);
-    let Parts { m, mem, obs, .. } = s.mm_parts();
-    let ps = match mem.mms[mm].users {
-        0 | 1 => 0,
-        _ => m.line_write(&mut mem.mms[mm].mmap_lock.line, cpu, at),
-    };
-    obs.stats.charge(Some(t), func, ps);
+    let ps = mm_line_access(s, cpu, t, at, true, |mm| &mut mm.mmap_lock.line).unwrap_or(0);
+    s.obs().stats.charge(Some(t), func, ps);
     ps
 }
 
@@ -183,17 +199,14 @@ pub fn mmap_read_unlock_atomic(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time
 }
 
 /// One atomic on the lock word of `mm`'s VMA `lock` at `at` on `cpu` (vma_start_read() or
-/// vma_end_read()), charged to lock_vma_under_rcu: its time (none for a one-thread process, as
-/// rwsem_atomic()).
+/// vma_end_read()), charged to lock_vma_under_rcu: its time (none for a one-thread process:
+/// mm_line_access()).
 pub fn vma_lock_atomic(s: &mut impl Host, cpu: CpuId, t: TaskId, lock: u32, at: Time) -> Time {
-    let mm = s.task_mm(t);
-    let Parts { m, mem, obs, .. } = s.mm_parts();
-    if mem.mms[mm].users <= 1 {
+    let Some(ps) = mm_line_access(s, cpu, t, at, true, |mm| &mut mm.vma_locks[lock as usize])
+    else {
         return 0;
-    }
-    let line = &mut mem.mms[mm].vma_locks[lock as usize];
-    let ps = m.line_write(line, cpu, at);
-    obs.stats.charge(Some(t), Func::LockVmaUnderRcu, ps);
+    };
+    s.obs().stats.charge(Some(t), Func::LockVmaUnderRcu, ps);
     ps
 }
 
