@@ -36,6 +36,7 @@ SAMPLE = {
     "pageout": 335.0,
     "page_clear": 150.0,
     "page_copy": 300.0,
+    "page_copy_cold": 650.0,
     "touch_hot": 1.1,
     "touch_cold": 7.8,
     "madvise_sweep_1": 1850.0,
@@ -84,6 +85,7 @@ def test_fit_arithmetic() -> None:
     assert f["context_switch"].cycles == round((2080 - 2 * 166) * g)
     assert f["pte_zap"].cycles == round((69935 - 1850) / 255 * g)
     assert f["pmd_zap"].cycles == round(3860 * g)
+    assert f["page_copy_cold"].cycles == round(650 * g)
     assert f["line_node"].cycles == round(30 * g)
     assert f["membarrier"].cycles == round((360 - 166) * g)
     assert f["membarrier_mask"].cycles == round(140 * g)

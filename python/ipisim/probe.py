@@ -211,6 +211,13 @@ def fit(p: Probe, template: str = "host-2cpu") -> list[Fitted]:
     clear, hot, cold = m("page_clear"), m("touch_hot"), m("touch_cold")
     put("page_clear", clear, f"measured: memset of a 4 KiB page over 64 MiB, {clear:.0f} ns")
     put("page_copy", m("page_copy"), f"measured: memcpy of a 4 KiB page over 64 MiB, {m('page_copy'):.0f} ns")
+    if has("page_copy_cold"):
+        put(
+            "page_copy_cold",
+            m("page_copy_cold"),
+            f"measured: copy of random 4 KiB pages of 1 GiB to random pages of another, on huge pages,"
+            f" {m('page_copy_cold'):.0f} ns",
+        )
     put("user_touch", hot, f"measured: one store per page over 512 present pages, {hot:.2f} ns")
     put(
         "tlb_miss",

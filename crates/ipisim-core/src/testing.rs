@@ -25,7 +25,7 @@ pub(crate) enum Then {
 }
 
 /// `scenario` on `machine` with `kernel` and `sets`, seed 1, made and not started.
-fn sim(scenario: &str, machine: &str, kernel: &str, sets: &[(&str, &str)]) -> Sim {
+pub(crate) fn sim(scenario: &str, machine: &str, kernel: &str, sets: &[(&str, &str)]) -> Sim {
     let req = RunRequest::new(scenario, machine, kernel, sets);
     Sim::new(&resolve(&req).unwrap()).unwrap()
 }
