@@ -183,7 +183,7 @@ pub fn move_batch(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
     for &(src, dst) in &batch {
         let Parts { m, mem, obs, .. } = s.mm_parts();
         let info = mem.page[src as usize];
-        // The source is a page of the mover's working set, not in this CPU's caches.
+        // A page of a working set far beyond the LLC (pmbench's): none of its lines is cached.
         let copy = m.cost[Cost::PageCopyCold] + touch_page(m, mem, cpu, dst);
         obs.stats.charge(Some(t), Func::CopyPage, copy);
         let remap = m.cost[Cost::RmapWalk];
