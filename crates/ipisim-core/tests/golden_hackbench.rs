@@ -146,8 +146,10 @@ fn hackbench_small_run_is_deterministic() {
     assert!(a["ops"]["hackbench_s"].as_f64().unwrap() > 0.0);
 }
 
-// 2 processes killed while messages flow (every message is read). 5 of the 10 drains find
-// fewer than half the CPUs holding pages ("saved"). (Before a CPU's second lock round of one
+// 3 processes killed while messages flow (3700 of the 3800 messages are read). 5 of the 6
+// drains find fewer than half the CPUs holding pages ("saved"). (Before a direct reclaim that
+// frees nothing took its measured time, reclaim_empty, 2026-12-01: 2, 6, 5, 10, 3800, 15: the
+// retries after the first kill came sooner. Before a CPU's second lock round of one
 // step stopped spinning on its own first, 2026-11-30: 3, 9, 5, 22, 3706, 21. Before a busy
 // spinlock's hand-off counted
 // the release's invalidation of the waiter's copy, 2026-11-30: 2, 4, 3, 11, 3800, 24. Before
@@ -163,7 +165,7 @@ fn hackbench_small_run_is_deterministic() {
 // 3, 5, 0, 25, 3759, 31; before the fair class, when every wakeup preempted at the next step
 // boundary and a forked child did not start a slice behind: 3, 5, 0, 17, 3737, 32; before a
 // lru_lock round moved the lruvec's own lines, 2026-11-28: 2, 1, 0, 6, 3800, 36.)
-const PINNED_34: (u64, u64, u64, u64, u64, u64) = (2, 6, 5, 10, 3800, 15);
+const PINNED_34: (u64, u64, u64, u64, u64, u64) = (3, 6, 5, 10, 3700, 20);
 
 /// Without memory pressure nothing reclaims, drains or is killed, and every message arrives.
 #[test]
@@ -202,14 +204,15 @@ fn drain_eras_under_oom() {
         before.cal,
         before.drains
     );
-    // (2, 1) and (9, 5) before a CPU's second lock round of one step stopped spinning on its
-    // own first (2026-11-30); (4, 3) and (4, 3) before a busy spinlock's hand-off counted the
+    // (4, 1) and (6, 5) before a direct reclaim that frees nothing took its measured time
+    // (2026-12-01); (2, 1) and (9, 5) before a CPU's second lock round of one step stopped
+    // spinning on its own first (2026-11-30); (4, 3) and (4, 3) before a busy spinlock's hand-off counted the
     // release's invalidation (2026-11-30); (2, 1) and (9, 5) before each LRU list got its own scan target (2026-11-29);
     // (3, 1) and (7, 4) before kswapd's passes scanned lru_size >> priority pages (2026-11-29);
     // (15, 0) and (10, 0) before kswapd started on its node's least-loaded CPU (2026-11-29);
     // (6, 0) and (5, 0) before the fair class; (1, 0) and (1, 0) before a lru_lock round moved
     // the lruvec's own lines (2026-11-28).
-    assert_eq!((before.drains, before.saved), (4, 1));
+    assert_eq!((before.drains, before.saved), (2, 1));
     assert_eq!((after.drains, after.saved), (6, 5));
     assert!(before.kills > 0 && after.kills > 0);
     println!(
@@ -251,7 +254,8 @@ fn reclaimable_zones_drain_before_oom() {
     let off = [("kernel.zone_reclaimable_progress", "false")];
     let old = counts(&run(&req("linux-3.4", &[])).unwrap().json);
     let new = counts(&run(&req("linux-3.4", &off)).unwrap().json);
-    // Here the rule saves three kills. (9, 3) and (7, 7) before a CPU's second lock round of one
+    // Here the rule saves five kills. (6, 2) and (7, 5) before a direct reclaim that frees nothing
+    // took its measured time (2026-12-01); (9, 3) and (7, 7) before a CPU's second lock round of one
     // step stopped spinning on its own first (2026-11-30); (4, 2) and (4, 3) before a busy
     // spinlock's hand-off
     // counted the release's invalidation (2026-11-30); (9, 3) and (7, 6) before each LRU list
@@ -260,8 +264,8 @@ fn reclaimable_zones_drain_before_oom() {
     // started on its node's least-loaded CPU instead of
     // the parent's (2026-11-29); (5, 3) and (0, 4) before the fair class; (1, 2) and (0, 3)
     // before a lru_lock round moved the lruvec's own lines (2026-11-28).
-    assert_eq!((old.drains, old.kills), (6, 2));
-    assert_eq!((new.drains, new.kills), (7, 5));
+    assert_eq!((old.drains, old.kills), (6, 3));
+    assert_eq!((new.drains, new.kills), (7, 8));
 }
 
 /// too_many_isolated(): with more pages isolated than left on the inactive list, a direct

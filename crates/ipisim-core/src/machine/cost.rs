@@ -62,6 +62,7 @@ cost_table! {
     PageClear = "page_clear": "clearing one 4 KiB page",
     PageCopy = "page_copy": "copying one 4 KiB page",
     PageCopyCold = "page_copy_cold": "copying a 4 KiB page none of whose lines the copying CPU has cached (copy_page() of a page picked from a working set far beyond the LLC: migration's folio_copy)",
+    ReclaimEmpty = "reclaim_empty": "a direct reclaim call that frees nothing: its 13 priority passes (DEF_PRIORITY 12 down to 0) over the zones and the shrinkers, none giving a page",
     UserTouch = "user_touch": "a user store to one page plus loop overhead, TLB hit",
     DramAccess = "dram_access": "a user load or store that misses every cache (a random access to a large region)",
     UserReadPage = "user_read_page": "user code reading a whole 4 KiB page 8 bytes at a time (usemem --readonly)",

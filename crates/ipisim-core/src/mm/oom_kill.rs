@@ -61,6 +61,8 @@ pub fn oom_kill_process(s: &mut impl Host, victim: TaskId) {
 
 /// out_of_memory() from task `t`'s allocation, with no cpuset or mempolicy constraint.
 pub fn out_of_memory(s: &mut impl Host, t: TaskId) -> Outcome {
+    // __alloc_pages_direct_reclaim() returned NULL just before: its latency sample ends here.
+    super::page_alloc::end_direct_reclaim(s, t);
     // "If current has a pending SIGKILL ... automatically select it": it may use the reserves
     // and exits at its next user step.
     if s.mm_view().0.oom_killed[t] {

@@ -329,14 +329,23 @@ pub fn direct_reclaim(s: &mut impl Host, cpu: CpuId, t: TaskId, want: u32) -> Ou
     let r = &mut s.mem().tasks[t].reclaim;
     let progress = r.reclaimed;
     (r.direct, r.reclaimed, r.zone_reclaimed) = (None, 0, 0);
-    if progress == 0 && !still_reclaimable {
+    if progress > 0 {
+        return Outcome::Next;
+    }
+    if !still_reclaimable {
         // __alloc_pages_direct_reclaim(): "if (unlikely(!(*did_some_progress))) return NULL"
         // (no retry, no drain); the slowpath then calls __alloc_pages_may_oom().
         r.after_reclaim = false;
-        super::page_alloc::end_direct_reclaim(s, t);
         s.push_step(t, Step::OutOfMemory);
     }
-    Outcome::Next
+    // A call that frees nothing still made every priority's pass over the zones and the
+    // shrinkers (shrink_zones(), shrink_slab()): their time, measured whole.
+    let ps = s.machine().cost[Cost::ReclaimEmpty];
+    s.obs().stats.charge(Some(t), Func::DoTryToFreePages, ps);
+    Outcome::Busy {
+        ps,
+        irqs_off: false,
+    }
 }
 
 /// touch_page() for the reclaimer on `cpu`.
@@ -1325,6 +1334,27 @@ mod tests {
             }
             assert_eq!(rounds, want, "anon {anon}");
         }
+    }
+
+    /// A direct reclaim that frees nothing still makes its passes over the zones and the
+    /// shrinkers: reclaim_empty, charged to do_try_to_free_pages, and then the OOM killer.
+    #[test]
+    fn a_direct_reclaim_that_frees_nothing_takes_its_passes_time() {
+        use super::direct_reclaim;
+        use crate::machine::Cost;
+        use crate::observe::Func;
+        use crate::sched::Outcome;
+        let mut s = machine(1, "linux-6.3", Then::Spin, &[]);
+        let t = spawn(&mut s, KTHREAD, 0, &[]);
+        let ps = s.m.cost[Cost::ReclaimEmpty];
+        assert!(ps > 0);
+        let busy = Outcome::Busy {
+            ps,
+            irqs_off: false,
+        };
+        assert_eq!(direct_reclaim(&mut s, 0, t, 32), busy);
+        assert_eq!(s.sched.tasks[t].steps.pop(), Some(Step::OutOfMemory));
+        assert_eq!(s.obs.stats.profile[Func::DoTryToFreePages as usize], ps);
     }
 
     /// A round with no inactive pages to take deactivates only while the inactive list is low

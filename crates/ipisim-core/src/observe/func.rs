@@ -55,6 +55,7 @@ named_enum! {
         DownReadTrylock = "down_read_trylock",
         LockVmaUnderRcu = "lock_vma_under_rcu",
         IsolateLruPages = "isolate_lru_pages",
+        DoTryToFreePages = "do_try_to_free_pages",
         PutbackLruPages = "putback_inactive_pages",
         PageReferenced = "page_referenced",
         TryToUnmap = "try_to_unmap_one",
