@@ -37,6 +37,7 @@ SAMPLE = {
     "page_clear": 150.0,
     "page_copy": 300.0,
     "page_copy_cold": 650.0,
+    "reclaim_empty": 10000.0,
     "touch_hot": 1.1,
     "touch_cold": 7.8,
     "madvise_sweep_1": 1850.0,
@@ -86,6 +87,7 @@ def test_fit_arithmetic() -> None:
     assert f["pte_zap"].cycles == round((69935 - 1850) / 255 * g)
     assert f["pmd_zap"].cycles == round(3860 * g)
     assert f["page_copy_cold"].cycles == round(650 * g)
+    assert f["reclaim_empty"].cycles == round(10000 * g)
     assert f["line_node"].cycles == round(30 * g)
     assert f["membarrier"].cycles == round((360 - 166) * g)
     assert f["membarrier_mask"].cycles == round(140 * g)
@@ -95,6 +97,19 @@ def test_fit_arithmetic() -> None:
     ipi = (9000 - 500) * g - 100 - irq / 2 - 4 * f["line_node"].cycles
     assert abs(f["ipi_send"].cycles + f["ipi_wire_node"].cycles - ipi) <= 2
     assert f["ipi_wire_remote"].cycles == f["ipi_wire_node"].cycles
+
+
+def test_empty_reclaims_pair_each_tasks_begin_with_its_end() -> None:
+    """Two tasks' memcg reclaims interleave; only the calls that freed nothing count."""
+    trace = """# tracer: nop
+              dd-100   [001] ..... 50.000010: mm_vmscan_memcg_reclaim_begin: order=0 gfp_flags=GFP_KERNEL
+              dd-200   [000] ..... 50.000012: mm_vmscan_memcg_reclaim_begin: order=0 gfp_flags=GFP_KERNEL
+              dd-100   [001] ..... 50.000020: mm_vmscan_memcg_reclaim_end: nr_reclaimed=0
+              dd-200   [000] ..... 50.000042: mm_vmscan_memcg_reclaim_end: nr_reclaimed=5
+              dd-100   [001] ..... 50.000050: mm_vmscan_memcg_reclaim_begin: order=0 gfp_flags=GFP_KERNEL
+              dd-100   [001] ..... 50.000061: mm_vmscan_memcg_reclaim_end: nr_reclaimed=0
+"""
+    assert [round(x, 3) for x in probe.empty_reclaims_us(trace)] == [10.0, 11.0]
 
 
 def test_the_table_gives_a_lock_hand_off_in_line_transfers() -> None:

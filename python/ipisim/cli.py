@@ -349,7 +349,9 @@ def cmd_probe(args: argparse.Namespace) -> int:
     t0 = time.perf_counter()
     try:
         p = probe.measure(
-            repeats=args.repeats, progress=lambda msg: print(f"probe: {msg}", file=sys.stderr, flush=True)
+            repeats=args.repeats,
+            progress=lambda msg: print(f"probe: {msg}", file=sys.stderr, flush=True),
+            reclaim=args.reclaim,
         )
     except hw.Unavailable as e:
         raise UsageError(f"probe: cannot measure on this machine: {e}") from e
@@ -758,6 +760,12 @@ def build_parser() -> argparse.ArgumentParser:
     )
     pr.add_argument("--out", metavar="PATH", help="write the fitted profile here (a .toml for --machine)")
     pr.add_argument("--repeats", type=int, default=5, help="runs of the measurement program (default 5)")
+    pr.add_argument(
+        "--reclaim",
+        action="store_true",
+        help="also time a direct reclaim that frees nothing (reclaim_empty): needs root, a memory cgroup"
+        " and tracefs; dd fills a 64 MiB cgroup until the OOM killer ends it",
+    )
     pr.set_defaults(func=cmd_probe)
     return p
 

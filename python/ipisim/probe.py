@@ -141,8 +141,88 @@ def topology() -> Topology:
     )
 
 
-def measure(repeats: int = 5, progress: Callable[[str], None] | None = None) -> Probe:
-    """Run native/costs.c `repeats` times; every output line is one measurement in ns."""
+_RECLAIM_EVENT = re.compile(
+    r"^\s*\S+-(\d+)\s+\[\d+\]\s+\S+\s+(\d+\.\d+): mm_vmscan_memcg_reclaim_(begin|end):(.*)$"
+)
+
+
+def empty_reclaims_us(trace: str) -> list[float]:
+    """From a trace of the vmscan events mm_vmscan_memcg_reclaim_begin/end: how long (us) each
+    call that freed nothing (nr_reclaimed=0) took, a call being one task's begin and next end."""
+    begun: dict[str, float] = {}
+    out = []
+    for line in trace.splitlines():
+        m = _RECLAIM_EVENT.match(line)
+        if not m:
+            continue
+        pid, t, kind, rest = m.group(1), float(m.group(2)), m.group(3), m.group(4)
+        if kind == "begin":
+            begun[pid] = t
+        elif pid in begun and re.search(r"\bnr_reclaimed=0\b", rest):
+            out.append((t - begun.pop(pid)) * 1e6)
+        else:
+            begun.pop(pid, None)
+    return out
+
+
+def _write_sys(path: Path, value: str) -> None:
+    path.write_text(value)
+
+
+def measure_reclaim_empty(runs: int) -> list[float]:
+    """A direct reclaim that frees nothing, ns, the median of each run's calls: `dd` fills a 64 MiB
+    memory cgroup without swap until the memcg OOM kills it, and the vmscan tracepoints time each
+    reclaim. Needs root, a cgroup memory controller and tracefs; raises hw.Unavailable otherwise.
+    It leaves the tracing state and cgroups as it found them."""
+    if os.geteuid() != 0:
+        raise hw.Unavailable("needs root (a memory cgroup and tracefs)")
+    tracing = Path("/sys/kernel/tracing")
+    if not (tracing / "trace").exists():
+        subprocess.run(["mount", "-t", "tracefs", "nodev", str(tracing)], capture_output=True, check=False)
+    if not (tracing / "events/vmscan/mm_vmscan_memcg_reclaim_begin").is_dir():
+        raise hw.Unavailable(f"{tracing}: no vmscan memcg reclaim events")
+    v2 = Path("/sys/fs/cgroup")
+    if "memory" in (_read(str(v2 / "cgroup.controllers")) or "").split():
+        cg, limit = v2 / "ipisim-probe", "memory.max"
+        if "memory" not in (_read(str(v2 / "cgroup.subtree_control")) or "").split():
+            _write_sys(v2 / "cgroup.subtree_control", "+memory")
+    elif (v2 / "memory/tasks").exists():
+        swap = re.search(r"SwapTotal:\s+(\d+)", _read("/proc/meminfo") or "")
+        if swap and int(swap.group(1)) > 0:
+            raise hw.Unavailable("cgroup v1 with swap: the reclaim would swap the pages out")
+        cg, limit = v2 / "memory/ipisim-probe", "memory.limit_in_bytes"
+    else:
+        raise hw.Unavailable("no cgroup memory controller")
+    events = [tracing / f"events/vmscan/mm_vmscan_memcg_reclaim_{k}/enable" for k in ("begin", "end")]
+    saved = [(f, f.read_text().strip()) for f in [*events, tracing / "tracing_on"]]
+    cg.mkdir(exist_ok=True)
+    medians = []
+    try:
+        _write_sys(cg / limit, "64M")
+        if (cg / "memory.swap.max").exists():
+            _write_sys(cg / "memory.swap.max", "0")
+        for f in events:
+            _write_sys(f, "1")
+        for _ in range(runs):
+            _write_sys(tracing / "trace", "")
+            _write_sys(tracing / "tracing_on", "1")
+            fill = f"echo $$ > {cg}/cgroup.procs; exec dd if=/dev/zero of=/dev/null bs=256M count=1"
+            subprocess.run(["sh", "-c", fill], capture_output=True, check=False)
+            _write_sys(tracing / "tracing_on", "0")
+            calls = empty_reclaims_us((tracing / "trace").read_text())
+            if not calls:
+                raise hw.Unavailable("no reclaim that freed nothing was traced")
+            medians.append(statistics.median(calls) * 1000)
+    finally:
+        for f, value in saved:
+            _write_sys(f, value)
+        cg.rmdir()
+    return medians
+
+
+def measure(repeats: int = 5, progress: Callable[[str], None] | None = None, reclaim: bool = False) -> Probe:
+    """Run native/costs.c `repeats` times; every output line is one measurement in ns. With
+    `reclaim`, also time a direct reclaim that frees nothing (measure_reclaim_empty)."""
     topo = topology()
     skipped = []
     no_tlb_row = False
@@ -172,6 +252,13 @@ def measure(repeats: int = 5, progress: Callable[[str], None] | None = None) -> 
             del runs[name]
     if topo.cpus < 2 or local_cpus < 2:
         skipped.append("one CPU: no remote shootdown, IPI, cache-line or idle-wakeup measurement")
+    if reclaim:
+        if progress:
+            progress("a direct reclaim that frees nothing (dd into a 64 MiB memory cgroup)")
+        try:
+            runs["reclaim_empty"] = measure_reclaim_empty(repeats)
+        except (hw.Unavailable, OSError) as e:
+            skipped.append(f"reclaim_empty: {e}")
     return Probe(topo, runs, skipped)
 
 
@@ -217,6 +304,13 @@ def fit(p: Probe, template: str = "host-2cpu") -> list[Fitted]:
             m("page_copy_cold"),
             f"measured: copy of random 4 KiB pages of 1 GiB to random pages of another, on huge pages,"
             f" {m('page_copy_cold'):.0f} ns",
+        )
+    if has("reclaim_empty"):
+        put(
+            "reclaim_empty",
+            m("reclaim_empty"),
+            "measured: a memory cgroup's direct reclaim that frees nothing (dd into a 64 MiB cgroup"
+            f" without swap; vmscan tracepoints), {m('reclaim_empty') / 1000:.1f} us",
         )
     put("user_touch", hot, f"measured: one store per page over 512 present pages, {hot:.2f} ns")
     put(
