@@ -165,15 +165,11 @@ def empty_reclaims_us(trace: str) -> list[float]:
     return out
 
 
-def _write_sys(path: Path, value: str) -> None:
-    path.write_text(value)
-
-
 def measure_reclaim_empty(runs: int) -> list[float]:
     """A direct reclaim that frees nothing, ns, the median of each run's calls: `dd` fills a 64 MiB
     memory cgroup without swap until the memcg OOM kills it, and the vmscan tracepoints time each
     reclaim. Needs root, a cgroup memory controller and tracefs; raises hw.Unavailable otherwise.
-    It leaves the tracing state and cgroups as it found them."""
+    It puts the tracing switches back and removes its cgroup."""
     if os.geteuid() != 0:
         raise hw.Unavailable("needs root (a memory cgroup and tracefs)")
     tracing = Path("/sys/kernel/tracing")
@@ -185,7 +181,7 @@ def measure_reclaim_empty(runs: int) -> list[float]:
     if "memory" in (_read(str(v2 / "cgroup.controllers")) or "").split():
         cg, limit = v2 / "ipisim-probe", "memory.max"
         if "memory" not in (_read(str(v2 / "cgroup.subtree_control")) or "").split():
-            _write_sys(v2 / "cgroup.subtree_control", "+memory")
+            (v2 / "cgroup.subtree_control").write_text("+memory")
     elif (v2 / "memory/tasks").exists():
         swap = re.search(r"SwapTotal:\s+(\d+)", _read("/proc/meminfo") or "")
         if swap and int(swap.group(1)) > 0:
@@ -198,24 +194,24 @@ def measure_reclaim_empty(runs: int) -> list[float]:
     cg.mkdir(exist_ok=True)
     medians = []
     try:
-        _write_sys(cg / limit, "64M")
+        (cg / limit).write_text("64M")
         if (cg / "memory.swap.max").exists():
-            _write_sys(cg / "memory.swap.max", "0")
+            (cg / "memory.swap.max").write_text("0")
         for f in events:
-            _write_sys(f, "1")
+            f.write_text("1")
         for _ in range(runs):
-            _write_sys(tracing / "trace", "")
-            _write_sys(tracing / "tracing_on", "1")
+            (tracing / "trace").write_text("")
+            (tracing / "tracing_on").write_text("1")
             fill = f"echo $$ > {cg}/cgroup.procs; exec dd if=/dev/zero of=/dev/null bs=256M count=1"
             subprocess.run(["sh", "-c", fill], capture_output=True, check=False)
-            _write_sys(tracing / "tracing_on", "0")
+            (tracing / "tracing_on").write_text("0")
             calls = empty_reclaims_us((tracing / "trace").read_text())
             if not calls:
                 raise hw.Unavailable("no reclaim that freed nothing was traced")
             medians.append(statistics.median(calls) * 1000)
     finally:
         for f, value in saved:
-            _write_sys(f, value)
+            f.write_text(value)
         cg.rmdir()
     return medians
 
