@@ -178,12 +178,12 @@ def measure_reclaim_empty(runs: int) -> list[float]:
     if not (tracing / "events/vmscan/mm_vmscan_memcg_reclaim_begin").is_dir():
         raise hw.Unavailable(f"{tracing}: no vmscan memcg reclaim events")
     v2 = Path("/sys/fs/cgroup")
-    if "memory" in (_read(str(v2 / "cgroup.controllers")) or "").split():
+    if "memory" in _read(str(v2 / "cgroup.controllers")).split():
         cg, limit = v2 / "ipisim-probe", "memory.max"
-        if "memory" not in (_read(str(v2 / "cgroup.subtree_control")) or "").split():
+        if "memory" not in _read(str(v2 / "cgroup.subtree_control")).split():
             (v2 / "cgroup.subtree_control").write_text("+memory")
     elif (v2 / "memory/tasks").exists():
-        swap = re.search(r"SwapTotal:\s+(\d+)", _read("/proc/meminfo") or "")
+        swap = re.search(r"SwapTotal:\s+(\d+)", _read("/proc/meminfo"))
         if swap and int(swap.group(1)) > 0:
             raise hw.Unavailable("cgroup v1 with swap: the reclaim would swap the pages out")
         cg, limit = v2 / "memory/ipisim-probe", "memory.limit_in_bytes"

@@ -323,19 +323,19 @@ pub fn direct_reclaim(s: &mut impl Host, cpu: CpuId, t: TaskId, want: u32) -> Ou
         d.priority -= 1;
         d.zone = 0;
     }
-    // do_try_to_free_pages(): "top priority shrink_zones still had more to do? don't OOM, then".
-    let still_reclaimable = s.mem().cfg.zone_reclaimable_progress
-        && zonelist(nodes, home).any(|node| zone_reclaimable(s.mem(), node));
     let r = &mut s.mem().tasks[t].reclaim;
     let progress = r.reclaimed;
     (r.direct, r.reclaimed, r.zone_reclaimed) = (None, 0, 0);
     if progress > 0 {
         return Outcome::Next;
     }
+    // do_try_to_free_pages(): "top priority shrink_zones still had more to do? don't OOM, then".
+    let still_reclaimable = s.mem().cfg.zone_reclaimable_progress
+        && zonelist(nodes, home).any(|node| zone_reclaimable(s.mem(), node));
     if !still_reclaimable {
         // __alloc_pages_direct_reclaim(): "if (unlikely(!(*did_some_progress))) return NULL"
         // (no retry, no drain); the slowpath then calls __alloc_pages_may_oom().
-        r.after_reclaim = false;
+        s.mem().tasks[t].reclaim.after_reclaim = false;
         s.push_step(t, Step::OutOfMemory);
     }
     // A call that frees nothing still made every priority's pass over the zones and the
