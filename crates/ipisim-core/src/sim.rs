@@ -325,9 +325,6 @@ impl crate::smp::Host for Sim {
     fn pop_step(&mut self, t: TaskId) -> Option<Step> {
         self.sched.tasks[t].steps.pop()
     }
-    fn csd_lock_call(&mut self, t: TaskId) -> &mut Option<crate::smp::Call> {
-        &mut self.sched.tasks[t].csd_lock_call
-    }
     fn trace_at(&self, cpu: CpuId) -> Option<LineAt> {
         Sim::trace_at(self, cpu)
     }

@@ -241,9 +241,6 @@ pub struct Task {
     pub comm: String,
     /// Spinlocks held across steps (PTE locks): preemption is off while any is (preempt_count).
     pub locks_held: u32,
-    /// The smp_call_function_many_cond() this task spins for in csd_lock(), made once the csd is
-    /// free (preemption stays off until then: the kernel's get_cpu()).
-    pub csd_lock_call: Option<crate::smp::Call>,
     /// TASK_UNINTERRUPTIBLE: a fatal signal does not end this sleep.
     pub uninterruptible: bool,
     /// Its place in the fair class.
@@ -294,7 +291,6 @@ pub fn spawn_at(s: &mut impl Host, mm: usize, cpu: CpuId, at: Time) -> TaskId {
         steps: Vec::with_capacity(16),
         comm: "task".into(),
         locks_held: 0,
-        csd_lock_call: None,
         uninterruptible: false,
         se: fair::Entity::at_start(mm == KTHREAD),
         interruptible: false,
@@ -551,7 +547,7 @@ fn preemptible(s: &impl Host, cpu: CpuId, t: TaskId) -> bool {
     let task = &s.sched_view().0.tasks[t];
     task.locks_held == 0
         && s.view().0.waiting[cpu] == 0
-        && task.csd_lock_call.is_none()
+        && s.view().0.csd_lock_call[cpu].is_none()
         && s.view().0.sending[cpu].is_none()
 }
 

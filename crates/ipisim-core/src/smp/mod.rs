@@ -99,6 +99,9 @@ pub struct Smp {
     /// Per sender: the csd it spins on in csd_lock() (its target, GLOBAL_CFD, or NO_CPU: none),
     /// and when it sees that csd unlocked.
     pub csd_lock_on: Vec<u32>,
+    /// Per CPU: the call its task waits to make in csd_lock() (smp_call_function_many_cond, made
+    /// again once the csd is free); preemption is off meanwhile, so the task stays on the CPU.
+    pub csd_lock_call: Vec<Option<Call>>,
     pub csd_free_at: Vec<Time>,
     /// Per sender: the call whose csds it is queueing (the loop of smp_call_function_many_cond).
     pub sending: Vec<Option<Sending>>,
@@ -175,6 +178,7 @@ impl Smp {
                 ..Default::default()
             },
             csd_lock_on: vec![NO_CPU; n],
+            csd_lock_call: vec![None; n],
             csd_free_at: vec![0; n],
             sending: vec![None; n],
         }
@@ -203,8 +207,6 @@ pub trait Host {
     fn push_step(&mut self, t: TaskId, step: Step);
     /// Take back the step pushed last for task `t`, if any.
     fn pop_step(&mut self, t: TaskId) -> Option<Step>;
-    /// Task `t`'s call that waits in csd_lock() (smp_call_function_many_cond, made again later).
-    fn csd_lock_call(&mut self, t: TaskId) -> &mut Option<Call>;
     /// A tracepoint's context on `cpu` when a trace is recorded.
     fn trace_at(&self, cpu: CpuId) -> Option<LineAt>;
     /// Run `func` on `cpu` for `sender` at `at` (task: the CPU's current task): the handler's
@@ -309,8 +311,7 @@ fn callsite(cond: Cond, run_local: bool) -> &'static str {
 
 /// The call that waited in csd_lock(): make it now.
 pub fn deferred_call(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
-    let c = s
-        .csd_lock_call(task)
+    let c = s.parts().smp.csd_lock_call[cpu]
         .take()
         .expect("a call waited in csd_lock");
     smp_call_function_many_cond(s, cpu, task, &c.mask, c.func, c.cond, c.wait, c.run_local)
@@ -365,7 +366,7 @@ pub fn smp_call_function_many_cond(
     };
     if let Some(csd) = busy {
         smp.csd_lock_on[cpu] = csd;
-        *s.csd_lock_call(task) = Some(Call {
+        smp.csd_lock_call[cpu] = Some(Call {
             mask: mask.copied(),
             func,
             cond,
