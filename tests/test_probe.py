@@ -120,6 +120,18 @@ def test_the_table_gives_a_lock_hand_off_in_line_transfers() -> None:
     assert "load 2.0, + claim 3.0" in probe.format_table(p)
 
 
+def test_the_table_gives_a_streaming_readers_loss_per_flush() -> None:
+    p = fake_probe()
+    # This host's medians (2026-12-01): one page, a 32-page list, a full flush.
+    for n, ns in ((1, 5800.0), (32, 8400.0), (64, 4500.0)):
+        p.runs[f"reader_flush_{n}"] = [ns] * 3
+    table = probe.format_table(p)
+    assert "5800.0 / 8400.0 / 4500.0" in table
+    assert "full flush -1300 ns against one page" in table
+    assert "32-page list +3900 ns against the full flush" in table
+    assert "loss per flush IPI" not in probe.format_table(fake_probe())
+
+
 def test_a_difference_below_zero_is_held_at_its_floor_and_says_so() -> None:
     """A noisy victim gap can exceed the whole round trip: the wire keeps 1 cycle and says why."""
     p = fake_probe()

@@ -528,6 +528,11 @@ TABLE = [
     ("cache line round trip", ["line_round_trip"], "line_node"),
     ("lock hand-off: load / + claim", ["lock_handoff_load", "lock_handoff_claim"], "kernel.spinlock"),
     ("pause (cpu_relax())", ["pause"], "a spinner's reaction (not modelled)"),
+    (
+        "reader per flush: 1 / 32 / full",
+        ["reader_flush_1", "reader_flush_32", "reader_flush_64"],
+        "invlpg vs cr3_flush + refill (seed 000/001)",
+    ),
     ("idle wakeup", ["idle_wakeup"], "idle_wakeup"),
     ("context switch", ["context_switch"], "context_switch"),
 ]
@@ -565,6 +570,12 @@ def format_table(p: Probe) -> str:
         lines.append(
             f"lock hand-off in line transfers (round trip / 2): load {load:.1f}, + claim {claim:.1f}"
             " (kernel.spinlock charges ticket 2, queued 3)"
+        )
+    if all(n in p.runs for n in ("reader_flush_1", "reader_flush_32", "reader_flush_64")):
+        one, pfn, full = (p.median(f"reader_flush_{n}") for n in (1, 32, 64))
+        lines.append(
+            f"a streaming reader's loss per flush IPI: full flush {full - one:+.0f} ns against one page"
+            f" (the refill after it), 32-page list {pfn - full:+.0f} ns against the full flush"
         )
     lines += [f"skipped: {s}" for s in p.skipped]
     return "\n".join(lines) + "\n"

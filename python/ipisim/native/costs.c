@@ -613,6 +613,56 @@ static double read_page(void)
 	return (now_ns() - t) / BIG_PAGES;
 }
 
+/* The reader above on CPU 0 while CPU 1 mprotect()s `n` touched pages of the same mm back and
+ * forth: each call flushes CPU 0's TLB by IPI, page by page (INVLPG) up to the 33-page ceiling,
+ * the whole of it above (seed 000's full flush, after which the reader refills its TLB; seed
+ * 001's PFN list is 32 INVLPGs). The reader's time lost per flush IPI, ns (0 if none landed). */
+static atomic_int flusher_stop;
+static atomic_long flusher_calls;
+static char *flusher_pages;
+static size_t flusher_n;
+
+static void *flusher(void *arg)
+{
+	(void)arg;
+	while (!atomic_load_explicit(&flusher_stop, memory_order_relaxed)) {
+		mprotect(flusher_pages, flusher_n * PAGE, PROT_READ);
+		mprotect(flusher_pages, flusher_n * PAGE, PROT_READ | PROT_WRITE);
+		atomic_fetch_add_explicit(&flusher_calls, 2, memory_order_relaxed);
+	}
+	return NULL;
+}
+
+#define READER_PASSES 40
+
+static double read_passes(void)
+{
+	double t = now_ns();
+	for (int i = 0; i < READER_PASSES; i++)
+		read_page();
+	return now_ns() - t;
+}
+
+static double reader_flush(size_t n)
+{
+	/* Alone just before, best of two: the host's speed drifts between runs. */
+	double alone = read_passes(), again = read_passes();
+	alone = again < alone ? again : alone;
+	flusher_pages = map(n);
+	memset(flusher_pages, 1, n * PAGE);
+	flusher_n = n;
+	atomic_store(&flusher_stop, 0);
+	pthread_t tid = spawn_on(1, flusher, NULL);
+	usleep(1000);
+	long before = atomic_load(&flusher_calls);
+	double t = read_passes();
+	long calls = atomic_load(&flusher_calls) - before;
+	atomic_store(&flusher_stop, 1);
+	pthread_join(tid, NULL);
+	munmap(flusher_pages, n * PAGE);
+	return calls > 0 ? (t - alone) / (double)calls : 0;
+}
+
 /* First read of each page of a sparse file through MAP_SHARED, PROT_READ (lru-file-mmap-read):
  * readahead allocates, zeroes and inserts the pages, fault-around maps them. ns per page,
  * not counting the read of the page's contents. */
@@ -893,6 +943,9 @@ remote:
 	printf("lock_handoff_load %.1f\n", load_only);
 	printf("lock_handoff_claim %.1f\n", claimed);
 	printf("pause %.1f\n", pause_latency());
+	printf("reader_flush_1 %.1f\n", reader_flush(1));
+	printf("reader_flush_32 %.1f\n", reader_flush(32));
+	printf("reader_flush_64 %.1f\n", reader_flush(64));
 
 	const int iters = 20000;
 	double alone = fault_and_zap(iters);
