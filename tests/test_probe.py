@@ -187,6 +187,34 @@ def test_written_profile_loads_and_runs(tmp_path: Path) -> None:
     assert r.interrupts["CAL"] == [0, 100]
 
 
+def test_smt_yield_from_the_read_loop_beside_its_sibling(tmp_path: Path) -> None:
+    """2 x alone / both, written into [machine] with its measurement; absent, nothing is written."""
+    p = probe.Probe(
+        probe.Topology(
+            cpus=4,
+            nodes=1,
+            cpus_per_node=4,
+            smt=2,
+            mem_per_node_mib=6000,
+            ghz=2.6,
+            idle="hlt",
+            idle_poll_ns=0,
+        ),
+        {**fake_probe().runs, "smt_read_alone": [180.0] * 3, "smt_read_both": [240.0] * 3},
+    )
+    assert probe.smt_yield(p) == 1.5
+    assert "read loop: alone / SMT sibling busy" in probe.format_table(p)
+    path = tmp_path / "host.toml"
+    path.write_text(probe.profile_toml(p, probe.fit(p), name="host"))
+    params = {q["key"]: q for q in ipisim.describe(str(path))["params"]}
+    assert float(params["machine.smt_yield"]["value"]) == 1.5
+    assert int(params["machine.smt"]["value"]) == 2
+    slow = probe.Probe(p.topology, {**p.runs, "smt_read_both": [500.0] * 3})
+    assert probe.smt_yield(slow) == 1.0  # held at the parameter's floor
+    assert probe.smt_yield(fake_probe()) is None
+    assert "smt_yield" not in probe.profile_toml(fake_probe(), probe.fit(fake_probe()))
+
+
 def test_topology_reads_this_host() -> None:
     t = probe.topology()
     assert t.cpus >= 1 and t.nodes >= 1 and t.cpus_per_node * t.nodes <= t.cpus

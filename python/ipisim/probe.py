@@ -141,6 +141,22 @@ def topology() -> Topology:
     )
 
 
+def smt_sibling() -> int | None:
+    """CPU 0's other SMT thread, if it has one this process may run on."""
+    siblings = _cpulist(_read("/sys/devices/system/cpu/cpu0/topology/thread_siblings_list"))
+    usable = os.sched_getaffinity(0)
+    return next((c for c in siblings if c != 0 and c in usable), None)
+
+
+def smt_yield(p: Probe) -> float | None:
+    """machine.smt_yield from the read loop alone and beside its SMT sibling's (2 x alone / both),
+    within the parameter's range [1, 2]; None where it was not measured."""
+    if "smt_read_alone" not in p.runs or "smt_read_both" not in p.runs:
+        return None
+    y = 2 * p.median("smt_read_alone") / p.median("smt_read_both")
+    return round(min(2.0, max(1.0, y)), 3)
+
+
 _RECLAIM_EVENT = re.compile(
     r"^\s*\S+-(\d+)\s+\[\d+\]\s+\S+\s+(\d+\.\d+): mm_vmscan_memcg_reclaim_(begin|end):(.*)$"
 )
@@ -229,11 +245,14 @@ def measure(repeats: int = 5, progress: Callable[[str], None] | None = None, rec
         no_tlb_row = "TLB row" in str(e)
     exe = hw.build("costs")
     local_cpus = len(os.sched_getaffinity(0))
+    sibling = smt_sibling()
     runs: dict[str, list[float]] = {}
     for i in range(repeats):
         if progress:
             progress(f"costs run {i + 1}/{repeats}")
         args = [str(exe)] if local_cpus >= 2 else [str(exe), "--local-only"]
+        if sibling is not None:
+            args += ["--smt-sibling", str(sibling)]
         proc = subprocess.run(
             args, capture_output=True, text=True, check=False, preexec_fn=lambda: os.sched_setaffinity(0, {0})
         )
@@ -494,6 +513,15 @@ def profile_toml(p: Probe, fitted: list[Fitted], name: str = "host") -> str:
         f"nodes = {t.nodes}",
         f"cpus_per_node = {t.cpus_per_node}",
         f"smt = {t.smt}",
+    ]
+    y = smt_yield(p)
+    if y is not None:
+        alone, both = p.median("smt_read_alone"), p.median("smt_read_both")
+        lines.append(
+            f"smt_yield = {y:g}  # measured: a read loop {alone:.0f} ns a page alone,"
+            f" {both:.0f} beside the same loop on its SMT sibling (2 x alone / both)"
+        )
+    lines += [
         f'mem_per_node = "{t.mem_per_node_mib}MiB"',
         f"ghz = {t.ghz}",
         f'idle = "{t.idle}"',
@@ -533,6 +561,7 @@ TABLE = [
         ["reader_flush_1", "reader_flush_32", "reader_flush_64"],
         "invlpg vs cr3_flush + refill (seed 000/001)",
     ),
+    ("read loop: alone / SMT sibling busy", ["smt_read_alone", "smt_read_both"], "machine.smt_yield"),
     ("idle wakeup", ["idle_wakeup"], "idle_wakeup"),
     ("context switch", ["context_switch"], "context_switch"),
 ]

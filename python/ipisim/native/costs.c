@@ -663,6 +663,33 @@ static double reader_flush(size_t n)
 	return calls > 0 ? (t - alone) / (double)calls : 0;
 }
 
+/* The same reader while another reads big_b on `sibling`, the other thread of CPU 0's core: ns
+ * per page each (SMT: machine.smt_yield = 2 x alone / both). */
+static atomic_int sibling_stop;
+
+static void *sibling_reader(void *arg)
+{
+	(void)arg;
+	unsigned long sum = 0;
+	while (!atomic_load_explicit(&sibling_stop, memory_order_relaxed))
+		for (size_t i = 0; i < BIG_PAGES * PAGE / sizeof(long); i += 512)
+			for (size_t j = i; j < i + 512; j++)
+				sum += ((volatile unsigned long *)big_b)[j];
+	sink = (char)sum;
+	return NULL;
+}
+
+static double read_beside(int sibling)
+{
+	atomic_store(&sibling_stop, 0);
+	pthread_t tid = spawn_on(sibling, sibling_reader, NULL);
+	usleep(1000);
+	double t = read_passes();
+	atomic_store(&sibling_stop, 1);
+	pthread_join(tid, NULL);
+	return t / (READER_PASSES * (double)BIG_PAGES);
+}
+
 /* First read of each page of a sparse file through MAP_SHARED, PROT_READ (lru-file-mmap-read):
  * readahead allocates, zeroes and inserts the pages, fault-around maps them. ns per page,
  * not counting the read of the page's contents. */
@@ -854,6 +881,10 @@ int main(int argc, char **argv)
 	int quick = argc > 1 && !strcmp(argv[1], "--remote-only"); /* skip the local costs */
 	if (argc > 1 && !strcmp(argv[1], "--local-only")) /* no other CPU may be used */
 		ncpus = 1;
+	int sibling = 0; /* --smt-sibling N: CPU 0's other SMT thread, if it has one */
+	for (int i = 1; i + 1 < argc; i++)
+		if (!strcmp(argv[i], "--smt-sibling"))
+			sibling = atoi(argv[i + 1]);
 	cpu_set_t one;
 	CPU_ZERO(&one);
 	CPU_SET(0, &one);
@@ -946,6 +977,12 @@ remote:
 	printf("reader_flush_1 %.1f\n", reader_flush(1));
 	printf("reader_flush_32 %.1f\n", reader_flush(32));
 	printf("reader_flush_64 %.1f\n", reader_flush(64));
+	if (sibling > 0 && sibling < ncpus) {
+		double alone = read_passes(), again = read_passes();
+		alone = (again < alone ? again : alone) / (READER_PASSES * (double)BIG_PAGES);
+		printf("smt_read_alone %.1f\n", alone);
+		printf("smt_read_both %.1f\n", read_beside(sibling));
+	}
 
 	const int iters = 20000;
 	double alone = fault_and_zap(iters);
