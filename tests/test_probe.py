@@ -190,16 +190,7 @@ def test_written_profile_loads_and_runs(tmp_path: Path) -> None:
 def test_smt_yield_from_the_read_loop_beside_its_sibling(tmp_path: Path) -> None:
     """2 x alone / both, written into [machine] with its measurement; absent, nothing is written."""
     p = probe.Probe(
-        probe.Topology(
-            cpus=4,
-            nodes=1,
-            cpus_per_node=4,
-            smt=2,
-            mem_per_node_mib=6000,
-            ghz=2.6,
-            idle="hlt",
-            idle_poll_ns=0,
-        ),
+        dataclasses.replace(TOPO, cpus=4, cpus_per_node=4, smt=2),
         {**fake_probe().runs, "smt_read_alone": [180.0] * 3, "smt_read_both": [240.0] * 3},
     )
     assert probe.smt_yield(p) == 1.5
