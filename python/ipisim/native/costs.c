@@ -602,16 +602,19 @@ static double file_fault_single(void)
 	return time_first_reads(fd, n, stride);
 }
 
-/* usemem --readonly: read every 8-byte word of present pages; ns per 4 KiB page. */
-static double read_page(void)
+/* usemem --readonly: read every 8-byte word of the BIG_PAGES present pages of `buf`; ns per
+ * 4 KiB page. */
+static double read_pages(const char *buf)
 {
 	unsigned long sum = 0;
 	double t = now_ns();
 	for (size_t i = 0; i < BIG_PAGES * PAGE / sizeof(long); i++)
-		sum += ((volatile unsigned long *)big_a)[i];
+		sum += ((const volatile unsigned long *)buf)[i];
 	sink = (char)sum;
 	return (now_ns() - t) / BIG_PAGES;
 }
+
+static double read_page(void) { return read_pages(big_a); }
 
 /* The reader above on CPU 0 while CPU 1 mprotect()s `n` touched pages of the same mm back and
  * forth: each call flushes CPU 0's TLB by IPI, page by page (INVLPG) up to the 33-page ceiling,
@@ -635,6 +638,7 @@ static void *flusher(void *arg)
 
 #define READER_PASSES 40
 
+/* READER_PASSES of read_page(), ns in all. */
 static double read_passes(void)
 {
 	double t = now_ns();
@@ -643,11 +647,17 @@ static double read_passes(void)
 	return now_ns() - t;
 }
 
+/* read_passes() alone, just before a measurement beside it: best of two, as the host's speed
+ * drifts between runs. */
+static double read_passes_alone(void)
+{
+	double alone = read_passes(), again = read_passes();
+	return again < alone ? again : alone;
+}
+
 static double reader_flush(size_t n)
 {
-	/* Alone just before, best of two: the host's speed drifts between runs. */
-	double alone = read_passes(), again = read_passes();
-	alone = again < alone ? again : alone;
+	double alone = read_passes_alone();
 	flusher_pages = map(n);
 	memset(flusher_pages, 1, n * PAGE);
 	flusher_n = n;
@@ -663,23 +673,19 @@ static double reader_flush(size_t n)
 	return calls > 0 ? (t - alone) / (double)calls : 0;
 }
 
-/* The same reader while another reads big_b on `sibling`, the other thread of CPU 0's core: ns
- * per page each (SMT: machine.smt_yield = 2 x alone / both). */
+/* The same reader while the same loop reads big_b on `sibling`, the other thread of CPU 0's
+ * core: ns in all (SMT: machine.smt_yield = 2 x alone / both). */
 static atomic_int sibling_stop;
 
 static void *sibling_reader(void *arg)
 {
 	(void)arg;
-	unsigned long sum = 0;
 	while (!atomic_load_explicit(&sibling_stop, memory_order_relaxed))
-		for (size_t i = 0; i < BIG_PAGES * PAGE / sizeof(long); i += 512)
-			for (size_t j = i; j < i + 512; j++)
-				sum += ((volatile unsigned long *)big_b)[j];
-	sink = (char)sum;
+		read_pages(big_b);
 	return NULL;
 }
 
-static double read_beside(int sibling)
+static double read_passes_beside(int sibling)
 {
 	atomic_store(&sibling_stop, 0);
 	pthread_t tid = spawn_on(sibling, sibling_reader, NULL);
@@ -687,7 +693,7 @@ static double read_beside(int sibling)
 	double t = read_passes();
 	atomic_store(&sibling_stop, 1);
 	pthread_join(tid, NULL);
-	return t / (READER_PASSES * (double)BIG_PAGES);
+	return t;
 }
 
 /* First read of each page of a sparse file through MAP_SHARED, PROT_READ (lru-file-mmap-read):
@@ -978,10 +984,9 @@ remote:
 	printf("reader_flush_32 %.1f\n", reader_flush(32));
 	printf("reader_flush_64 %.1f\n", reader_flush(64));
 	if (sibling > 0 && sibling < ncpus) {
-		double alone = read_passes(), again = read_passes();
-		alone = (again < alone ? again : alone) / (READER_PASSES * (double)BIG_PAGES);
-		printf("smt_read_alone %.1f\n", alone);
-		printf("smt_read_both %.1f\n", read_beside(sibling));
+		const double pages = READER_PASSES * (double)BIG_PAGES;
+		printf("smt_read_alone %.1f\n", read_passes_alone() / pages);
+		printf("smt_read_both %.1f\n", read_passes_beside(sibling) / pages);
 	}
 
 	const int iters = 20000;
