@@ -521,15 +521,17 @@ fn shrink_active_list(
 }
 
 /// too_many_isolated(): a direct reclaimer (never kswapd) finds more of this type isolated than
-/// left on the node's inactive list. The kernel asks only in shrink_inactive_list(), which
-/// shrink_lruvec() calls only when get_scan_count() gave the list inactive >> priority pages.
+/// left on the node's inactive list (from 3.8 an eighth of it: its allocation may do I/O and
+/// enter the filesystem). The kernel asks only in shrink_inactive_list(), which shrink_lruvec()
+/// calls only when get_scan_count() gave the list inactive >> priority pages.
 fn too_many_isolated(mem: &Memory, t: TaskId, node: usize, anon: bool) -> bool {
     if is_kswapd(mem, t) {
         return false;
     }
     let lru = &mem.lru[node];
     let listed = if anon { &lru.anon } else { &lru.file }.inactive_pages();
-    if lru.isolated[anon as usize] <= listed {
+    let shift = if mem.cfg.isolated_iofs_eighth { 3 } else { 0 };
+    if lru.isolated[anon as usize] <= listed >> shift {
         // Not too many even before counting pages under writeback: skip walking the bios.
         return false;
     }
@@ -538,7 +540,8 @@ fn too_many_isolated(mem: &Memory, t: TaskId, node: usize, anon: bool) -> bool {
         false => listed,
     };
     let priority = mem.tasks[t].reclaim.direct.map_or(0, |d| d.priority);
-    inactive >> priority > 0 && lru.isolated[anon as usize] > inactive
+    // "GFP_NOIO/GFP_NOFS callers are allowed to isolate more pages" (3cf23841b4b7).
+    inactive >> priority > 0 && lru.isolated[anon as usize] > inactive >> shift
 }
 
 /// The loop at the top of shrink_inactive_list(): sleep while too many pages are isolated, or
@@ -1270,6 +1273,28 @@ mod tests {
             pages as usize - active
         );
         s
+    }
+
+    /// too_many_isolated() of a direct reclaimer (task 0, the reader) on 256 inactive file pages:
+    /// from 3.8 more than an eighth of them isolated (33) is too many, before only more than all.
+    #[test]
+    fn from_3_8_more_than_an_eighth_of_the_inactive_list_isolated_is_too_many() {
+        for (eighth, isolated, too_many) in [
+            (true, 32, false),
+            (true, 33, true),
+            (false, 33, false),
+            (false, 256, false),
+            (false, 257, true),
+        ] {
+            let mut s = lists_of(256, 0, false);
+            s.mem.cfg.isolated_iofs_eighth = eighth;
+            s.mem.lru[0].isolated[0] = isolated;
+            assert_eq!(
+                super::too_many_isolated(&s.mem, 0, 0, false),
+                too_many,
+                "eighth {eighth}, {isolated} isolated"
+            );
+        }
     }
 
     /// inactive_list_is_low(): to 4.9 an anonymous list keeps one inactive page to
