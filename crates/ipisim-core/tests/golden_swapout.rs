@@ -153,8 +153,10 @@ fn huge_pages_are_split_before_swap_and_their_tails_convoy() {
     // took a page's PTE lock twice, (65, 53, 58) before a CPU's second lock round of one step
     // stopped spinning on its own first, (61, 57, 58) before a ticket lock's hand-off grew with
     // its waiters (2026-11-30), (59, 59, 58) before too_many_isolated() compared with an eighth
-    // of the inactive list from 3.8 (a huge page isolated counts 512 pages, 2026-12-01).
-    assert_eq!(faults, (63, 55, 59));
+    // of the inactive list from 3.8 (a huge page isolated counts 512 pages, 2026-12-01),
+    // (63, 55, 59) before shrink_active_list()'s page_referenced() walks ran with interrupts on
+    // (2026-12-02).
+    assert_eq!(faults, (62, 56, 58));
     assert_eq!(thp["check"]["violations"], 0);
     let small = profile_percent(&swapout("linux-3.8"), "_raw_spin_lock");
     let huge = profile_percent(&thp, "_raw_spin_lock");

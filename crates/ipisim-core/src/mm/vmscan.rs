@@ -384,9 +384,9 @@ pub fn shrink_node(
     // shrink_inactive_list() and shrink_active_list() begin with lru_add_drain(): this CPU's
     // pagevec goes onto the LRU before anything is isolated (charged there, as __pagevec_lru_add).
     let drain = super::lru::lru_add_drain(s, cpu, t);
-    let (mut ps, young, nr_young) = match deactivate {
+    let (mut ps, walk, young, nr_young) = match deactivate {
         true => shrink_active_list(s, cpu, node, anon, nr_active),
-        false => (0, [0; SWAP_CLUSTER_MAX], 0),
+        false => (0, 0, [0; SWAP_CLUSTER_MAX], 0),
     };
     if nr > 0 {
         ps += shrink_inactive_list(s, cpu, t, node, anon, nr);
@@ -411,11 +411,10 @@ pub fn shrink_node(
         }
     }
     s.obs().stats.charge(Some(t), Func::IsolateLruPages, ps);
-    // spin_lock_irq(&zone->lru_lock): interrupts wait while we spin for it and hold it.
-    Outcome::Busy {
-        ps: drain + ps,
-        irqs_off: true,
-    }
+    s.obs().stats.charge(Some(t), Func::PageReferenced, walk);
+    // spin_lock_irq(&zone->lru_lock): interrupts wait while we spin for it and hold it; the
+    // active list's page_referenced() walks run after, between its two lock rounds, with them on.
+    super::lru::lock_first(s, t, Func::PageReferenced, drain + ps + walk, drain + ps)
 }
 
 /// shrink_inactive_list()'s isolation: up to `nr` pages from the inactive list's tail under the
@@ -464,16 +463,16 @@ fn shrink_inactive_list(
 
 /// shrink_active_list(): page_referenced() clears the accessed bits (no flush on x86 since 3.15),
 /// then every page but executable file pages is deactivated; the pages scanned count towards
-/// zone_reclaimable(). Its time, and the pages whose accessed bit was set (the first `n` of the
-/// array).
+/// zone_reclaimable(). Its lru_lock time, its rmap walks' time (between the two lock rounds,
+/// interrupts on), and the pages whose accessed bit was set (the first `n` of the array).
 fn shrink_active_list(
     s: &mut impl Host,
     cpu: CpuId,
     node: usize,
     anon: bool,
     nr: usize,
-) -> (Time, [u32; SWAP_CLUSTER_MAX], usize) {
-    let mut ps: Time = 0;
+) -> (Time, Time, [u32; SWAP_CLUSTER_MAX], usize) {
+    let mut walk: Time = 0;
     let mut young = [0u32; SWAP_CLUSTER_MAX];
     let mut nr_young = 0;
     let Parts { m, mem, .. } = s.mm_parts();
@@ -491,7 +490,7 @@ fn shrink_active_list(
             // "give them one more trip around the active list" (VM_EXEC, 2.6.31).
             page.flags &= !PG_REFERENCED;
             lists.push_active(p, page.flags);
-            ps += m.cost[Cost::RmapWalk];
+            walk += m.cost[Cost::RmapWalk];
             rotated += 1;
             continue;
         }
@@ -503,21 +502,21 @@ fn shrink_active_list(
                 young[nr_young] = p;
                 nr_young += 1;
             }
-            ps += m.cost[Cost::RmapWalk];
+            walk += m.cost[Cost::RmapWalk];
         } else if page.flags & PTE_MAPPED != 0 {
             if page.flags & PTE_YOUNG != 0 {
                 young[nr_young] = p;
                 nr_young += 1;
             }
             page.flags &= !PTE_YOUNG;
-            ps += m.cost[Cost::RmapWalk];
+            walk += m.cost[Cost::RmapWalk];
         }
     }
-    ps += lock_lru(s, cpu, node, &moved[..n]);
+    let ps = lock_lru(s, cpu, node, &moved[..n]);
     s.mem().frames.zones[node].pages_scanned += n as u64;
     s.obs().stats.vm(Vm::PgRefill, n as u64);
     s.obs().stats.vm(Vm::PgDeactivate, (n - rotated) as u64);
-    (ps, young, nr_young)
+    (ps, walk, young, nr_young)
 }
 
 /// too_many_isolated(): a direct reclaimer (never kswapd) finds more of this type isolated than
