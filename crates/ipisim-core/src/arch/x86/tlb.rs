@@ -502,7 +502,12 @@ fn flush_asid_range(
             vpn += step;
         }
         let t = n * m.cost[Cost::Invlpg];
-        obs.stats.charge(task, Func::NativeFlushTlbOneUser, t);
+        // Before 4.15 paravirt patched `invlpg` into the caller (a035795499ca).
+        let func = match a.cfg.flush_one_call {
+            true => Func::NativeFlushTlbOneUser,
+            false => Func::FlushTlbFunc,
+        };
+        obs.stats.charge(task, func, t);
         if local {
             obs.stats.vm(Vm::TlbLocalFlushOne, n);
         }
