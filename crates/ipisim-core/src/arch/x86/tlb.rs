@@ -641,7 +641,7 @@ pub fn arch_tlbbatch_flush(s: &mut impl Host, cpu: CpuId, t: TaskId, mask: &CpuM
 mod tests {
     use crate::engine::Time;
     use crate::machine::Cost;
-    use crate::observe::{Irq, Trace};
+    use crate::observe::{Func, Irq, Trace};
     use crate::sched::{self, Step};
     use crate::sim::Sim;
     use crate::step::FlushRange;
@@ -731,6 +731,41 @@ mod tests {
             let line = s.m.line_transfer(0, 1);
             assert!(line > 0);
             assert_eq!(t - work, lines * line, "early {early}, behind {behind}");
+        }
+    }
+
+    /// A target's INVLPG is native_flush_tlb_one_user's time from 4.15; before, paravirt patched
+    /// it inline (a035795499ca), so perf counts it in flush_tlb_func.
+    #[test]
+    fn invlpg_is_charged_to_its_own_function_from_4_15() {
+        for (call, own) in [("true", true), ("false", false)] {
+            let mut s = machine(
+                2,
+                "linux-6.18",
+                Then::Sleep,
+                &[("kernel.flush_one_call", call)],
+            );
+            crate::arch::load_for_test(&mut s, 1, MM);
+            let (gen, _) = super::inc_mm_tlb_gen(&mut s.arch, &s.m, 0, 0, MM);
+            s.arch.x86.info[0] = super::FlushInfo {
+                mm: Some(MM),
+                start: 10,
+                end: 13,
+                stride_shift: 12,
+                new_tlb_gen: gen,
+                freed_tables: false,
+                trim_cpumask: false,
+                initiating_cpu: 0,
+            };
+            let t = super::flush_tlb_func(&mut s, 1, None, 0, 0);
+            let invlpg = 3 * s.m.cost[Cost::Invlpg];
+            let profile = &s.obs.stats.profile;
+            let (one, func) = (
+                profile[Func::NativeFlushTlbOneUser as usize],
+                profile[Func::FlushTlbFunc as usize],
+            );
+            assert_eq!(one, own as Time * invlpg, "flush_one_call {call}");
+            assert_eq!(one + func, t, "flush_one_call {call}");
         }
     }
 
