@@ -692,6 +692,24 @@ mod tests {
         s
     }
 
+    /// CPU 1 runs MM and CPU 0 has begun flushing its pages [10, end): inc_mm_tlb_gen(), then
+    /// its flush_tlb_info. Returns the flush's tlb_gen.
+    fn pending_flush(s: &mut Sim, end: u64) -> u64 {
+        crate::arch::load_for_test(s, 1, MM);
+        let (gen, _) = super::inc_mm_tlb_gen(&mut s.arch, &s.m, 0, 0, MM);
+        s.arch.x86.info[0] = super::FlushInfo {
+            mm: Some(MM),
+            start: 10,
+            end,
+            stride_shift: 12,
+            new_tlb_gen: gen,
+            freed_tables: false,
+            trim_cpumask: false,
+            initiating_cpu: 0,
+        };
+        gen
+    }
+
     /// A flush target pays for the lines it reads: the sender's flush_tlb_info always, and the
     /// mm's tlb_gen, which the sender's inc_mm_tlb_gen() just wrote, only when it is behind the
     /// flush (aa44284960d5, 6.0), or at every flush with `kernel.tlb_gen_read_early` (to 5.19).
@@ -710,19 +728,8 @@ mod tests {
                 Then::Sleep,
                 &[("kernel.tlb_gen_read_early", early)],
             );
-            crate::arch::load_for_test(&mut s, 1, MM);
-            let (gen, _) = super::inc_mm_tlb_gen(&mut s.arch, &s.m, 0, 0, MM);
+            let gen = pending_flush(&mut s, 11);
             assert_eq!(s.arch.mm[MM].tlb_gen_line.acquisitions, 1);
-            s.arch.x86.info[0] = super::FlushInfo {
-                mm: Some(MM),
-                start: 10,
-                end: 11,
-                stride_shift: 12,
-                new_tlb_gen: gen,
-                freed_tables: false,
-                trim_cpumask: false,
-                initiating_cpu: 0,
-            };
             if !behind {
                 s.arch.x86.cpu[1].ctxs[0].tlb_gen = gen;
             }
@@ -745,18 +752,7 @@ mod tests {
                 Then::Sleep,
                 &[("kernel.flush_one_call", call)],
             );
-            crate::arch::load_for_test(&mut s, 1, MM);
-            let (gen, _) = super::inc_mm_tlb_gen(&mut s.arch, &s.m, 0, 0, MM);
-            s.arch.x86.info[0] = super::FlushInfo {
-                mm: Some(MM),
-                start: 10,
-                end: 13,
-                stride_shift: 12,
-                new_tlb_gen: gen,
-                freed_tables: false,
-                trim_cpumask: false,
-                initiating_cpu: 0,
-            };
+            pending_flush(&mut s, 13);
             let t = super::flush_tlb_func(&mut s, 1, None, 0, 0);
             let invlpg = 3 * s.m.cost[Cost::Invlpg];
             let profile = &s.obs.stats.profile;
