@@ -3,9 +3,10 @@
  *
  * The main thread (pin it before exec) registers with MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED
  * while it is the only thread (mm_users == 1: no IPI), starts `threads` threads on the next CPUs,
- * spinning in user space (busy) or blocked on a futex (sleeping), sleeps `settle-ms`, then calls
- * membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) `calls` times. The /proc/interrupts TLB and
- * CAL rows are read just before the first call and just after the last. Each repeat prints:
+ * spinning in user space (busy) or blocked on a futex (sleeping), sleeps `settle-ms`, spins 20 ms,
+ * then calls membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED, 0, 0) `calls` times. The
+ * /proc/interrupts TLB and CAL rows are read just before the first call and just after the last.
+ * Each repeat prints:
  *   syscalls=N ns=T cpu_ns=C tlb=a,b,... cal=a,b,...
  * (ns: wall time; cpu_ns: the calling thread's CPU time)
  * Build: cc -O2 -pthread -o membarrier membarrier.c
@@ -76,6 +77,10 @@ int main(int argc, char **argv)
 			;
 		if (settle_ms > 0)
 			usleep((useconds_t)settle_ms * 1000);
+		/* Stay busy past the first ticks: a tick that finds an idle CPU after this one slept kicks
+		 * it for nohz idle balance (nohz_balancer_kick() -> kick_ilb(), a CAL IPI since 5.8). */
+		for (double w = now_ns(); now_ns() - w < 20e6;)
+			;
 
 		read_irq_rows(tlb0, cal0, ncpus);
 		double t0 = now_ns(), c0 = cpu_ns();
