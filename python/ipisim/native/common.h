@@ -160,6 +160,13 @@ static double now_ns(void)
 	return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
+/* Busy-wait `ns` of wall time on this CPU (it stays busy, unlike a sleep). */
+static inline void spin_ns(double ns)
+{
+	for (double w = now_ns(); now_ns() - w < ns;)
+		;
+}
+
 /* CPU time of the calling thread: what other tasks on its CPU (or the host) take is not in it. */
 static double cpu_ns(void)
 {

@@ -79,8 +79,7 @@ int main(int argc, char **argv)
 			usleep((useconds_t)settle_ms * 1000);
 		/* Stay busy past the first ticks: a tick that finds an idle CPU after this one slept kicks
 		 * it for nohz idle balance (nohz_balancer_kick() -> kick_ilb(), a CAL IPI since 5.8). */
-		for (double w = now_ns(); now_ns() - w < 20e6;)
-			;
+		spin_ns(20e6);
 
 		read_irq_rows(tlb0, cal0, ncpus);
 		double t0 = now_ns(), c0 = cpu_ns();

@@ -110,8 +110,7 @@ int main(int argc, char **argv)
 		 * page tables and struct pages in the caches, as in the other cells and the model.
 		 * Touching before a long wait measured other tenants' evictions instead (3x slower). */
 		if (remote == R_SLEEPING && settle_ms > 0)
-			for (double w = now_ns(); now_ns() - w < settle_ms * 1e6;)
-				;
+			spin_ns(settle_ms * 1e6);
 		char *region = map_region(len, misalign);
 		for (size_t off = 0; off < len; off += PAGE)
 			region[off] = 1;

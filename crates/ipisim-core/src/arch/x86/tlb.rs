@@ -503,9 +503,10 @@ fn flush_asid_range(
         }
         let t = n * m.cost[Cost::Invlpg];
         // Before 4.15 paravirt patched `invlpg` into the caller (a035795499ca).
-        let func = match a.cfg.flush_one_call {
-            true => Func::NativeFlushTlbOneUser,
-            false => Func::FlushTlbFunc,
+        let func = if a.cfg.flush_one_call {
+            Func::NativeFlushTlbOneUser
+        } else {
+            Func::FlushTlbFunc
         };
         obs.stats.charge(task, func, t);
         if local {
