@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -266,13 +267,20 @@ def run_all(
                 runs.setdefault(key, (f"{e['id']} {v['label']} on {machine}", machine, sets))
                 keys[(e["id"], machine, v["label"])] = key
 
+    done = 0
+    lock = threading.Lock()
+
     def one(key: RunKey) -> ipisim.RunResult:
+        nonlocal done
         scenario, _, kernel, _ = key
         name, machine, sets = runs[key]
         t0 = time.perf_counter()
-        progress(f"{name} ({kernel}) ...")
+        with lock:  # one line at a time from the pool's threads
+            progress(f"{name} ({kernel}) ...")
         r = ipisim.run(scenario, machine=machine, kernel=kernel, sets=sets)
-        progress(f"{name}: {time.perf_counter() - t0:.1f} s")
+        with lock:
+            done += 1
+            progress(f"[{done}/{len(runs)}] {name}: {time.perf_counter() - t0:.1f} s")
         return r
 
     # The native runs release the GIL, so threads run them in parallel.
