@@ -155,13 +155,17 @@ fn huge_pages_are_split_before_swap_and_their_tails_convoy() {
     // its waiters (2026-11-30), (59, 59, 58) before too_many_isolated() compared with an eighth
     // of the inactive list from 3.8 (a huge page isolated counts 512 pages, 2026-12-01),
     // (63, 55, 59) before shrink_active_list()'s page_referenced() walks ran with interrupts on
-    // (2026-12-02).
-    assert_eq!(faults, (62, 56, 58));
+    // (2026-12-02), (62, 56, 58) before the allocator's watermark checks read NR_FREE_PAGES
+    // without the CPUs' pending vmstat diffs (2026-12-02).
+    assert_eq!(faults, (60, 58, 60));
     assert_eq!(thp["check"]["violations"], 0);
     let small = profile_percent(&swapout("linux-3.8"), "_raw_spin_lock");
     let huge = profile_percent(&thp, "_raw_spin_lock");
     assert!(huge > 2.0 * small, "{huge} vs {small}");
-    // Waits for mm->page_table_lock (deactivation and splits) are split_huge_page's.
+    // Waits for mm->page_table_lock (deactivation and splits) are split_huge_page's. (Second
+    // of the callers until the watermark checks read NR_FREE_PAGES without the CPUs' pending
+    // vmstat diffs, 2026-12-02; fourth now, at 0.19 % of the spin, in this small run.)
     let callers = function_names(spin_lock_callers(&thp));
-    assert_eq!(callers[..2], ["__page_check_address", "split_huge_page"]);
+    assert_eq!(callers[0], "__page_check_address");
+    assert!(callers.contains(&"split_huge_page"), "{callers:?}");
 }

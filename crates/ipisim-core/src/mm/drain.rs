@@ -46,10 +46,13 @@ pub fn drain_pages(s: &mut impl Host, by: CpuId, cpu: CpuId) -> Time {
         let pages = std::mem::take(&mut mem.frames.pcp[cpu][zone]);
         let hold = pages.len() as Time * m.cost[Cost::BuddyPage];
         ps += super::page_alloc::zone_lock_wait(s, zone, by, hold) + hold;
+        let now = s.now();
         let frames = &mut s.mm_parts().mem.frames;
         for &p in &pages {
             frames.zones[zone].give(p);
         }
+        // free_pcppages_bulk() counts them on the CPU that runs it.
+        frames.zones[zone].mod_free(by, pages.len() as i64, now);
         frames.pcp[cpu][zone] = pages;
         frames.pcp[cpu][zone].clear();
     }

@@ -2,7 +2,7 @@
 //! the per-CPU page lists (pcp) that batch trips to the zone under zone->lock.
 
 use super::{Host, Memory, Parts};
-use crate::engine::{CpuId, SpinLock, TaskId, Time};
+use crate::engine::{CpuId, SpinLock, TaskId, Time, PS_PER_S};
 use crate::machine::Cost;
 use crate::observe::Func;
 use crate::step::Step;
@@ -24,6 +24,22 @@ pub struct Zone {
     /// zone->pages_scanned: LRU pages reclaim scanned since a page last came back to the buddy
     /// lists (free_pcppages_bulk / free_one_page reset it).
     pub pages_scanned: u64,
+    /// vm_stat[NR_FREE_PAGES] as zone_page_state() reads it: a CPU's changes wait in its
+    /// vm_stat_diff until they pass stat_threshold (__mod_zone_page_state()) or its
+    /// vmstat_update() folds them, so it drifts from nr_free() by up to ncpus x the threshold.
+    vm_free: i64,
+    vm_diff: Vec<i32>,
+    /// stat_threshold: calculate_normal_threshold(), or calculate_pressure_threshold() while
+    /// kswapd is awake (kswapd_try_to_sleep(); Mel Gorman, "mm: page allocator: Adjust the
+    /// per-cpu counter threshold when memory is low", 2.6.37).
+    threshold: [i32; 2],
+    /// The node's kswapd is awake: the pressure threshold applies.
+    pub kswapd_awake: bool,
+    /// zone->percpu_drift_mark: below it zone_watermark_ok_safe() reads the exact count
+    /// (aa45484031dd, 2.6.36).
+    drift_mark: u64,
+    /// The next whole second, when every CPU's vmstat_update() has folded its diffs (HZ apart).
+    next_fold: Time,
 }
 
 pub const WMARK_MIN: usize = 0;
@@ -65,12 +81,65 @@ impl Zone {
         self.watermark_ok_order(mark, 0)
     }
 
-    /// __zone_watermark_ok() for a block of 2^order pages: the zone keeps more than the mark
-    /// after it. The buddy lists are taken as unfragmented, so the loop over the lower orders
-    /// (each halving the mark for the pages above it) subtracts nothing.
+    /// __zone_watermark_ok() for a block of 2^order pages, on zone_page_state(NR_FREE_PAGES):
+    /// the zone keeps more than the mark after it. The buddy lists are taken as unfragmented, so
+    /// the loop over the lower orders (each halving the mark for the pages above it) subtracts
+    /// nothing.
     pub fn watermark_ok_order(&self, mark: usize, order: u32) -> bool {
-        self.nr_free() > self.wmark[mark] + (1 << order) - 1
+        self.zone_page_state() > self.wmark[mark] + (1 << order) - 1
     }
+
+    /// zone_page_state(zone, NR_FREE_PAGES): the count the allocator's watermark checks read.
+    pub fn zone_page_state(&self) -> u64 {
+        self.vm_free.max(0) as u64
+    }
+
+    /// zone_watermark_ok_safe(), kswapd's check: below percpu_drift_mark, the count with every
+    /// CPU's diff summed in (zone_page_state_snapshot()), which is nr_free().
+    pub fn watermark_ok_safe(&self, mark: usize) -> bool {
+        let free = self.zone_page_state();
+        let free = if free < self.drift_mark {
+            self.nr_free()
+        } else {
+            free
+        };
+        free > self.wmark[mark]
+    }
+
+    /// __mod_zone_page_state(zone, NR_FREE_PAGES, delta) on `cpu` at `now`.
+    pub fn mod_free(&mut self, cpu: CpuId, delta: i64, now: Time) {
+        if now >= self.next_fold {
+            // refresh_cpu_vm_stats() from each CPU's vmstat_update(), once a second.
+            self.vm_free += self.vm_diff.iter().map(|&d| d as i64).sum::<i64>();
+            self.vm_diff.fill(0);
+            self.next_fold = (now / PS_PER_S + 1) * PS_PER_S;
+        }
+        let t = self.threshold[self.kswapd_awake as usize] as i64;
+        let x = self.vm_diff[cpu] as i64 + delta;
+        if x > t || x < -t {
+            self.vm_free += x;
+            self.vm_diff[cpu] = 0;
+        } else {
+            self.vm_diff[cpu] = x as i32;
+        }
+    }
+}
+
+/// calculate_normal_threshold() and calculate_pressure_threshold() (mm/vmstat.c) of a zone of
+/// `pages` with watermarks `wmark` on `ncpus` CPUs, and the percpu_drift_mark they set
+/// (refresh_zone_stat_thresholds(): high + the largest drift, where that passes low - min).
+fn stat_thresholds(pages: u64, wmark: [u64; 3], ncpus: usize) -> ([i32; 2], u64) {
+    let fls = |x: u64| (u64::BITS - x.leading_zeros()) as i64;
+    let normal = (2 * fls(ncpus as u64) * (1 + fls(pages >> 15))).min(125);
+    let distance = (wmark[WMARK_LOW] - wmark[WMARK_MIN]) as i64;
+    let pressure = (distance / ncpus as i64).clamp(1, 125);
+    let drift = ncpus as u64 * normal as u64;
+    let drift_mark = if drift as i64 > distance {
+        wmark[WMARK_HIGH] + drift
+    } else {
+        0
+    };
+    ([normal as i32, pressure as i32], drift_mark)
 }
 
 /// min_free_kbytes as init_per_zone_wmark_min() sets it: sqrt(lowmem_kbytes * 16), clamped to
@@ -94,20 +163,32 @@ impl Frames {
         let per = (bytes_per_node >> super::PAGE_SHIFT).min((u32::MAX as u64 - 1) / nodes as u64);
         let per = per as u32;
         let min_pages = min_free_kbytes(bytes_per_node * nodes as u64) / 4 / nodes as u64;
+        let wmark = [
+            min_pages,
+            min_pages + min_pages / 4,
+            min_pages + min_pages / 2,
+        ];
+        let (threshold, drift_mark) = stat_thresholds(per as u64, wmark, ncpus);
         let zones = (0..nodes as u32)
-            .map(|n| Zone {
-                free: Vec::new(),
-                next: (n * per).max(reserved + 1),
-                end: (n + 1) * per,
-                base: n * per,
-                taken: vec![0; (per as usize).div_ceil(64)],
-                wmark: [
-                    min_pages,
-                    min_pages + min_pages / 4,
-                    min_pages + min_pages / 2,
-                ],
-                lock: SpinLock::default(),
-                pages_scanned: 0,
+            .map(|n| {
+                let next = (n * per).max(reserved + 1);
+                let end = (n + 1) * per;
+                Zone {
+                    free: Vec::new(),
+                    next,
+                    end,
+                    base: n * per,
+                    taken: vec![0; (per as usize).div_ceil(64)],
+                    wmark,
+                    lock: SpinLock::default(),
+                    pages_scanned: 0,
+                    vm_free: (end - next) as i64,
+                    vm_diff: vec![0; ncpus],
+                    threshold,
+                    kswapd_awake: false,
+                    drift_mark,
+                    next_fold: PS_PER_S,
+                }
             })
             .collect();
         Frames {
@@ -137,23 +218,26 @@ impl Frames {
     }
 
     /// A page for a CPU of `node`, for workloads that never reclaim: that node's, else the next
-    /// in zonelist order (the default mempolicy allocates on the local node).
+    /// in zonelist order (the default mempolicy allocates on the local node). NR_FREE_PAGES
+    /// counts it at once.
     pub fn alloc_on(&mut self, node: usize) -> u32 {
         let nodes = self.zones.len();
-        let pfn = zonelist(nodes, node)
-            .find_map(|z| self.zones[z].take())
+        let (z, pfn) = zonelist(nodes, node)
+            .find_map(|z| Some((z, self.zones[z].take()?)))
             .expect(
                 "out of memory: this workload needs more than the machine has and does not reclaim",
             );
+        self.zones[z].vm_free -= 1;
         self.used += 1;
         pfn
     }
 
-    /// Give a page straight back to its zone.
+    /// Give a page straight back to its zone; NR_FREE_PAGES counts it at once.
     pub fn free(&mut self, pfn: u32) {
         self.used -= 1;
         let n = self.node_of(pfn);
         self.zones[n].give(pfn);
+        self.zones[n].vm_free += 1;
     }
 }
 
@@ -178,19 +262,23 @@ pub fn zone_lock_wait(s: &mut impl Host, zone: usize, cpu: CpuId, hold: Time) ->
 /// One page from `zone` through this CPU's pcp list, refilling a batch under zone->lock.
 fn take_pcp(s: &mut impl Host, cpu: CpuId, zone: usize) -> (u32, Time) {
     let mut cost = 0;
+    let now = s.now();
     let Parts { m, mem, .. } = s.mm_parts();
     if mem.frames.pcp[cpu][zone].is_empty() {
         // rmqueue_bulk(): a batch from the buddy lists.
         let mut hold = 0;
+        let mut got = 0;
         for _ in 0..mem.cfg.pcp_batch {
             match mem.frames.zones[zone].take() {
                 Some(p) => {
                     hold += m.cost[Cost::BuddyPage] + super::filemap::touch_page(m, mem, cpu, p);
                     mem.frames.pcp[cpu][zone].push(p);
+                    got += 1;
                 }
                 None => break,
             }
         }
+        mem.frames.zones[zone].mod_free(cpu, -got, now);
         cost += zone_lock_wait(s, zone, cpu, hold) + hold;
     }
     let frames = &mut s.mm_parts().mem.frames;
@@ -231,8 +319,13 @@ pub(super) fn pick_zone_gfp(
     let (nodes, home) = (m.nodes, m.node_of(cpu));
     // zone_watermark_ok() counts NR_FREE_PAGES only: pages on pcp lists (this CPU's included)
     // do not count, which is why a failed retry after reclaim drains them (drain_all_pages).
+    // A zone whose count drifted above its buddy lists' fails in buffered_rmqueue(): the
+    // zonelist walk goes on to the next.
     let pick = |mem: &Memory, mark: usize| {
-        zonelist(nodes, home).find(|&z| mem.frames.zones[z].watermark_ok_order(mark, order))
+        zonelist(nodes, home).find(|&z| {
+            let zone = &mem.frames.zones[z];
+            zone.watermark_ok_order(mark, order) && zone.nr_free() >= 1 << order
+        })
     };
     if let Some(z) = pick(mem, WMARK_LOW) {
         return Ok(z);
@@ -263,6 +356,7 @@ pub fn alloc_block(
     }
     let zone = pick_zone(s, cpu, order)?;
     let mut hold = 0;
+    let now = s.now();
     let Parts { m, mem, .. } = s.mm_parts();
     for _ in 0..1u32 << order {
         let p = mem.frames.zones[zone]
@@ -271,6 +365,7 @@ pub fn alloc_block(
         hold += m.cost[Cost::BuddyPage] + super::filemap::touch_page(m, mem, cpu, p);
         out.push(p);
     }
+    mem.frames.zones[zone].mod_free(cpu, -(1 << order), now);
     mem.frames.used += 1 << order;
     let cost = zone_lock_wait(s, zone, cpu, hold) + hold;
     s.mm_parts()
@@ -286,6 +381,7 @@ pub fn free_block(s: &mut impl Host, cpu: CpuId, pfns: &[u32]) -> Time {
     if let [pfn] = pfns {
         return free_page(s, cpu, *pfn);
     }
+    let now = s.now();
     let Parts { m, mem, .. } = s.mm_parts();
     let zone = mem.frames.node_of(pfns[0]);
     let mut hold = 0;
@@ -293,6 +389,7 @@ pub fn free_block(s: &mut impl Host, cpu: CpuId, pfns: &[u32]) -> Time {
         hold += m.cost[Cost::BuddyPage] + super::filemap::touch_page(m, mem, cpu, p);
         mem.frames.zones[zone].give(p);
     }
+    mem.frames.zones[zone].mod_free(cpu, pfns.len() as i64, now);
     mem.frames.used -= pfns.len() as u64;
     zone_lock_wait(s, zone, cpu, hold) + hold
 }
@@ -375,12 +472,14 @@ pub fn free_page(s: &mut impl Host, cpu: CpuId, pfn: u32) -> Time {
     let batch = mem.cfg.pcp_batch;
     let hold = batch as u64 * m.cost[Cost::BuddyPage];
     let wait = zone_lock_wait(s, zone, cpu, hold);
+    let now = s.now();
     let f = &mut s.mm_parts().mem.frames;
     // The coldest pages (the list's far end) go back first.
     for i in 0..batch {
         let p = f.pcp[cpu][zone][i];
         f.zones[zone].give(p);
     }
+    f.zones[zone].mod_free(cpu, batch as i64, now);
     f.pcp[cpu][zone].drain(..batch);
     touch + wait + hold
 }
@@ -396,5 +495,50 @@ mod tests {
         let f = Frames::new(4, 16 << 30, 48, 0);
         assert_eq!(f.zones[1].wmark, [2048, 2560, 3072]);
         assert_eq!(f.node_of(f.zones[2].next), 2);
+    }
+
+    /// NR_FREE_PAGES as the watermark checks read it (mm/vmstat.c): a CPU's change waits in its
+    /// diff until the diff passes stat_threshold, or a second passes; kswapd awake lowers the
+    /// threshold; kswapd's own check reads the exact count below percpu_drift_mark.
+    #[test]
+    fn free_pages_drift_by_each_cpus_pending_diff() {
+        // 1 GiB on 8 CPUs: min 1024, low 1280, high 1536 pages; normal threshold
+        // 2 * fls(8) * (1 + fls(8)) = 40, pressure (1280 - 1024) / 8 = 32, drift mark 1536 + 320.
+        let f = Frames::new(1, 1 << 30, 8, 0);
+        let mut z = f.zones.into_iter().next().unwrap();
+        assert_eq!((z.threshold, z.drift_mark), ([40, 32], 1856));
+        let all = z.nr_free();
+        assert_eq!(z.zone_page_state(), all);
+        let t = PS_PER_S / 2;
+        // rmqueue_bulk() of a batch of 31 on CPU 0: pending, not yet counted.
+        z.mod_free(0, -31, t);
+        assert_eq!((z.zone_page_state(), z.vm_diff[0]), (all, -31));
+        // A second batch passes the threshold: all 62 are counted at once.
+        z.mod_free(0, -31, t);
+        assert_eq!((z.zone_page_state(), z.vm_diff[0]), (all - 62, 0));
+        // With kswapd awake, 33 pending pages pass the pressure threshold of 32.
+        z.kswapd_awake = true;
+        z.mod_free(1, 31, t);
+        assert_eq!(z.zone_page_state(), all - 62);
+        z.mod_free(1, 2, t);
+        assert_eq!((z.zone_page_state(), z.vm_diff[1]), (all - 29, 0));
+        // vmstat_update(): after a second every CPU's diff is folded first.
+        z.mod_free(2, 5, t);
+        z.mod_free(3, -1, PS_PER_S);
+        assert_eq!(
+            (z.zone_page_state(), z.vm_diff[2], z.vm_diff[3]),
+            (all - 24, 0, -1)
+        );
+        // Drift can hide a breach of the high mark from the allocator, not from kswapd: the
+        // buddy lists hold 1500 pages, 80 of them taken by CPU 4 and not yet counted.
+        while z.nr_free() > 1500 {
+            z.take();
+        }
+        z.vm_diff[4] = -80;
+        let pending: i64 = z.vm_diff.iter().map(|&d| d as i64).sum();
+        z.vm_free = 1500 - pending;
+        assert_eq!(z.zone_page_state(), 1581);
+        assert!(z.watermark_ok(WMARK_HIGH));
+        assert!(!z.watermark_ok_safe(WMARK_HIGH));
     }
 }

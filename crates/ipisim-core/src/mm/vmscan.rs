@@ -190,7 +190,7 @@ pub fn wakeup_kswapd(s: &mut impl Host, node: usize) {
     let now = s.now();
     let mem = s.mm_parts().mem;
     let Some(t) = mem.kswapd[node] else { return };
-    if mem.frames.zones[node].watermark_ok(WMARK_HIGH) {
+    if mem.frames.zones[node].watermark_ok_safe(WMARK_HIGH) {
         return;
     }
     mem.reclaim_started.get_or_insert(now);
@@ -228,15 +228,19 @@ fn kswapd(s: &mut impl Host, t: TaskId, node: usize) -> Outcome {
     // Before 4.7 balance_pgdat() set zone->all_unreclaimable and slept once the zone stopped
     // being zone_reclaimable().
     let given_up = s.mem().cfg.zone_reclaimable_progress && !zone_reclaimable(s.mem(), node);
-    if s.mem().frames.zones[node].watermark_ok(WMARK_HIGH)
+    if s.mem().frames.zones[node].watermark_ok_safe(WMARK_HIGH)
         || !reclaimable(s.mem(), node)
         || given_up
     {
         // balance_pgdat(): a balanced zone stops kswapd writing pages itself.
         s.mem().lru[node].zone_dirty = false;
         s.mem().tasks[t].reclaim.kswapd_pass = None;
+        // kswapd_try_to_sleep(): the normal vmstat threshold while it sleeps.
+        s.mem().frames.zones[node].kswapd_awake = false;
         return Outcome::Sleep(crate::engine::NEVER);
     }
+    // Awake: the pressure threshold, so that drift cannot hide a breach of min.
+    s.mem().frames.zones[node].kswapd_awake = true;
     let r = &s.mem().tasks[t].reclaim;
     // "Raise priority if scanning rate is too low or there was no progress"; below 1 the loop
     // ends and kswapd, still unbalanced, calls balance_pgdat() again (one pageoutrun a call).
