@@ -89,6 +89,13 @@ impl Zone {
         self.zone_page_state() > self.wmark[mark] + (1 << order) - 1
     }
 
+    /// get_page_from_freelist()'s test of this zone for 2^order pages: the watermark check, and
+    /// the buddy lists really holding them (a count drifted above them fails in
+    /// buffered_rmqueue(), and the zonelist walk goes on to the next zone).
+    pub fn can_allocate(&self, mark: usize, order: u32) -> bool {
+        self.watermark_ok_order(mark, order) && self.nr_free() >= 1 << order
+    }
+
     /// zone_page_state(zone, NR_FREE_PAGES): the count the allocator's watermark checks read.
     pub fn zone_page_state(&self) -> u64 {
         self.vm_free.max(0) as u64
@@ -319,13 +326,8 @@ pub(super) fn pick_zone_gfp(
     let (nodes, home) = (m.nodes, m.node_of(cpu));
     // zone_watermark_ok() counts NR_FREE_PAGES only: pages on pcp lists (this CPU's included)
     // do not count, which is why a failed retry after reclaim drains them (drain_all_pages).
-    // A zone whose count drifted above its buddy lists' fails in buffered_rmqueue(): the
-    // zonelist walk goes on to the next.
     let pick = |mem: &Memory, mark: usize| {
-        zonelist(nodes, home).find(|&z| {
-            let zone = &mem.frames.zones[z];
-            zone.watermark_ok_order(mark, order) && zone.nr_free() >= 1 << order
-        })
+        zonelist(nodes, home).find(|&z| mem.frames.zones[z].can_allocate(mark, order))
     };
     if let Some(z) = pick(mem, WMARK_LOW) {
         return Ok(z);
@@ -402,7 +404,7 @@ pub fn alloc_page_on_node(
     t: TaskId,
     node: usize,
 ) -> Option<(u32, Time)> {
-    if !s.mm_view().0.frames.zones[node].watermark_ok(WMARK_LOW) {
+    if !s.mm_view().0.frames.zones[node].can_allocate(WMARK_LOW, 0) {
         super::vmscan::wakeup_kswapd(s, node);
         return None;
     }
