@@ -63,6 +63,7 @@ impl Sim {
         let arch_cfg = ArchConfig::from_resolved(r)?;
         let fair = sched::fair::Fair::new(r, n, arch_cfg.hz)?;
         let balance = sched::balance::Config::new(r, arch_cfg.hz)?;
+        let hz = arch_cfg.hz;
         let mut s = Sim {
             q: EventQueue::new(),
             rng,
@@ -77,7 +78,7 @@ impl Sim {
             },
             smp: Smp::new(n, SmpConfig::from_resolved(r)?),
             arch: ArchState::new(arch_cfg, &m),
-            mem: Memory::new(MmConfig::from_resolved(r)?, m.nodes, m.mem_per_node, n),
+            mem: Memory::new(MmConfig::from_resolved(r)?, m.nodes, m.mem_per_node, n, hz),
             obs: Observe {
                 stats: Stats::new(n),
                 check: Checker::new(crate::observe::check::CheckParams::from_resolved(r)?.enabled),

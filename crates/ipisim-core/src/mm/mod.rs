@@ -317,14 +317,15 @@ pub struct Memory {
 }
 
 impl Memory {
-    pub fn new(cfg: MmConfig, nodes: usize, bytes_per_node: u64, ncpus: usize) -> Memory {
+    /// `hz`: CONFIG_HZ, which times each CPU's vmstat folds.
+    pub fn new(cfg: MmConfig, nodes: usize, bytes_per_node: u64, ncpus: usize, hz: u64) -> Memory {
         Memory {
             cfg,
             mms: Vec::new(),
             tables: Vec::new(),
             free_tables: Vec::new(),
             // Frame ZERO_PFN is the shared zero page.
-            frames: Frames::new(nodes, bytes_per_node, ncpus, ZERO_PFN),
+            frames: Frames::new(nodes, bytes_per_node, ncpus, ZERO_PFN, hz),
             files: Vec::new(),
             page: Vec::new(),
             anon_lru: Vec::new(),

@@ -38,8 +38,11 @@ pub struct Zone {
     /// zone->percpu_drift_mark: below it zone_watermark_ok_safe() reads the exact count
     /// (aa45484031dd, 2.6.36).
     drift_mark: u64,
-    /// The next whole second, when every CPU's vmstat_update() has folded its diffs (HZ apart).
-    next_fold: Time,
+    /// A jiffy (CONFIG_HZ): the unit of the folds' skew.
+    jiffy: Time,
+    /// Per CPU: when its vmstat_update() next folds its own diffs; and the earliest of those.
+    next_fold: Vec<Time>,
+    first_fold: Time,
 }
 
 pub const WMARK_MIN: usize = 0;
@@ -115,11 +118,8 @@ impl Zone {
 
     /// __mod_zone_page_state(zone, NR_FREE_PAGES, delta) on `cpu` at `now`.
     pub fn mod_free(&mut self, cpu: CpuId, delta: i64, now: Time) {
-        if now >= self.next_fold {
-            // refresh_cpu_vm_stats() from each CPU's vmstat_update(), once a second.
-            self.vm_free += self.vm_diff.iter().map(|&d| d as i64).sum::<i64>();
-            self.vm_diff.fill(0);
-            self.next_fold = (now / PS_PER_S + 1) * PS_PER_S;
+        if now >= self.first_fold {
+            self.fold_due(now);
         }
         let t = self.threshold[self.kswapd_awake as usize] as i64;
         let x = self.vm_diff[cpu] as i64 + delta;
@@ -130,6 +130,26 @@ impl Zone {
             self.vm_diff[cpu] = x as i32;
         }
     }
+
+    /// refresh_cpu_vm_stats() of each CPU whose vmstat_update() is due by `now`: it folds its
+    /// own diffs only, and re-arms itself with round_jiffies_relative(HZ).
+    fn fold_due(&mut self, now: Time) {
+        for (cpu, due) in self.next_fold.iter_mut().enumerate() {
+            if now >= *due {
+                self.vm_free += self.vm_diff[cpu] as i64;
+                self.vm_diff[cpu] = 0;
+                *due = next_vmstat_update(now, cpu, self.jiffy);
+            }
+        }
+        self.first_fold = *self.next_fold.iter().min().expect("a CPU");
+    }
+}
+
+/// When `cpu`'s vmstat_update() runs next after `now`: round_jiffies_relative() rounds to a
+/// whole second less 3 x cpu jiffies ("we don't want all cpus firing their timers at once").
+fn next_vmstat_update(now: Time, cpu: CpuId, jiffy: Time) -> Time {
+    let skew = 3 * cpu as Time * jiffy % PS_PER_S;
+    ((now + skew) / PS_PER_S + 1) * PS_PER_S - skew
 }
 
 /// calculate_normal_threshold() and calculate_pressure_threshold() (mm/vmstat.c) of a zone of
@@ -165,8 +185,9 @@ pub struct Frames {
 }
 
 impl Frames {
-    /// `nodes` zones of `bytes_per_node`; frame `reserved` and below are never handed out.
-    pub fn new(nodes: usize, bytes_per_node: u64, ncpus: usize, reserved: u32) -> Frames {
+    /// `nodes` zones of `bytes_per_node`; frame `reserved` and below are never handed out; `hz`
+    /// (CONFIG_HZ) times each CPU's vmstat folds.
+    pub fn new(nodes: usize, bytes_per_node: u64, ncpus: usize, reserved: u32, hz: u64) -> Frames {
         let per = (bytes_per_node >> super::PAGE_SHIFT).min((u32::MAX as u64 - 1) / nodes as u64);
         let per = per as u32;
         let min_pages = min_free_kbytes(bytes_per_node * nodes as u64) / 4 / nodes as u64;
@@ -176,6 +197,11 @@ impl Frames {
             min_pages + min_pages / 2,
         ];
         let (threshold, drift_mark) = stat_thresholds(per as u64, wmark, ncpus);
+        let jiffy = PS_PER_S / hz;
+        let next_fold: Vec<Time> = (0..ncpus)
+            .map(|c| next_vmstat_update(0, c, jiffy))
+            .collect();
+        let first_fold = *next_fold.iter().min().expect("a CPU");
         let zones = (0..nodes as u32)
             .map(|n| {
                 let next = (n * per).max(reserved + 1);
@@ -194,7 +220,9 @@ impl Frames {
                     threshold,
                     kswapd_awake: false,
                     drift_mark,
-                    next_fold: PS_PER_S,
+                    jiffy,
+                    next_fold: next_fold.clone(),
+                    first_fold,
                 }
             })
             .collect();
@@ -494,19 +522,19 @@ mod tests {
     fn watermarks_of_a_64g_4_node_machine() {
         // sqrt(64 GiB in KiB * 16) = 32768 KiB = 8192 pages, 2048 per node.
         assert_eq!(min_free_kbytes(64 << 30), 32768);
-        let f = Frames::new(4, 16 << 30, 48, 0);
+        let f = Frames::new(4, 16 << 30, 48, 0, 250);
         assert_eq!(f.zones[1].wmark, [2048, 2560, 3072]);
         assert_eq!(f.node_of(f.zones[2].next), 2);
     }
 
     /// NR_FREE_PAGES as the watermark checks read it (mm/vmstat.c): a CPU's change waits in its
-    /// diff until the diff passes stat_threshold, or a second passes; kswapd awake lowers the
+    /// diff until the diff passes stat_threshold, or that CPU's once-a-second fold; kswapd awake lowers the
     /// threshold; kswapd's own check reads the exact count below percpu_drift_mark.
     #[test]
     fn free_pages_drift_by_each_cpus_pending_diff() {
         // 1 GiB on 8 CPUs: min 1024, low 1280, high 1536 pages; normal threshold
         // 2 * fls(8) * (1 + fls(8)) = 40, pressure (1280 - 1024) / 8 = 32, drift mark 1536 + 320.
-        let f = Frames::new(1, 1 << 30, 8, 0);
+        let f = Frames::new(1, 1 << 30, 8, 0, 250);
         let mut z = f.zones.into_iter().next().unwrap();
         assert_eq!((z.threshold, z.drift_mark), ([40, 32], 1856));
         let all = z.nr_free();
@@ -524,13 +552,19 @@ mod tests {
         assert_eq!(z.zone_page_state(), all - 62);
         z.mod_free(1, 2, t);
         assert_eq!((z.zone_page_state(), z.vm_diff[1]), (all - 29, 0));
-        // vmstat_update(): after a second every CPU's diff is folded first.
+        // vmstat_update(): each CPU folds its own diffs once a second, CPU c 3 x c jiffies (12 ms
+        // at HZ=250) before the whole second: at 970 ms CPU 3's (964 ms) has run, CPU 2's (976 ms)
+        // not yet.
+        let ms = PS_PER_S / 1000;
         z.mod_free(2, 5, t);
-        z.mod_free(3, -1, PS_PER_S);
+        z.mod_free(3, -2, t);
+        z.mod_free(3, 1, 970 * ms);
         assert_eq!(
             (z.zone_page_state(), z.vm_diff[2], z.vm_diff[3]),
-            (all - 24, 0, -1)
+            (all - 31, 5, 1)
         );
+        z.mod_free(3, 0, 976 * ms);
+        assert_eq!((z.zone_page_state(), z.vm_diff[2]), (all - 26, 0));
         // Drift can hide a breach of the high mark from the allocator, not from kswapd: the
         // buddy lists hold 1500 pages, 80 of them taken by CPU 4 and not yet counted.
         while z.nr_free() > 1500 {
@@ -539,7 +573,7 @@ mod tests {
         z.vm_diff[4] = -80;
         let pending: i64 = z.vm_diff.iter().map(|&d| d as i64).sum();
         z.vm_free = 1500 - pending;
-        assert_eq!(z.zone_page_state(), 1581);
+        assert_eq!(z.zone_page_state(), 1579);
         assert!(z.watermark_ok(WMARK_HIGH));
         assert!(!z.watermark_ok_safe(WMARK_HIGH));
     }
