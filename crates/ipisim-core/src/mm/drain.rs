@@ -48,11 +48,8 @@ pub fn drain_pages(s: &mut impl Host, by: CpuId, cpu: CpuId) -> Time {
         ps += super::page_alloc::zone_lock_wait(s, zone, by, hold) + hold;
         let now = s.now();
         let frames = &mut s.mm_parts().mem.frames;
-        for &p in &pages {
-            frames.zones[zone].give(p);
-        }
         // free_pcppages_bulk() counts them on the CPU that runs it.
-        frames.zones[zone].mod_free(by, pages.len() as i64, now);
+        frames.zones[zone].give_all(by, &pages, now);
         frames.pcp[cpu][zone] = pages;
         frames.pcp[cpu][zone].clear();
     }

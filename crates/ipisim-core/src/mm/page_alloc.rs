@@ -74,6 +74,15 @@ impl Zone {
         self.pages_scanned = 0;
     }
 
+    /// __free_one_page() of each of `pfns`, then __mod_zone_page_state(NR_FREE_PAGES) for all of
+    /// them on `cpu`, the CPU freeing them (free_pcppages_bulk(), free_one_page()).
+    pub fn give_all(&mut self, cpu: CpuId, pfns: &[u32], now: Time) {
+        for &p in pfns {
+            self.give(p);
+        }
+        self.mod_free(cpu, pfns.len() as i64, now);
+    }
+
     fn is_taken(&self, pfn: u32) -> bool {
         let i = (pfn - self.base) as usize;
         self.taken[i / 64] & (1 << (i % 64)) != 0
@@ -417,9 +426,8 @@ pub fn free_block(s: &mut impl Host, cpu: CpuId, pfns: &[u32]) -> Time {
     let mut hold = 0;
     for &p in pfns {
         hold += m.cost[Cost::BuddyPage] + super::filemap::touch_page(m, mem, cpu, p);
-        mem.frames.zones[zone].give(p);
     }
-    mem.frames.zones[zone].mod_free(cpu, pfns.len() as i64, now);
+    mem.frames.zones[zone].give_all(cpu, pfns, now);
     mem.frames.used -= pfns.len() as u64;
     zone_lock_wait(s, zone, cpu, hold) + hold
 }
@@ -505,11 +513,7 @@ pub fn free_page(s: &mut impl Host, cpu: CpuId, pfn: u32) -> Time {
     let now = s.now();
     let f = &mut s.mm_parts().mem.frames;
     // The coldest pages (the list's far end) go back first.
-    for i in 0..batch {
-        let p = f.pcp[cpu][zone][i];
-        f.zones[zone].give(p);
-    }
-    f.zones[zone].mod_free(cpu, batch as i64, now);
+    f.zones[zone].give_all(cpu, &f.pcp[cpu][zone][..batch], now);
     f.pcp[cpu][zone].drain(..batch);
     touch + wait + hold
 }
@@ -528,8 +532,9 @@ mod tests {
     }
 
     /// NR_FREE_PAGES as the watermark checks read it (mm/vmstat.c): a CPU's change waits in its
-    /// diff until the diff passes stat_threshold, or that CPU's once-a-second fold; kswapd awake lowers the
-    /// threshold; kswapd's own check reads the exact count below percpu_drift_mark.
+    /// diff until the diff passes stat_threshold, or until that CPU's once-a-second fold; kswapd
+    /// awake lowers the threshold; kswapd's own check reads the exact count below
+    /// percpu_drift_mark.
     #[test]
     fn free_pages_drift_by_each_cpus_pending_diff() {
         // 1 GiB on 8 CPUs: min 1024, low 1280, high 1536 pages; normal threshold
