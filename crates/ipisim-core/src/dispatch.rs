@@ -61,6 +61,7 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::LocalCall(f) => smp::run_local(s, cpu, t, f),
         Step::CsdLockWait => Outcome::Spin(SpinOn::CsdLockWait),
         Step::SmpCallFunctionMany => smp::deferred_call(s, cpu, t),
+        Step::SendCfdIpis => smp::send_cfd_ipis(s, cpu, t),
         Step::QueueCsds => smp::queue_csds(s, cpu, t),
         Step::FileRead { vpn, n, write } => mm::filemap::file_read(s, cpu, t, vpn, n, write),
         Step::MigrationEntryWait { pfn } => mm::migrate::migration_entry_wait(s, t, pfn),

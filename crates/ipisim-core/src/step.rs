@@ -138,6 +138,9 @@ pub enum Step {
     SmpCallFunctionMany,
     /// The rest of smp_call_function_many_cond()'s loop over its targets (`Smp::sending`).
     QueueCsds,
+    /// 3.8's IPI loop over the sender's live cfd cpumask, IRQs off
+    /// (default_send_IPI_mask_sequence_phys).
+    SendCfdIpis,
     /// User reads (or writes) of `n` whole pages of a file mapping from `vpn`.
     FileRead { vpn: u64, n: u32, write: bool },
     /// migration_entry_wait(): the PTE is a migration entry for `pfn`; sleep until it is gone.
@@ -207,6 +210,12 @@ pub enum Step {
 }
 
 impl Step {
+    /// The step goes on with IRQs still off from the one before it (a loop split where an
+    /// event came first): a pending interrupt waits until it ends.
+    pub fn irqs_stay_off(&self) -> bool {
+        matches!(self, Step::SendCfdIpis)
+    }
+
     /// The kernel (or user) function a trace names this step by.
     pub fn name(&self) -> &'static str {
         match self {
@@ -240,6 +249,7 @@ impl Step {
             Step::LocalCall(_) => "flush_tlb_func",
             Step::CsdLockWait => "csd_lock_wait",
             Step::SmpCallFunctionMany | Step::QueueCsds => "smp_call_function_many",
+            Step::SendCfdIpis => "default_send_IPI_mask_sequence_phys",
             Step::FileFault { .. } => "filemap_map_pages",
             Step::FileWriteFault { .. } => "do_shared_fault",
             Step::Readahead { .. } => "__do_page_cache_readahead",

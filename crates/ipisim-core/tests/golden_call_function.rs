@@ -4,6 +4,7 @@
 mod common;
 
 use common::{profile_percent, run_json, tlb};
+use ipisim_core::engine::PS_PER_US as US;
 use ipisim_core::machine::Machine;
 use ipisim_core::RunRequest;
 use serde_json::Value;
@@ -278,10 +279,11 @@ fn the_global_list_writes_its_neighbours_lines() {
         |s: &ipisim_core::sim::Sim| [0, 1, 4].map(|c| s.smp.global.cfd[c].line.acquisitions);
     // Each sender fills its own cfd; CPUs 1 and 4 also set the prev of 0's and 1's.
     assert_eq!(writes(&s), [2, 2, 1]);
-    flush_smp_call_function_queue(&mut s, 2, None, 0);
+    // The handlers run once all three are published (list_add_rcu and refs set, 1 us).
+    flush_smp_call_function_queue(&mut s, 2, None, US);
     assert_eq!(writes(&s), [3, 3, 2], "one read-modify-write each");
     // CPU 3 is the last target of all three: unlinking 4 writes 1's line, unlinking 1 writes 0's.
-    flush_smp_call_function_queue(&mut s, 3, None, 0);
+    flush_smp_call_function_queue(&mut s, 3, None, US);
     assert_eq!(writes(&s), [5, 5, 3]);
     assert!(s.smp.global.queue.is_empty());
 }
@@ -625,9 +627,10 @@ fn a_handler_pass_stops_where_another_event_is_due() {
 }
 
 /// 3.8's walk of the global queue sees the cfds queued when it began (list_add_rcu puts a new one
-/// at the head, behind the walker): CPU 1's walk stops before its first entry; CPU 3 then queues
-/// a second call to CPUs 1 and 4; the walk goes on and runs only CPU 2's. Once CPU 4 has run
-/// both, CPU 2's is unlinked and CPU 3's still waits for CPU 1.
+/// at the head, behind the walker): CPU 1's walk, begun at 1 us once CPU 2's cfd is published,
+/// stops before its first entry; CPU 3 then queues a second call to CPUs 1 and 4; the walk goes
+/// on and runs only CPU 2's. Once CPU 4 has run both, CPU 2's is unlinked and CPU 3's still waits
+/// for CPU 1.
 #[test]
 fn the_global_walk_does_not_see_a_cfd_queued_after_it_began() {
     use ipisim_core::engine::CpuMask;
@@ -643,12 +646,12 @@ fn the_global_walk_does_not_see_a_cfd_queued_after_it_began() {
         smp_call_function_many_cond(s, from, 0, &both, f, Cond::Always, false, false);
     };
     call(&mut s, 2);
-    s.q.schedule(1, Event::IpiArrive { cpu: 30, flow: 0 });
-    assert_eq!(begin_pass(&mut s, 1, None, 0, true), None);
+    s.q.schedule(US + 1, Event::IpiArrive { cpu: 30, flow: 0 });
+    assert_eq!(begin_pass(&mut s, 1, None, US, true), None);
     call(&mut s, 3);
     assert_eq!(s.smp.global.queue, vec![3, 2]);
     assert!(continue_pass(&mut s, 1, None, false).is_some());
-    flush_smp_call_function_queue(&mut s, 4, None, 0);
+    flush_smp_call_function_queue(&mut s, 4, None, US);
     assert_eq!(s.smp.global.queue, vec![3]);
 }
 

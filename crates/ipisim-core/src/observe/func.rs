@@ -86,5 +86,6 @@ named_enum! {
         SbiSendIpi = "sbi_send_ipi",
         MadvisePageout = "madvise_cold_or_pageout_pte_range",
         ShmemSwapin = "shmem_swapin_folio",
+        FindNextBit = "find_next_bit",
     }
 }

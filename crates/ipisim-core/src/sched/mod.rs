@@ -404,19 +404,24 @@ pub fn run(s: &mut impl Host, cpu: CpuId) {
     let mut zero_time = 0u32;
     while zero_time < 1_000_000 {
         zero_time += 1;
-        // IRQs are on between steps: a pending IPI is taken first.
-        if s.sched().cpus[cpu].irq_pending {
-            irq_enter(s, cpu, Entry::Ipi);
-            return;
-        }
         let t = s.sched().cpus[cpu]
             .task
             .expect("run() on a CPU without a task");
+        // IRQs are on between steps, unless the next goes on with them off: a pending IPI is
+        // taken first, and the tick's softirq may run.
+        let irqs_on = !s.sched().tasks[t]
+            .steps
+            .last()
+            .is_some_and(|st| st.irqs_stay_off());
+        if irqs_on && s.sched().cpus[cpu].irq_pending {
+            irq_enter(s, cpu, Entry::Ipi);
+            return;
+        }
         let now = s.now();
         if let Some(tr) = s.obs().trace.as_mut() {
             tr.step_end(cpu, now);
         }
-        if now >= s.sched().cpus[cpu].domain.next {
+        if irqs_on && now >= s.sched().cpus[cpu].domain.next {
             // The tick's SCHED_SOFTIRQ (rebalance_domains()), taken at this step boundary.
             balance::load_balance(s, cpu);
         }
@@ -549,6 +554,7 @@ fn preemptible(s: &impl Host, cpu: CpuId, t: TaskId) -> bool {
         && s.view().0.waiting[cpu] == 0
         && s.view().0.csd_lock_call[cpu].is_none()
         && s.view().0.sending[cpu].is_none()
+        && !s.view().0.sending_cfd_ipis(cpu)
 }
 
 /// Keep `cpu` busy with `step` for `ps` (jittered). True: nothing happens anywhere before the

@@ -44,6 +44,12 @@ pub struct Cfd {
     cpumask: CpuMask,
     refs: u32,
     pub line: SpinLock,
+    /// When list_add_rcu() and atomic_set(&data->refs) publish it to the handlers' walks.
+    visible_at: Time,
+    /// Targets the sender's IPI loop has not reached yet.
+    unsent: CpuMask,
+    /// When each target cleared its bit of `cpumask` (cpumask_test_and_clear_cpu).
+    cleared_at: Vec<Time>,
 }
 
 /// The global `call_function` of 3.8: a list and its lock.
@@ -174,7 +180,13 @@ impl Smp {
             waiting: vec![0; n],
             done_at: vec![0; n],
             global: GlobalCfd {
-                cfd: vec![Cfd::default(); n],
+                cfd: vec![
+                    Cfd {
+                        cleared_at: vec![0; n],
+                        ..Default::default()
+                    };
+                    n
+                ],
                 ..Default::default()
             },
             csd_lock_on: vec![NO_CPU; n],
@@ -182,6 +194,11 @@ impl Smp {
             csd_free_at: vec![0; n],
             sending: vec![None; n],
         }
+    }
+
+    /// `cpu` is in 3.8's IPI loop (smp_call_function_many runs with preemption off).
+    pub fn sending_cfd_ipis(&self, cpu: CpuId) -> bool {
+        !self.global.cfd[cpu].unsent.is_empty()
     }
 }
 
@@ -579,8 +596,11 @@ fn global_cfd_call(
     }
     let cfd = &mut g.cfd[cpu];
     (cfd.func, cfd.cpumask, cfd.refs) = (Some(func), *targets, targets.weight() as u32);
-    cfd.wait = wait;
+    (cfd.wait, cfd.visible_at, cfd.unsent) = (wait, now + setup, *targets);
     g.queue.insert(0, cpu as u32);
+    let stats = &mut p.obs.stats;
+    stats.charge(Some(task), Func::RawSpinLockIrqsave, spin);
+    stats.charge(Some(task), p.smp.cfg.scf_func(), setup - spin);
     if wait {
         wait_for_one_more(p.smp, cpu);
         s.push_step(task, Step::CsdLockWait);
@@ -588,16 +608,53 @@ fn global_cfd_call(
     if run_local {
         s.push_step(task, Step::LocalCall(func));
     }
-    // arch_send_call_function_ipi_mask(): every target, whatever else is queued.
-    let send = send_ipi_mask(s, cpu, targets, now + setup, "smp_call_function_many");
-    let p = s.parts();
-    let stats = &mut p.obs.stats;
-    stats.charge(Some(task), Func::RawSpinLockIrqsave, spin);
-    stats.charge(Some(task), p.smp.cfg.scf_func(), setup - spin);
-    stats.charge(Some(task), send_ipi_func(p.m), send);
+    // arch_send_call_function_ipi_mask(data->cpumask), once the list_add is done.
+    let trace_at = s.trace_at(cpu);
+    s.parts()
+        .obs
+        .ipi_send_cpumask(trace_at, targets, "smp_call_function_many");
+    s.push_step(task, Step::SendCfdIpis);
     Outcome::Busy {
-        ps: setup + send,
+        ps: setup,
         irqs_off: false,
+    }
+}
+
+/// 3.8's arch_send_call_function_ipi_mask(data->cpumask), from now: the IPI loop of
+/// default_send_IPI_mask_sequence_phys(), IRQs off, reads the live mask (for_each_cpu's
+/// find_next_bit, on the line the targets write as they run the cfd), so a target whose
+/// handler, entered for another sender, has run this cfd already gets no IPI. One ICR write per
+/// target still in the mask, in CPU order; where another event is due before a target's turn,
+/// the loop stops there and goes on as a step of its own.
+pub fn send_cfd_ipis(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
+    let now = s.now();
+    let (mut send, mut reads, mut stopped) = (0, 0, false);
+    let mut p = s.parts();
+    while let Some(t) = p.smp.global.cfd[cpu].unsent.iter().next() {
+        let turn = now + send;
+        if turn > now && p.q.due_by(turn) {
+            stopped = true;
+            break;
+        }
+        let cfd = &mut p.smp.global.cfd[cpu];
+        let read = p.m.line_read(&mut cfd.line, cpu, turn);
+        (send, reads) = (send + read, reads + read);
+        cfd.unsent.clear(t);
+        if cfd.cpumask.test(t) || cfd.cleared_at[t] > turn + read {
+            send += p.m.cost[Cost::IpiSend];
+            send_ipi(&mut p, cpu, t, now + send);
+        }
+    }
+    p.obs.stats.charge(Some(task), Func::FindNextBit, reads);
+    p.obs
+        .stats
+        .charge(Some(task), send_ipi_func(p.m), send - reads);
+    if stopped {
+        s.push_step(task, Step::SendCfdIpis);
+    }
+    Outcome::Busy {
+        ps: send,
+        irqs_off: true,
     }
 }
 
@@ -631,6 +688,7 @@ fn walk_one(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, mut t: Time, i:
     t += walk;
     let cfd = &mut g.cfd[sender];
     cfd.cpumask.clear(cpu);
+    cfd.cleared_at[cpu] = t;
     cfd.refs -= 1;
     if cfd.refs > 0 {
         let waited = cfd.wait;
@@ -831,7 +889,10 @@ fn begin_walk(p: Parts, cpu: CpuId, task: Option<TaskId>, t: Time) -> Time {
         .stats
         .charge(task, Func::GenericSmpCallFunctionInterrupt, read);
     let mut walk = CpuMask::new();
-    g.queue.iter().for_each(|&c| walk.set(c as usize));
+    g.queue
+        .iter()
+        .filter(|&&c| g.cfd[c as usize].visible_at <= t + read)
+        .for_each(|&c| walk.set(c as usize));
     p.smp.pass[cpu].walk = walk;
     read
 }
@@ -1042,6 +1103,37 @@ mod tests {
             1 + 3,
             "reads are not updates"
         );
+    }
+
+    /// 3.8's IPI loop reads the live data->cpumask (for_each_cpu in
+    /// default_send_IPI_mask_sequence_phys): a target whose handler, entered for another sender,
+    /// has run this cfd before the loop reaches it gets no IPI from it. CPUs 0 and 4 call every
+    /// other CPU, one ICR write every 60,000 cycles (23 us), CPU 4 10 us after CPU 0. CPU 1's
+    /// handler, entered for CPU 0's IPI, runs both cfds before CPU 4's loop reads its bit: no IPI
+    /// from CPU 4. With no write to make, that loop reaches CPUs 2 and 3 before CPU 0's IPIs to
+    /// them are handled, and sends both. 7 IPIs, not 8: CPU 1 takes one interrupt, CPUs 2 and 3
+    /// two each.
+    #[test]
+    fn global_cfd_sends_no_ipi_to_a_target_that_ran_the_cfd_already() {
+        let sets = [("machine.cost.ipi_send", "60000")];
+        let mut s = machine(5, "linux-3.8", Then::Spin, &sets);
+        for cpu in 1..=3 {
+            spawn(&mut s, MM, cpu, &[]);
+        }
+        let start = switch_in(&s);
+        run_until(&mut s, start + 1);
+        spawn(&mut s, MM, 0, &[Step::TlbRemoveTableSyncOne]);
+        spawn(
+            &mut s,
+            MM,
+            4,
+            &[work(10 * US, false), Step::TlbRemoveTableSyncOne],
+        );
+        run_until(&mut s, start + 1000 * US);
+        assert_eq!(s.obs.stats.ipis_sent, 7);
+        assert!(s.smp.global.queue.is_empty());
+        assert_eq!((s.smp.waiting[0], s.smp.waiting[4]), (0, 0));
+        assert_eq!([1, 2, 3].map(|cpu| cal(&s, cpu)), [1, 2, 2]);
     }
 
     /// 3.8 sends a lone target through smp_call_function_single(): the target's own queue under
