@@ -210,8 +210,8 @@ pub enum Step {
 }
 
 impl Step {
-    /// The step goes on with IRQs still off from the one before it (a loop split where an
-    /// event came first): a pending interrupt waits until it ends.
+    /// The step runs with IRQs off from its start: a pending interrupt is not taken before it,
+    /// nor the tick's softirq run, but waits until it ends.
     pub fn irqs_stay_off(&self) -> bool {
         matches!(self, Step::SendCfdIpis)
     }

@@ -165,6 +165,12 @@ pub struct Call {
 
 impl Smp {
     pub fn new(n: usize, cfg: SmpConfig) -> Smp {
+        // Only 3.8's global queue uses the cfds' per-target clear times (n x n of them).
+        let per_cfd = if cfg.call_function == CallFunction::GlobalCfd {
+            n
+        } else {
+            0
+        };
         Smp {
             cfg,
             queue: (0..n).map(|_| Vec::with_capacity(n)).collect(),
@@ -182,7 +188,7 @@ impl Smp {
             global: GlobalCfd {
                 cfd: vec![
                     Cfd {
-                        cleared_at: vec![0; n],
+                        cleared_at: vec![0; per_cfd],
                         ..Default::default()
                     };
                     n
