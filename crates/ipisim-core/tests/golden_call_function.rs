@@ -240,14 +240,9 @@ fn list_add_tail_writes_the_queued_csd() {
     let second = smp_call_function_many_cond(&mut s, 1, 1, &to, f, Cond::Always, false, false);
     let m = machine("xeon-4n-48c-64g");
     let ps = 2 * m.cost[Cost::CsdQueue] + 3 * m.line_transfer(0, 1);
-    // No IPI: CPU 2's queue was not empty, and 3.9 sends a lone target's only if it was.
-    assert_eq!(
-        second,
-        Outcome::Busy {
-            ps,
-            irqs_off: false
-        }
-    );
+    // No IPI: CPU 2's queue was not empty, and 3.9 sends a lone target's only if it was. IRQs
+    // off: the add is under raw_spin_lock_irqsave().
+    assert_eq!(second, Outcome::Busy { ps, irqs_off: true });
     assert_eq!(s.smp.queue[2].len(), 2);
 }
 
@@ -695,13 +690,8 @@ fn list_replace_init_holds_the_queue_lock_for_the_first_and_last_csds() {
     // lock's hand-off: two transfers), one IPI.
     let m = &s.m;
     let ps = end + m.lock_handoff(2, 3, 1) + m.cost[Cost::CsdQueue] + m.cost[Cost::IpiSend];
-    assert_eq!(
-        third,
-        Outcome::Busy {
-            ps,
-            irqs_off: false
-        }
-    );
+    // IRQs off: under the queue lock, then in the send's local_irq_save().
+    assert_eq!(third, Outcome::Busy { ps, irqs_off: true });
 }
 
 /// The IPI costs of the two Xeon profiles are fitted to Nadav Amit's bare-metal shootdowns (LKML

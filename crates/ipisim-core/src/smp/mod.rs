@@ -438,6 +438,11 @@ fn queue_loop(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
     let mut queue_lock_wait: Time = 0;
     let mut p = s.parts();
     let scf = p.smp.cfg.scf_func();
+    // To 3.13 each csd goes on under raw_spin_lock_irqsave(&dst->lock) and the IPIs go out under
+    // the send loop's local_irq_save() (default_send_IPI_mask_sequence_phys): an IPI that comes
+    // meanwhile waits for the IRQ window between two targets, or for the loop's end. (Since 3.14
+    // the llist_add()s run with IRQs on; their send loop's IRQs-off stretch is not modelled.)
+    let irqs_off = p.smp.cfg.call_single_queue == CallSingleQueue::Spinlock;
     while let Some(t) = sending(p.smp, cpu).left.iter().next() {
         if setup > 0 && p.q.due_by(now + setup) {
             // Something happens before this target's turn (its handler may take the lock).
@@ -445,7 +450,7 @@ fn queue_loop(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
             s.push_step(task, Step::QueueCsds);
             return Outcome::Busy {
                 ps: setup,
-                irqs_off: false,
+                irqs_off,
             };
         }
         let (add, wait) = queue_csd(&mut p, cpu, task, t, now + setup);
@@ -482,7 +487,7 @@ fn queue_loop(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
     p.obs.stats.charge(Some(task), send_ipi_func(p.m), send);
     Outcome::Busy {
         ps: setup + send,
-        irqs_off: false,
+        irqs_off,
     }
 }
 
@@ -933,7 +938,9 @@ mod tests {
     use crate::sched::Mode;
     use crate::sim::Sim;
     use crate::step::{SpinOn, Step};
-    use crate::testing::{busy_until, cal, machine, run_until, spawn, switch_in, work, Then, MM};
+    use crate::testing::{
+        busy_until, cal, ipi_at, machine, run_until, spawn, switch_in, work, Then, MM,
+    };
 
     const US: u64 = 1_000_000;
 
@@ -1140,6 +1147,31 @@ mod tests {
         assert!(s.smp.global.queue.is_empty());
         assert_eq!((s.smp.waiting[0], s.smp.waiting[4]), (0, 0));
         assert_eq!([1, 2, 3].map(|cpu| cal(&s, cpu)), [1, 2, 2]);
+    }
+
+    /// To 3.13 a sender queues under raw_spin_lock_irqsave() and sends under local_irq_save(): an
+    /// IPI reaching it mid-send waits for the send loop's end (3.9). Since 3.14 the queueing runs
+    /// with IRQs on, and the model takes the IPI at once (6.3).
+    #[test]
+    fn an_ipi_waits_for_the_end_of_a_send_loop_under_local_irq_save() {
+        for (kernel, deferred) in [("linux-3.9", true), ("linux-6.3", false)] {
+            let sets = [("machine.cost.ipi_send", "60000"), ("kernel.pcid", "false")];
+            let mut s = machine(3, kernel, Then::Spin, &sets);
+            for cpu in 1..=2 {
+                spawn(&mut s, MM, cpu, &[]);
+            }
+            run_until(&mut s, 10 * US);
+            spawn(&mut s, MM, 0, &[Step::TlbRemoveTableSyncOne]);
+            run_until(&mut s, 15 * US);
+            let end = busy_until(&s, 0);
+            assert!(end > 40 * US, "{kernel}: the two ICR writes take 40 us");
+            ipi_at(&mut s, 0, 20 * US);
+            run_until(&mut s, 20 * US + 1);
+            assert_eq!(cal(&s, 0), u64::from(!deferred), "{kernel}");
+            assert_eq!(s.sched.cpus[0].irq_pending, deferred, "{kernel}");
+            run_until(&mut s, end + 1);
+            assert_eq!(cal(&s, 0), 1, "{kernel}");
+        }
     }
 
     /// 3.8 sends a lone target through smp_call_function_single(): the target's own queue under
