@@ -440,8 +440,9 @@ fn queue_loop(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
     let scf = p.smp.cfg.scf_func();
     // To 3.13 each csd goes on under raw_spin_lock_irqsave(&dst->lock) and the IPIs go out under
     // the send loop's local_irq_save() (default_send_IPI_mask_sequence_phys): an IPI that comes
-    // meanwhile waits for the IRQ window between two targets, or for the loop's end. (Since 3.14
-    // the llist_add()s run with IRQs on; their send loop's IRQs-off stretch is not modelled.)
+    // meanwhile waits for the next segment boundary (the kernel's IRQ window between two targets)
+    // or the loop's end. (Since 3.14 the llist_add()s run with IRQs on; their send loop's IRQs-off
+    // stretch is not modelled.)
     let irqs_off = p.smp.cfg.call_single_queue == CallSingleQueue::Spinlock;
     while let Some(t) = sending(p.smp, cpu).left.iter().next() {
         if setup > 0 && p.q.due_by(now + setup) {
