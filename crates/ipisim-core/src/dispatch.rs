@@ -101,6 +101,7 @@ pub fn exec(s: &mut Sim, cpu: CpuId, t: TaskId, step: Step) -> Outcome {
         Step::DrainAllPages => mm::drain::drain_all_pages(s, cpu, t),
         Step::OutOfMemory => mm::oom_kill::out_of_memory(s, t),
         Step::DrainWork => mm::drain::drain_work(s, cpu, t),
+        Step::DrainUnlock => mm::drain::drain_unlock(s),
         Step::Membarrier => crate::sched::membarrier::sys_membarrier(s, t),
         Step::MembarrierIpis => crate::sched::membarrier::membarrier_private_expedited(s, t),
         Step::MembarrierIpiMb => crate::sched::membarrier::membarrier_ipi_mb(s, cpu, t),

@@ -201,6 +201,8 @@ pub enum Step {
     OutOfMemory,
     /// A kworker's drain work item (the workqueue era).
     DrainWork,
+    /// mutex_unlock(&pcpu_drain_mutex) after a drain of every CPU's lists by the caller (6.0).
+    DrainUnlock,
     /// sys_membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED): syscall entry.
     Membarrier,
     /// membarrier_private_expedited(): its own work up to the IPIs.
@@ -274,6 +276,7 @@ impl Step {
             Step::DrainAllPages => "drain_all_pages",
             Step::OutOfMemory => "out_of_memory",
             Step::DrainWork => "drain_local_pages_wq",
+            Step::DrainUnlock => "mutex_unlock",
             Step::Membarrier => "entry_SYSCALL_64",
             Step::MembarrierIpis => "membarrier_private_expedited",
             Step::MembarrierIpiMb => "smp_call_function_many_cond",

@@ -18,7 +18,8 @@ named_enum! {
         CpusWithPages = "cpus_with_pages",
         /// A work item on each CPU with pages, then flush_work, under pcpu_drain_mutex (0ccce3b92421, 4.11).
         Workqueue = "workqueue",
-        /// The caller drains every CPU's lists itself under each pcp->lock: no IPI, no work (6.0).
+        /// The caller drains every CPU's lists itself under each pcp->lock, holding
+        /// pcpu_drain_mutex as 4.11 does: no IPI, no work (443c2accd1b6, 6.0).
         RemoteNoIpi = "remote_no_ipi",
     }
 }
@@ -66,16 +67,22 @@ pub fn drain_local_pages(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>) ->
 /// drain_all_pages(NULL) from task `t` on `cpu`.
 pub fn drain_all_pages(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
     let Parts { m, mem, obs, .. } = s.mm_parts();
+    let policy = mem.cfg.pcp_drain;
+    // mutex_trylock(&pcpu_drain_mutex) since 0ccce3b92421 (4.11): a NULL-zone caller gives up
+    // while another drain runs, before it looks at any CPU's lists.
+    let mutex = matches!(policy, PcpDrain::Workqueue | PcpDrain::RemoteNoIpi);
+    if mutex && mem.drain.owner.is_some() {
+        return Outcome::Next;
+    }
     let with = cpus_with_pcps(&mem.frames);
     let ncpus = m.ncpus();
-    // The seed's unmerged debug counters (patch 8/8): every call, and calls where fewer than
-    // half the online CPUs held pages.
+    // The seed's unmerged debug counters (patch 8/8): every drain that computes cpus_with_pcps,
+    // and those where fewer than half the online CPUs held pages.
     obs.stats.vm(Vm::PcpGlobalDrain, 1);
     obs.stats.drain_cpus_with_pages[with.weight()] += 1;
     if with.weight() < ncpus / 2 {
         obs.stats.vm(Vm::PcpGlobalIpiSaved, 1);
     }
-    let policy = mem.cfg.pcp_drain;
     match policy {
         PcpDrain::AllCpus | PcpDrain::CpusWithPages => {
             let mask = if policy == PcpDrain::AllCpus {
@@ -95,21 +102,19 @@ pub fn drain_all_pages(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
             )
         }
         PcpDrain::RemoteNoIpi => {
+            mem.drain.owner = Some(t);
             let mut ps = 0;
             for c in with.iter() {
                 ps += drain_pages(s, cpu, c);
             }
             s.mm_parts().obs.stats.charge(Some(t), Func::DrainPages, ps);
+            s.push_step(t, Step::DrainUnlock);
             Outcome::Busy {
                 ps,
                 irqs_off: false,
             }
         }
         PcpDrain::Workqueue => {
-            // mutex_trylock(&pcpu_drain_mutex): a NULL-zone caller gives up if a drain runs.
-            if mem.drain.owner.is_some() {
-                return Outcome::Next;
-            }
             mem.drain.owner = Some(t);
             mem.drain.pending = with.weight() as u32;
             for c in with.iter() {
@@ -126,6 +131,12 @@ pub fn drain_all_pages(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
             Outcome::Sleep(NEVER)
         }
     }
+}
+
+/// mutex_unlock(&pcpu_drain_mutex) once the caller has drained every CPU's lists (6.0).
+pub fn drain_unlock(s: &mut impl Host) -> Outcome {
+    s.mm_parts().mem.drain.owner = None;
+    Outcome::Next
 }
 
 /// The per-CPU kworker that runs drain work items on `cpu` (created on first use).
