@@ -207,3 +207,16 @@ def test_swap_bench_program_runs_here_and_refuses_bad_usage() -> None:
     assert all(0 <= int(c) < (os.cpu_count() or 1) for c in lines["cpus"].split())
     bad = subprocess.run([exe, "--loops", "1", "--zap", "1"], capture_output=True, text=True, check=False)
     assert bad.returncode == 2 and bad.stderr.startswith("usage: swap_bench")
+
+
+def test_hackbench_program_runs_here_and_refuses_bad_usage() -> None:
+    """native/hackbench.c (examples/hackbench_guest.py runs it in a 6.1 guest) on this host."""
+    try:
+        exe = qemu.hw.build("hackbench")
+    except qemu.hw.Unavailable as e:
+        pytest.skip(str(e))
+    out = subprocess.run([exe, "2", "5"], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.startswith("forked 80 ready 80 reaped 80 failed 0 Time: "), out.stdout
+    for bad in (["0"], ["x"], ["1", "0"], ["1", "2", "3"]):
+        r = subprocess.run([exe, *bad], capture_output=True, text=True, check=False)
+        assert r.returncode == 2 and r.stderr.startswith("usage: hackbench"), bad
