@@ -177,20 +177,28 @@ def main() -> None:
     print(f"real hackbench: {real.said or 'no output'}; kprobe events lost: {real.lost}")
     if real.parent in real.victims:
         print(f"its parent was OOM victim {real.victims.index(real.parent) + 1} of {len(real.victims)}")
+    # The model's fork phase ends when every child is forked; a real one, when the parent is
+    # killed or done forking. The real counts end with the parent.
     rows = [
-        ("drain_all_pages() calls", real.calls, "-"),
-        ("drains (pcpu_drain_mutex taken)", real.cpus.total(), ops["pcp_global_drain"]),
+        ("drain_all_pages() calls", real.calls, "-", "-"),
+        (
+            "drains (pcpu_drain_mutex taken)",
+            real.cpus.total(),
+            ops["pcp_global_drain_fork"],
+            ops["pcp_global_drain"],
+        ),
         (
             f"  of which fewer than {half} CPUs held pages",
             sum(real.cpus[k] for k in range(half)),
+            ops["pcp_global_ipi_saved_fork"],
             ops["pcp_global_ipi_saved"],
         ),
-        ("OOM kills", real.vm.get("oom_kill", 0), ops["oom_kills"]),
+        ("OOM kills", real.vm.get("oom_kill", 0), ops["oom_kills_fork"], ops["oom_kills"]),
     ]
-    print(f"{'':45} {'real':>10} {'model':>10}")
-    for name, r, s in rows:
-        print(f"{name:45} {r!s:>10} {s!s:>10}")
-    print("drains by the CPUs holding pages (real, model):")
+    print(f"{'':40} {'real':>8} {'model: forking':>15} {'whole run':>10}")
+    for name, r, f, w in rows:
+        print(f"{name:40} {r!s:>8} {f!s:>15} {w!s:>10}")
+    print("drains by the CPUs holding pages (real; model, whole run):")
     for k in range(a.cpus + 1):
         print(f"  {k}: {real.cpus[k]:>8} {hist[k]:>8}")
 
