@@ -13,7 +13,7 @@ gives for the same shape with the kernel preset matching the image (docs/hackben
     python3 examples/hackbench_guest.py [--groups 400] [--loops 100] [--cpus 8] [--memory 1024]
 
 Needs qemu-system-x86, linux-image-amd64, busybox-static and a static C library (libc6-dev).
-Under TCG on 2 host CPUs about 5 minutes.
+Under TCG on 2 host CPUs 2 to 6 minutes (the boot) and 2 (the model).
 """
 
 from __future__ import annotations

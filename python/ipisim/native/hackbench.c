@@ -4,14 +4,15 @@
  * `groups` groups of 20 receivers, each with its own socketpair, and 20 senders, each writing
  * `loops` 100-byte messages to every receiver of its group; all wait on a pipe until the parent
  * has forked every group, then run. A fork that fails stops the forking and the forked ones run.
- * A child whose peer died (the OOM killer) exits early. The parent prints
+ * Under the OOM killer: a sender whose receiver died dies of SIGPIPE, a receiver that lost a
+ * sender waits for its messages, and if the parent dies the children, which hold the pipe's write
+ * end too, wait forever (as in the original). The parent prints
  *   forked N ready N reaped N failed N Time: S
  * Build: cc -O2 -o hackbench hackbench.c
  */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <poll.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
