@@ -34,7 +34,7 @@ PROBES = r"""
 T=/sys/kernel/tracing
 mount -t tracefs nodev $T
 MUTEX=$(printf %u 0x$(grep ' pcpu_drain_mutex$' /proc/kallsyms | cut -d' ' -f1))
-echo 'p:da __drain_all_pages zone=%di:x64' >> $T/kprobe_events
+echo 'p:da __drain_all_pages' >> $T/kprobe_events
 echo 'r:dar __drain_all_pages' >> $T/kprobe_events
 echo 'p:dz drain_pages_zone cpu=%di:u32' >> $T/kprobe_events
 echo 'p:mu mutex_unlock addr=%di:u64' >> $T/kprobe_events
@@ -48,18 +48,19 @@ echo 1 > $T/events/oom/mark_victim/enable
 
 INIT = (
     qemu.INIT_START
+    + qemu.MNTFS
     + r"""stty -F /dev/ttyS1 raw -echo 2>/dev/null
 exec 3>/dev/ttyS1
-while read -r m args; do insmod "/lib/modules/$m" $args; done < /lib/modules/order
-mke2fs -q -b 4096 /dev/ram0 >/dev/null && mkdir -p /mnt && mount -t ext4 /dev/ram0 /mnt &&
-    cp /bin/hackbench /mnt/hackbench && sync && echo 3 > /proc/sys/vm/drop_caches
+mntfs && cp /bin/hackbench /mnt/hackbench && sync && echo 3 > /proc/sys/vm/drop_caches
+vm() {
+    grep -E '^(oom_kill|allocstall_normal|allocstall_movable|pgsteal_direct|pgsteal_kswapd) ' /proc/vmstat |
+        sed "s/^/@vm$1 /"
+}
 # 16000 processes: threads-max of a 1 GiB guest (max_threads_from_mem(): memory / 32 KiB) is 7656.
 echo 40000 > /proc/sys/kernel/threads-max
 """
     + PROBES
-    + r"""echo "@start $(nproc) $(uname -r)" >&3
-grep -E '^(oom_kill|allocstall_normal|allocstall_movable|pgsteal_direct|pgsteal_kswapd) ' /proc/vmstat |
-    sed 's/^/@vm0 /' >&3
+    + r"""vm 0 >&3
 echo -1000 > /proc/self/oom_score_adj
 (echo 0 > /proc/self/oom_score_adj; exec /mnt/hackbench GROUPS LOOPS) >&3 2>&3 &
 HB=$!
@@ -69,8 +70,7 @@ while kill -0 $HB 2>/dev/null && [ $n -lt LIMIT ]; do sleep 10; n=$((n + 10)); d
 kill -0 $HB 2>/dev/null && echo "@timeout $n" >&3 && killall -9 hackbench
 wait $HB
 echo 0 > $T/events/kprobes/enable
-grep -E '^(oom_kill|allocstall_normal|allocstall_movable|pgsteal_direct|pgsteal_kswapd) ' /proc/vmstat |
-    sed 's/^/@vm1 /' >&3
+vm 1 >&3
 grep -h 'dropped events' $T/per_cpu/cpu*/stats | sed 's/^/@lost /' >&3
 grep -E ' (dar|da|dz|mu): ' $T/trace | sed 's/^/@ev /' >&3
 grep -o 'mark_victim: pid=[0-9]*' $T/trace | sed 's/^mark_victim: pid=/@victim /' >&3
@@ -118,6 +118,8 @@ class Real:
     said: list[str]
     victims: list[int]
     """The OOM killer's victims in order (oom:mark_victim)."""
+    timed_out: bool
+    """hackbench was still running at --limit and was killed: the counts stop there."""
     parent: int
     """hackbench's parent, which forks the groups."""
 
@@ -154,6 +156,7 @@ def parse(text: str) -> Real:
         lost=sum(int(n) for n in re.findall(r"^@lost .*: (\d+)", text, re.M)),
         said=re.findall(r"^(forked .*|fork: .*)$", text, re.M),
         victims=[int(v) for v in re.findall(r"^@victim (\d+)", text, re.M)],
+        timed_out="@timeout" in text,
         parent=int(m[1]) if (m := re.search(r"^@parent (\d+)", text, re.M)) else 0,
     )
 
@@ -175,6 +178,8 @@ def main() -> None:
     half = a.cpus // 2
     print(f"hackbench {a.groups} x {a.loops}, {a.cpus} CPUs, {a.memory} MiB; model: {kernel} on kvm-8cpu")
     print(f"real hackbench: {real.said or 'no output'}; kprobe events lost: {real.lost}")
+    if real.timed_out:
+        print(f"hackbench was killed at --limit {a.limit} s: the real counts stop there")
     if real.parent in real.victims:
         print(f"its parent was OOM victim {real.victims.index(real.parent) + 1} of {len(real.victims)}")
     # The model's fork phase ends when every child is forked; a real one, when the parent is

@@ -59,6 +59,17 @@ mount -t devtmpfs devtmpfs /dev
 """
 """How every guest's /init begins: busybox's applets, /proc, /sys and /dev."""
 
+MNTFS = r"""# The filesystem of the file programs: the modules appended to the initramfs (one per line of
+# /lib/modules/order, dependencies first, with their parameters), then ext4 on the RAM disk at /mnt.
+mntfs() {
+    while read -r m args; do insmod "/lib/modules/$m" $args || return 1; done < /lib/modules/order
+    mke2fs -q -b 4096 /dev/ram0 >/dev/null && mkdir -p /mnt && mount -t ext4 /dev/ram0 /mnt &&
+        mkdir -p /var && ln -sfn /mnt /var/tmp  # costs' sparse files: page cache MADV_PAGEOUT can drop
+}
+"""
+"""A shell function for /init: the FS_MODULES that modules_cpio() appends, and ext4 on /dev/ram0 at
+/mnt."""
+
 # PID 1 of the guest. Results go to the second serial port (ttyS1), away from kernel messages on
 # the console (ttyS0). Each job: "@begin ID", vmstat, the program's output, vmstat, "@end ID rc".
 INIT = (
@@ -79,14 +90,9 @@ vm() {
     } | sed "s/^/@vm$1 /"
 }
 irq() { grep -E '^ *(TLB|CAL):' /proc/interrupts | sed "s/^ */@irq$1 /"; }
-# The filesystem of the file programs: the modules appended to the initramfs (one per line of
-# /lib/modules/order, dependencies first, with their parameters), then ext4 on the RAM disk at /mnt.
-mntfs() {
-    while read -r m args; do insmod "/lib/modules/$m" $args || return 1; done < /lib/modules/order
-    mke2fs -q -b 4096 /dev/ram0 >/dev/null && mkdir -p /mnt && mount -t ext4 /dev/ram0 /mnt &&
-        mkdir -p /var && ln -sfn /mnt /var/tmp  # costs' sparse files: page cache MADV_PAGEOUT can drop
-}
-# The reclaim program's memory cgroup (v2), whose memory.reclaim it writes.
+"""
+    + MNTFS
+    + r"""# The reclaim program's memory cgroup (v2), whose memory.reclaim it writes.
 memcg() {
     mkdir -p /sys/fs/cgroup && mount -t cgroup2 none /sys/fs/cgroup &&
         echo +memory > /sys/fs/cgroup/cgroup.subtree_control && mkdir -p /sys/fs/cgroup/reclaim

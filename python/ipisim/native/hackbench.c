@@ -70,61 +70,58 @@ static void receiver(int in, int ready_out, int wakefd)
 
 static int forked;
 
-static void spawn(void (*fn)(void), int *ok)
+/* fork(): 0 in the child, 1 in the parent, -1 (said on stderr) if it failed. */
+static int fork_child(void)
 {
 	pid_t p = fork();
-	if (p == 0)
-		fn();
-	*ok = p > 0;
+	if (p < 0) {
+		fprintf(stderr, "fork: %s\n", strerror(errno));
+		return -1;
+	}
 	forked += p > 0;
+	return p > 0;
 }
 
-static int g_in, g_ready, g_wake, *g_out;
-static void run_receiver(void) { receiver(g_in, g_ready, g_wake); }
-static void run_sender(void) { sender(g_out, g_ready, g_wake); }
+static int usage(void)
+{
+	fprintf(stderr, "usage: hackbench GROUPS [LOOPS] (GROUPS 1..100000, LOOPS 1..1000000)\n");
+	return 2;
+}
 
 int main(int argc, char **argv)
 {
 	char *end = "";
 	long groups = argc == 2 || argc == 3 ? strtol(argv[1], &end, 10) : 0;
-	if (*end || groups < 1 || groups > 100000) {
-		fprintf(stderr, "usage: hackbench GROUPS [LOOPS] (GROUPS 1..100000, LOOPS 1..1000000)\n");
-		return 2;
-	}
+	if (*end || groups < 1 || groups > 100000)
+		return usage();
 	loops = argc == 3 ? (int)strtol(argv[2], &end, 10) : 100;
-	if (*end || loops < 1 || loops > 1000000) {
-		fprintf(stderr, "usage: hackbench GROUPS [LOOPS] (GROUPS 1..100000, LOOPS 1..1000000)\n");
-		return 2;
-	}
+	if (*end || loops < 1 || loops > 1000000)
+		return usage();
 	int readyfds[2], wakefds[2];
 	if (pipe(readyfds) || pipe(wakefds))
 		return 1;
-	g_ready = readyfds[1];
-	g_wake = wakefds[0];
 	for (long g = 0; g < groups; g++) {
-		int out[NUM_FDS], ok;
+		int out[NUM_FDS];
 		for (int i = 0; i < NUM_FDS; i++) {
 			int fds[2];
 			if (socketpair(AF_UNIX, SOCK_STREAM, 0, fds)) {
 				fprintf(stderr, "socketpair: %s\n", strerror(errno));
 				goto start;
 			}
-			g_in = fds[0];
-			spawn(run_receiver, &ok);
+			int c = fork_child();
+			if (c == 0)
+				receiver(fds[0], readyfds[1], wakefds[0]);
 			close(fds[0]);
 			out[i] = fds[1];
-			if (!ok) {
-				fprintf(stderr, "fork: %s\n", strerror(errno));
+			if (c < 0)
 				goto start;
-			}
 		}
-		g_out = out;
 		for (int i = 0; i < NUM_FDS; i++) {
-			spawn(run_sender, &ok);
-			if (!ok) {
-				fprintf(stderr, "fork: %s\n", strerror(errno));
+			int c = fork_child();
+			if (c == 0)
+				sender(out, readyfds[1], wakefds[0]);
+			if (c < 0)
 				goto start;
-			}
 		}
 		for (int i = 0; i < NUM_FDS; i++)
 			close(out[i]);

@@ -70,9 +70,11 @@ pub fn drain_all_pages(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
     let policy = mem.cfg.pcp_drain;
     // mutex_trylock(&pcpu_drain_mutex) since 0ccce3b92421 (4.11): a NULL-zone caller gives up
     // while another drain runs, before it looks at any CPU's lists.
-    let mutex = matches!(policy, PcpDrain::Workqueue | PcpDrain::RemoteNoIpi);
-    if mutex && mem.drain.owner.is_some() {
-        return Outcome::Next;
+    if matches!(policy, PcpDrain::Workqueue | PcpDrain::RemoteNoIpi) {
+        if mem.drain.owner.is_some() {
+            return Outcome::Next;
+        }
+        mem.drain.owner = Some(t);
     }
     let with = cpus_with_pcps(&mem.frames);
     let ncpus = m.ncpus();
@@ -102,7 +104,6 @@ pub fn drain_all_pages(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
             )
         }
         PcpDrain::RemoteNoIpi => {
-            mem.drain.owner = Some(t);
             let mut ps = 0;
             for c in with.iter() {
                 ps += drain_pages(s, cpu, c);
@@ -115,7 +116,6 @@ pub fn drain_all_pages(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
             }
         }
         PcpDrain::Workqueue => {
-            mem.drain.owner = Some(t);
             mem.drain.pending = with.weight() as u32;
             for c in with.iter() {
                 let w = kworker(s, c);
@@ -164,7 +164,7 @@ pub fn drain_work(s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
     }
 }
 
-/// State of the workqueue era's drains.
+/// State of the drains under pcpu_drain_mutex (the workqueue and remote-drain eras).
 #[derive(Debug)]
 pub struct DrainState {
     /// Who holds pcpu_drain_mutex.
