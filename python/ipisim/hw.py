@@ -53,8 +53,8 @@ class Cell:
 
     @property
     def real_tlb(self) -> int:
-        """Median over repeats of the TLB shootdowns received on all CPUs."""
-        return int(statistics.median_low(sum(s.tlb) for s in self.real))
+        """The TLB shootdowns received on all CPUs, over repeats (see real_count)."""
+        return real_count([sum(s.tlb) for s in self.real], busy=self.remote == "busy")
 
     @property
     def sim_tlb(self) -> int:
@@ -71,6 +71,15 @@ class Cell:
     @property
     def agrees(self) -> bool:
         return counts_agree(self.real_tlb, self.sim_tlb)
+
+
+def real_count(counts: Sequence[int], *, busy: bool) -> int:
+    """The count the repeats agree on: their median; where the IPIs go to busy remote threads, the
+    largest count two repeats show. Such a repeat loses the IPIs sent while a KVM host had the
+    remote vCPU preempted (kvm_flush_tlb_multi() leaves it a flush for its next entry instead),
+    and a stray kernel-range flush can add one to any repeat."""
+    twice = [c for c in set(counts) if counts.count(c) >= 2]
+    return max(twice) if busy and twice else int(statistics.median_low(counts))
 
 
 def counts_agree(real: int, sim: int) -> bool:
@@ -205,7 +214,15 @@ def grid(
             for remote in remotes:
                 sets = {"op": op, "batch": batch, "remote": remote, "pages": 512, "remote_threads": 1}
                 sim = ipisim.run("shootdown", machine=machine, kernel=kernel, sets=sets)
-                yield Cell(op, batch, remote, measure(op, batch, remote, repeats=repeats), sim)
+                real = measure(op, batch, remote, repeats=repeats)
+                # A busy cell's repeats only ever lose IPIs (real_count): measure on, up to 5 times
+                # as many, until two repeats agree on the most.
+                for _ in range(4):
+                    totals = [sum(s.tlb) for s in real]
+                    if remote != "busy" or totals.count(max(totals)) >= 2:
+                        break
+                    real += measure(op, batch, remote, repeats=repeats)
+                yield Cell(op, batch, remote, real, sim)
 
 
 def format_table(cells: Sequence[Cell]) -> str:
@@ -233,6 +250,8 @@ class Row:
     sim_count: int
     sim_ns: float
     """Simulated ns per operation (syscall, call or loop iteration)."""
+    busy: bool = False
+    """The TLB IPIs go to busy remote threads (see real_count)."""
 
     @property
     def real_counts(self) -> list[int]:
@@ -240,7 +259,7 @@ class Row:
 
     @property
     def real_count(self) -> int:
-        return int(statistics.median_low(self.real_counts))
+        return real_count(self.real_counts, busy=self.busy)
 
     @property
     def real_ns(self) -> float:
@@ -271,7 +290,14 @@ TIME_TOLERANCE = 0.25
 
 def shootdown_rows(cells: Sequence[Cell]) -> list[Row]:
     return [
-        Row(f"shootdown {c.op} b={c.batch} {c.remote}", "TLB", c.real, c.sim_tlb, 1000 * c.sim_us_per_call)
+        Row(
+            f"shootdown {c.op} b={c.batch} {c.remote}",
+            "TLB",
+            c.real,
+            c.sim_tlb,
+            1000 * c.sim_us_per_call,
+            busy=c.remote == "busy",
+        )
         for c in cells
     ]
 
