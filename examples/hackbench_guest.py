@@ -102,7 +102,9 @@ def boot(groups: int, loops: int, guest: qemu.Guest, limit_s: int) -> str:
             cmd, stdin=subprocess.DEVNULL, capture_output=True, timeout=limit_s * 4 + 1800, check=False
         )
         print(f"guest: {accel}, {time.monotonic() - t0:.0f} s wall")
-        return results.read_text(errors="replace")
+        # Each victim's pages, as __oom_kill_process() prints them (KERN_ERR: on the console).
+        killed = re.findall(r"Killed process .*", console.read_text(errors="replace"))
+        return results.read_text(errors="replace") + "".join(f"@killed {k}\n" for k in killed)
 
 
 @dataclass
@@ -122,6 +124,9 @@ class Real:
     """hackbench was still running at --limit and was killed: the counts stop there."""
     parent: int
     """hackbench's parent, which forks the groups."""
+    points: dict[int, int]
+    """Each victim's oom_badness() when it was killed: rss and page tables in pages, from the
+    kernel's "Killed process" line."""
 
 
 def parse(text: str) -> Real:
@@ -158,6 +163,15 @@ def parse(text: str) -> Real:
         victims=[int(v) for v in re.findall(r"^@victim (\d+)", text, re.M)],
         timed_out="@timeout" in text,
         parent=int(m[1]) if (m := re.search(r"^@parent (\d+)", text, re.M)) else 0,
+        points={
+            int(pid): sum(int(kb) for kb in kbs) // 4
+            for pid, *kbs in re.findall(
+                r"^@killed Killed process (\d+) .*anon-rss:(\d+)kB, file-rss:(\d+)kB, "
+                r"shmem-rss:(\d+)kB, UID:\d+ pgtables:(\d+)kB",
+                text,
+                re.M,
+            )
+        },
     )
 
 
@@ -182,8 +196,17 @@ def main() -> None:
         print(f"hackbench was killed at --limit {a.limit} s: the real counts stop there")
     if real.parent in real.victims:
         print(f"its parent was OOM victim {real.victims.index(real.parent) + 1} of {len(real.victims)}")
-    # The model's fork phase ends when every child is forked; a real one, when the parent is
-    # killed or done forking. The real counts end with the parent.
+    fate = "killed" if ops["parent_oom_killed"] else "never killed"
+    print(f"the model's parent: {fate}, after forking {ops['forked']} of {a.groups * 40} children")
+    children = sorted(p for pid, p in real.points.items() if pid != real.parent)
+    if children:
+        parent = real.points.get(real.parent, "-")
+        print(
+            f"victims' points (rss + page tables, pages): parent {parent}; {len(children)} children"
+            f" {children[0]} to {children[-1]}, median {children[len(children) // 2]}"
+        )
+    # A fork phase ends when every child is forked or when the parent is killed; the real counts
+    # end with the parent.
     rows = [
         ("drain_all_pages() calls", real.calls, "-", "-"),
         (

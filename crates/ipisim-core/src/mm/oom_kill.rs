@@ -1,15 +1,34 @@
-//! The OOM killer (mm/oom_kill.c, 3.x): when direct reclaim at every priority freed nothing,
-//! __alloc_pages_may_oom() calls out_of_memory(), which kills the task with the largest footprint
-//! so that its exit frees memory, and the allocation is retried.
+//! The OOM killer (mm/oom_kill.c): when direct reclaim at every priority freed nothing,
+//! __alloc_pages_may_oom() calls out_of_memory(), which kills the task with the most points so
+//! that its exit frees memory, and the allocation is retried. How points are counted and which of
+//! equals dies changed over the eras (`kernel.oom_select`).
 
 use super::{Host, Memory, KTHREAD};
+use crate::config::named_enum;
 use crate::engine::{TaskId, Time, NEVER, PS_PER_S};
 use crate::step::Outcome;
+
+named_enum! {
+    /// oom_badness() and the tie rule of select_bad_process().
+    OomSelect {
+        /// Thousandths of the memory (rss x 1000 / totalpages, at least 1), the first of equals in
+        /// the task list (`points > *ppoints`): a63d83f427fb "oom: badness heuristic rewrite"
+        /// (2.6.36) to 3.4. Every task under 0.1 % of memory scores 1.
+        PermilleFirst = "permille_first",
+        /// Pages (rss, page tables, swap entries), still the first of equals: a7f638f999ff "mm,
+        /// oom: normalize oom scores to oom_score_adj scale only for userspace" (3.5), then 4.x's
+        /// "Prefer thread group leaders for display purposes" keeping the one chosen.
+        PagesFirst = "pages_first",
+        /// Pages, the last of equals: oom_evaluate_task() replaces the chosen one unless it has
+        /// fewer points (5.8's, without the thread-group-leader check; 6.x).
+        PagesLast = "pages_last",
+    }
+}
 
 /// What select_bad_process() found.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Selected {
-    /// The task with the most points (ties: the lowest task id, first in the task list).
+    /// The task with the most points (ties as `kernel.oom_select` says).
     Victim(TaskId),
     /// A task chosen before has not exited yet (TIF_MEMDIE): ERR_PTR(-1UL), kill nothing more.
     Exiting,
@@ -17,16 +36,25 @@ pub enum Selected {
     Nothing,
 }
 
-/// oom_badness(): the pages the task holds (its `rss`). Kernel threads, exited tasks and tasks
-/// holding nothing are not candidates (oom_unkillable_task, find_lock_task_mm).
+/// oom_badness(): the task's points, from the pages it holds (its `rss`). Kernel threads, exited
+/// tasks and tasks holding nothing are not candidates (oom_unkillable_task, find_lock_task_mm).
+/// CAP_SYS_ADMIN's 3 % bonus (to 3.4) and oom_score_adj are not modelled: no task has either.
 pub fn oom_badness(s: &impl Host, t: TaskId) -> Option<u64> {
-    let rss = s.mm_view().0.tasks[t].rss;
+    let mem = s.mm_view().0;
+    let rss = mem.tasks[t].rss;
     let alive = !s.exited(t) && s.task_mm(t) != KTHREAD;
-    (alive && rss > 0).then_some(rss)
+    if !alive || rss == 0 {
+        return None;
+    }
+    Some(match mem.cfg.oom_select {
+        // totalpages: totalram_pages + total_swap_pages (constrained_alloc(), no swap here).
+        OomSelect::PermilleFirst => (rss * 1000 / mem.frames.total()).clamp(1, 1000),
+        OomSelect::PagesFirst | OomSelect::PagesLast => rss,
+    })
 }
 
-/// select_bad_process(): walk every task in task-list (id) order, keep the one with the most
-/// points; a later task replaces it only with strictly more ("points > *ppoints").
+/// select_bad_process(): walk the task list (in fork order) and keep the one with the most
+/// points; among equals, the first or the last as `kernel.oom_select` says.
 pub fn select_bad_process(s: &impl Host) -> Selected {
     let mem: &Memory = s.mm_view().0;
     // The walk stops at any victim that has not exited, wherever it is in the list: look at the
@@ -34,15 +62,16 @@ pub fn select_bad_process(s: &impl Host) -> Selected {
     if mem.oom_victims.iter().any(|&v| oom_badness(s, v).is_some()) {
         return Selected::Exiting;
     }
+    let last = mem.cfg.oom_select == OomSelect::PagesLast;
     let mut chosen: Option<(TaskId, u64)> = None;
-    for t in 0..mem.tasks.len() {
+    for &t in &mem.tasklist {
         let Some(points) = oom_badness(s, t) else {
             continue;
         };
         if mem.oom_killed[t] {
             return Selected::Exiting;
         }
-        if chosen.is_none_or(|(_, best)| points > best) {
+        if chosen.is_none_or(|(_, best)| points > best || (last && points == best)) {
             chosen = Some((t, points));
         }
     }

@@ -8,7 +8,10 @@
 //! active while they are referenced and otherwise evicts, and the next reader brings back. The
 //! machine has no swap: only the text is reclaimable. With many groups the footprints exceed
 //! memory: direct reclaim evicts the text, fails, drains the per-CPU lists and, when it reports
-//! no progress, the OOM killer kills the largest process.
+//! no progress, the OOM killer kills the process with the most points. The parent holds a
+//! footprint as its children do and is first in the task list, so it can be the victim: then
+//! forking stops, the children it forked wait forever on the wakeup pipe (each holds its write
+//! end), and the run ends, as the shell's wait for hackbench does.
 //!
 //! A socket message is an skb from SLUB: its sk_buff from skbuff_head_cache and its data from
 //! kmalloc-512, each taken from the writer's CPU's current slab of that cache (mm/slub.rs: on 8
@@ -114,7 +117,8 @@ pub struct Hackbench {
     skb_data: Option<SlabCache>,
     /// The pages of a slab being allocated or freed (kept to spare an allocation each time).
     slab_pages: Vec<u32>,
-    /// Footprint pages: task t's are own[t * footprint .. + owned[t]].
+    /// Footprint pages: task t's are own[t * footprint .. + owned[t]] (the parent's too, as
+    /// task `ntasks`).
     own: Vec<u32>,
     owned: Vec<u32>,
     /// Per task: operations done (picks the text page it reads next).
@@ -131,6 +135,8 @@ pub struct Hackbench {
     alive: usize,
     /// Children the parent (task `ntasks`) has forked.
     forked: usize,
+    /// The OOM killer took the parent.
+    parent_killed: bool,
     go: Option<Time>,
     messages: u64,
     /// The most pages in use at once (pcp lists included).
@@ -166,8 +172,8 @@ impl Hackbench {
             text_file: 0,
             ntasks,
             phase: vec![Phase::Start; ntasks],
-            own: vec![NONE; ntasks * footprint],
-            owned: vec![0; ntasks],
+            own: vec![NONE; (ntasks + 1) * footprint],
+            owned: vec![0; ntasks + 1],
             ops: vec![0; ntasks + 1],
             sent: vec![0; ntasks],
             queue: (0..receivers).map(|_| VecDeque::new()).collect(),
@@ -177,6 +183,7 @@ impl Hackbench {
             ready: 0,
             alive: ntasks,
             forked: 0,
+            parent_killed: false,
             go: None,
             messages: 0,
             peak_used: 0,
@@ -188,14 +195,18 @@ impl Hackbench {
         })
     }
 
-    /// The parent: fork each child (copy_process allocates its footprint, charged to the child
-    /// once it exists), then wait for all of them. The parent itself is never an OOM candidate.
+    /// The parent: its own footprint first, then fork each child (copy_process allocates its
+    /// footprint, charged to the child once it exists), then wait for all of them.
     fn parent(&mut self, s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
         if self.forked == self.ntasks {
             self.release_if_ready(s);
             return sched::sleep_interruptible(s, t);
         }
-        let c = self.forked;
+        let c = if (self.owned[t] as usize) < self.footprint {
+            t
+        } else {
+            self.forked
+        };
         if (self.owned[c] as usize) < self.footprint {
             if let Some(o) = self.read_text(s, cpu, t) {
                 return o;
@@ -205,6 +216,9 @@ impl Hackbench {
             };
             self.own[c * self.footprint + self.owned[c] as usize] = pfn;
             self.owned[c] += 1;
+            if c == t {
+                s.mem().tasks[t].rss = self.owned[t] as u64;
+            }
             self.ops[t] += 1;
             return Outcome::Busy {
                 ps,
@@ -215,6 +229,7 @@ impl Hackbench {
         self.phase[c] = Phase::Forked;
         self.forked += 1;
         s.mem().tasks[c].rss = self.owned[c] as u64;
+        s.mem().tasklist.push(c);
         sched::wake(s, c);
         let ps = s.machine().cost[Cost::ThreadCreate];
         s.obs().stats.charge(Some(t), Func::Syscall, ps);
@@ -449,6 +464,30 @@ impl Hackbench {
         self.blocked[rid] = writers;
     }
 
+    /// exit_mm(), the stack...: task `t`'s footprint back to the page allocator.
+    fn free_footprint(&mut self, s: &mut impl Host, cpu: CpuId, t: TaskId) -> Time {
+        let from = t * self.footprint;
+        let n = self.owned[t] as usize;
+        self.owned[t] = 0;
+        s.mem().tasks[t].rss = 0;
+        (from..from + n)
+            .map(|i| free_page(s, cpu, self.own[i]))
+            .sum()
+    }
+
+    /// The OOM killer took the parent: it frees its footprint and exits. Before the wakeup its
+    /// children wait forever (hackbench's wakeup pipe has writers left: themselves), so the run
+    /// ends here, as the shell's wait for it does; after, they run on to the end.
+    fn parent_exit(&mut self, s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
+        self.parent_killed = true;
+        let ps = self.free_footprint(s, cpu, t);
+        s.obs().stats.charge(Some(t), Func::FreePage, ps);
+        if self.go.is_none() {
+            s.finish();
+        }
+        Outcome::Exit
+    }
+
     /// do_exit(): free the footprint (exit_mm, the stack...), close the task's sockets, and
     /// leave. A dead receiver's queued pages are freed; a dead sender's unsent messages are no
     /// longer expected by its receivers (EOF).
@@ -459,14 +498,7 @@ impl Hackbench {
         }
         self.phase[t] = Phase::Exiting;
         self.alive -= 1;
-        let from = t * self.footprint;
-        let n = self.owned[t] as usize;
-        self.owned[t] = 0;
-        let mut ps = 0;
-        for i in from..from + n {
-            ps += free_page(s, cpu, self.own[i]);
-        }
-        s.mem().tasks[t].rss = 0;
+        let mut ps = self.free_footprint(s, cpu, t);
         if is_sender(t) {
             let total = (self.loops * FDS) as u32;
             let base = t / (2 * FDS) * FDS;
@@ -526,12 +558,16 @@ impl Scenario for Hackbench {
         let parent = sched::spawn(s, mm, 0);
         debug_assert_eq!(parent, self.ntasks);
         s.sched().tasks[parent].comm = "hackbench".into();
+        s.mem().tasklist.push(parent);
         super::spawn_kswapds(s);
     }
 
     fn next_op(&mut self, s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
         self.peak_used = self.peak_used.max(s.mem().frames.used);
         if t == self.ntasks {
+            if s.mem().oom_killed[t] {
+                return self.parent_exit(s, cpu, t);
+            }
             return self.parent(s, cpu, t);
         }
         if self.phase[t] == Phase::Exiting {
@@ -590,11 +626,22 @@ impl Scenario for Hackbench {
             "messages_expected".into(),
             (self.groups * FDS * FDS * self.loops).into(),
         );
-        m.insert("oom_kills".into(), s.observed().stats.oom_kills.into());
-        m.insert("oom_kills_fork".into(), self.kills_at_go.into());
-        m.insert("peak_used_pages".into(), self.peak_used.into());
+        let kills = s.observed().stats.oom_kills;
         let drains = s.observed().stats.vm[Vm::PcpGlobalDrain as usize];
         let saved = s.observed().stats.vm[Vm::PcpGlobalIpiSaved as usize];
+        // A run that never started its clock was all fork phase.
+        let (fork_drains, fork_saved, fork_kills) = match self.go {
+            Some(_) => (self.drains_at_go.0, self.drains_at_go.1, self.kills_at_go),
+            None => (drains, saved, kills),
+        };
+        m.insert("forked".into(), self.forked.into());
+        m.insert(
+            "parent_oom_killed".into(),
+            u64::from(self.parent_killed).into(),
+        );
+        m.insert("oom_kills".into(), kills.into());
+        m.insert("oom_kills_fork".into(), fork_kills.into());
+        m.insert("peak_used_pages".into(), self.peak_used.into());
         m.insert("pcp_global_drain".into(), drains.into());
         m.insert("pcp_global_ipi_saved".into(), saved.into());
         let ratio = if drains == 0 {
@@ -603,11 +650,8 @@ impl Scenario for Hackbench {
             saved as f64 / drains as f64
         };
         m.insert("ipi_saved_ratio".into(), ratio.into());
-        m.insert("pcp_global_drain_fork".into(), self.drains_at_go.0.into());
-        m.insert(
-            "pcp_global_ipi_saved_fork".into(),
-            self.drains_at_go.1.into(),
-        );
+        m.insert("pcp_global_drain_fork".into(), fork_drains.into());
+        m.insert("pcp_global_ipi_saved_fork".into(), fork_saved.into());
         let cal: u64 = s.observed().stats.irqs[Irq::Cal as usize].iter().sum();
         m.insert("cal_interrupts".into(), cal.into());
         let lat = latency_json(&s.observed().stats.direct_reclaim_latency);
