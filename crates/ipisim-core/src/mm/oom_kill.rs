@@ -16,11 +16,12 @@ named_enum! {
         /// (2.6.36) to 3.4. Every task under 0.1 % of memory scores 1.
         PermilleFirst = "permille_first",
         /// Pages (rss, page tables, swap entries), still the first of equals: a7f638f999ff "mm,
-        /// oom: normalize oom scores to oom_score_adj scale only for userspace" (3.5), then 4.x's
-        /// "Prefer thread group leaders for display purposes" keeping the one chosen.
+        /// oom: normalize oom scores to oom_score_adj scale only for userspace" (3.5), then
+        /// d49ad9355420 "mm, oom: prefer thread group leaders for display purposes" keeping the
+        /// one chosen among equals.
         PagesFirst = "pages_first",
         /// Pages, the last of equals: oom_evaluate_task() replaces the chosen one unless it has
-        /// fewer points (5.8's, without the thread-group-leader check; 6.x).
+        /// fewer points, once Tetsuo Handa's 2019 patch removed d49ad9355420's check (gone by 5.8).
         PagesLast = "pages_last",
     }
 }
