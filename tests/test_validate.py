@@ -31,7 +31,9 @@ def test_membarrier_ipis_match_this_machine() -> None:
 
 @needs_hw
 def test_tlb_flush_one_thread_sends_no_ipis() -> None:
-    for r in hw.tlb_flush_rows(machine="host-2cpu", kernel="linux-6.18", repeats=1, loops=1024, threads=(1,)):
+    # Three repeats, so that another process's flush landing in one window (a CI runner's threads)
+    # is outvoted by the median.
+    for r in hw.tlb_flush_rows(machine="host-2cpu", kernel="linux-6.18", repeats=3, loops=1024, threads=(1,)):
         assert r.sim_count == 0 and r.count_ok, (r.bench, r.real_counts)
 
 
