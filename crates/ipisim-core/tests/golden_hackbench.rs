@@ -175,11 +175,11 @@ fn hackbench_small_run_is_deterministic() {
     assert!(a["ops"]["hackbench_s"].as_f64().unwrap() > 0.0);
 }
 
-// 2 processes killed while messages flow: hackbench's parent (3.4's OOM killer scores every task
-// 1 and takes the first in the task list) and then the oldest child; 3900 of 4000 messages are
-// read. 4 of the 9 drains find fewer than half the CPUs holding pages ("saved"). (Before the
-// parent held a footprint and was a candidate, 2026-12-03, with 80 x 201 pages: 4, 12, 5, 31,
-// 3619, 29. Before 3.x's IPI loop read the
+// 2 processes killed while messages flow: 3.4's OOM killer scores every task 1 and chooses the
+// first in the task list, hackbench's parent, then sacrifices its oldest child instead; 3836 of
+// 4000 messages are read. 4 of the 14 drains find fewer than half the CPUs holding pages
+// ("saved"). (Before the parent held a footprint and was chosen, 2026-12-03, with 80 x 201
+// pages: 4, 12, 5, 31, 3619, 29. Before 3.x's IPI loop read the
 // live cfd mask, so that a CPU that ran the drain already got no IPI of it, 2026-12-02: 3, 9, 5,
 // 24, 3708, 35. Before the watermark checks read
 // NR_FREE_PAGES with each CPU's pending vmstat diff left out, 2026-12-02: 3, 6, 5, 10, 3700,
@@ -201,7 +201,7 @@ fn hackbench_small_run_is_deterministic() {
 // 3, 5, 0, 25, 3759, 31; before the fair class, when every wakeup preempted at the next step
 // boundary and a forked child did not start a slice behind: 3, 5, 0, 17, 3737, 32; before a
 // lru_lock round moved the lruvec's own lines, 2026-11-28: 2, 1, 0, 6, 3800, 36.)
-const PINNED_34: (u64, u64, u64, u64, u64, u64) = (2, 9, 4, 27, 3900, 39);
+const PINNED_34: (u64, u64, u64, u64, u64, u64) = (2, 14, 4, 46, 3836, 48);
 
 /// Without memory pressure nothing reclaims, drains or is killed, and every message arrives.
 #[test]
@@ -228,11 +228,11 @@ fn drain_eras_under_oom() {
     assert!(before.drains > 0 && after.drains > 0);
     // 3.3's on_each_cpu(drain_local_pages) IPIs the 7 other CPUs on every drain; an IPI that
     // reaches a CPU whose last one is still pending is taken with it (the APIC's IRR bit), so
-    // CAL may be fewer: here 7 of the 28 (pinned: whatever the model gives; 0 before the OOM
-    // killer took hackbench's parent, 2026-12-03). 3.4 interrupts fewer CPUs per drain (the two
-    // runs drain unequally often, so compare per drain).
+    // CAL may be fewer: here 21 of the 35 (pinned: whatever the model gives; all of them before
+    // the OOM killer walked the task list in fork order, 2026-12-03). 3.4 interrupts fewer CPUs
+    // per drain (the two runs drain unequally often, so compare per drain).
     assert_eq!(j33["ipis_sent"], 7 * before.drains);
-    assert_eq!(before.cal, 7 * before.drains - 7);
+    assert_eq!(before.cal, 21);
     assert!(
         after.cal * before.drains < before.cal * after.drains,
         "{} CAL in {} drains vs {} in {}",
@@ -241,7 +241,7 @@ fn drain_eras_under_oom() {
         before.cal,
         before.drains
     );
-    // (2, 1) and (12, 5) before the OOM killer could take hackbench's parent (2026-12-03); (2, 1) and (9, 5) before 3.x's IPI loop read the live cfd mask (2026-12-02); (2, 1) and
+    // (2, 1) and (12, 5) before the OOM killer walked the task list in fork order (2026-12-03); (2, 1) and (9, 5) before 3.x's IPI loop read the live cfd mask (2026-12-02); (2, 1) and
     // (6, 5) before the watermark checks read NR_FREE_PAGES without the CPUs' pending
     // vmstat diffs (2026-12-02); (4, 1) and (6, 5) before a direct reclaim that frees nothing took its measured time
     // (2026-12-01); (2, 1) and (9, 5) before a CPU's second lock round of one step stopped
@@ -251,8 +251,8 @@ fn drain_eras_under_oom() {
     // (15, 0) and (10, 0) before kswapd started on its node's least-loaded CPU (2026-11-29);
     // (6, 0) and (5, 0) before the fair class; (1, 0) and (1, 0) before a lru_lock round moved
     // the lruvec's own lines (2026-11-28).
-    assert_eq!((before.drains, before.saved), (4, 1));
-    assert_eq!((after.drains, after.saved), (9, 4));
+    assert_eq!((before.drains, before.saved), (5, 1));
+    assert_eq!((after.drains, after.saved), (14, 4));
     assert!(before.kills > 0 && after.kills > 0);
     println!(
         "3.3: {} drains, {} saved, {} CAL; 3.4: {} drains, {} saved, {} CAL",
@@ -293,8 +293,8 @@ fn reclaimable_zones_drain_before_oom() {
     let off = [("kernel.zone_reclaimable_progress", "false")];
     let old = counts(&run(&req("linux-3.4", &[])).unwrap().json);
     let new = counts(&run(&req("linux-3.4", &off)).unwrap().json);
-    // Here the rule saves 6 kills. (12, 4) and (7, 5) before the OOM killer could take
-    // hackbench's parent (2026-12-03); (9, 3) and (7, 5) before 3.x's IPI loop read the live cfd
+    // Here the rule saves 6 kills. (12, 4) and (7, 5) before the OOM killer walked the task list
+    // in fork order (2026-12-03); (9, 3) and (7, 5) before 3.x's IPI loop read the live cfd
     // mask (2026-12-02); (6, 3) and (7, 8) before the watermark checks read
     // NR_FREE_PAGES without the CPUs' pending vmstat diffs (2026-12-02); (6, 2) and (7, 5) before a direct reclaim that frees nothing
     // took its measured time (2026-12-01); (9, 3) and (7, 7) before a CPU's second lock round of one
@@ -306,8 +306,8 @@ fn reclaimable_zones_drain_before_oom() {
     // started on its node's least-loaded CPU instead of
     // the parent's (2026-11-29); (5, 3) and (0, 4) before the fair class; (1, 2) and (0, 3)
     // before a lru_lock round moved the lruvec's own lines (2026-11-28).
-    assert_eq!((old.drains, old.kills), (9, 2));
-    assert_eq!((new.drains, new.kills), (5, 8));
+    assert_eq!((old.drains, old.kills), (14, 2));
+    assert_eq!((new.drains, new.kills), (8, 8));
 }
 
 /// too_many_isolated(): with more pages isolated than left on the inactive list, a direct
@@ -486,25 +486,40 @@ fn referenced_program_text_stays_active() {
     );
 }
 
-/// An OOM while forking: 3.4 scores every hackbench process 1 and takes the first in the task
-/// list, the parent, so forking stops, the 79 children wait on the wakeup pipe and the run ends;
-/// 6.1 takes the last of equals, the newest child, and the parent forks on.
+/// An OOM while forking: 3.4 scores every hackbench process 1 and chooses the first in the task
+/// list, the parent, but kills its oldest child instead (oom_kill_process()'s sacrifice, to 5.1),
+/// so the parent forks on; without the sacrifice it would die and the run end, its 79 children
+/// waiting on the wakeup pipe. 6.1 takes the last of equals, the newest child.
 #[test]
-fn an_oom_while_forking_takes_the_parent_on_3_4_and_a_child_on_6_1() {
+fn an_oom_while_forking_sacrifices_a_child_on_3_4_and_takes_the_newest_on_6_1() {
+    use ipisim_core::mm::oom_kill::oom_kill_process;
     let sets = [("footprint", "199")];
     let j = run(&req("linux-3.4", &sets)).unwrap().json;
     let n = |k: &str| j["ops"][k].as_u64().unwrap();
-    assert_eq!(
-        (
-            n("parent_oom_killed"),
-            n("oom_kills"),
-            n("forked"),
-            n("messages")
-        ),
-        (1, 1, 79, 0)
-    );
+    assert_eq!((n("parent_oom_killed"), n("forked")), (0, 80));
+    assert!(n("oom_kills_fork") > 0);
+    // The sacrifice itself: the parent (40) chosen, its first child with points killed.
+    let mut s = group_on("linux-3.4", &[]);
+    for (t, parent) in [(40, None), (0, Some(40)), (1, Some(40)), (2, Some(40))] {
+        s.mem.tasks[t].rss = 24;
+        s.mem.tasks[t].real_parent = parent;
+    }
+    s.mem.tasks[0].rss = 0;
+    s.mem.tasklist = vec![40, 0, 1, 2];
+    assert_eq!(select_bad_process(&s), Selected::Victim(40));
+    oom_kill_process(&mut s, 40);
+    assert!(s.mem.oom_killed[1] && !s.mem.oom_killed[40]);
+    // 6.1 sacrifices nobody: a parent with more pages than its children dies itself.
+    let mut s = group_on("linux-6.1", &[]);
+    for (t, parent, rss) in [(40, None, 30), (1, Some(40), 24), (2, Some(40), 24)] {
+        s.mem.tasks[t].rss = rss;
+        s.mem.tasks[t].real_parent = parent;
+    }
+    s.mem.tasklist = vec![40, 1, 2];
+    assert_eq!(select_bad_process(&s), Selected::Victim(40));
+    oom_kill_process(&mut s, 40);
+    assert!(s.mem.oom_killed[40] && !s.mem.oom_killed[1]);
     let j = run(&req("linux-6.1", &sets)).unwrap().json;
     let n = |k: &str| j["ops"][k].as_u64().unwrap();
     assert_eq!((n("parent_oom_killed"), n("forked")), (0, 80));
-    assert!(n("oom_kills_fork") > 0);
 }

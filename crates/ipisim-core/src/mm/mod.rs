@@ -259,7 +259,7 @@ params! {
         kswapd_reclaim_limit: bool = "kernel.kswapd_reclaim_limit", Kind::Bool, "", "true", "a balance_pgdat() pass of kswapd (lru_size >> priority pages) ends once it freed the high watermark's worth, and raises the priority only if it scanned less than that (kswapd_shrink_zone()'s nr_to_reclaim: Mel Gorman, \"mm: vmscan: limit the number of pages kswapd reclaims at each priority\", 3.11); before, nr_to_reclaim was ULONG_MAX: every pass scans its whole share and the priority rises after each";
         thp: Thp = "kernel.thp", Kind::Choice(Thp::NAMES), "", "never", "/sys/kernel/mm/transparent_hugepage/enabled for the private anonymous regions reclaim tracks: never, or always (a write fault at an empty, aligned 2 MiB inside the region maps a huge page, do_huge_pmd_anonymous_page(); reclaim splits it in add_to_swap(), its tails onto the LRU in order as before 3.10: mm/thp.rs)";
         isolated_iofs_eighth: bool = "kernel.isolated_iofs_eighth", Kind::Bool, "", "true", "too_many_isolated() compares a direct reclaimer that may do I/O and enter the filesystem (every one the scenarios have) against an eighth of the inactive list, so that GFP_NOIO/GFP_NOFS callers can isolate more (3cf23841b4b7, Fengguang Wu, 3.8); before, against the whole list";
-        oom_select: OomSelect = "kernel.oom_select", Kind::Choice(OomSelect::NAMES), "", "pages_last", "the OOM killer's points and tie rule (mm/oom_kill.rs): permille_first (thousandths of memory, at least 1, the first of equals in fork order; 2.6.36 to 3.4), pages_first (pages, the first of equals; a7f638f999ff, 3.5, and d49ad9355420), pages_last (pages, the last of equals, since a 2019 patch removed d49ad9355420's check; by 5.8)";
+        oom_select: OomSelect = "kernel.oom_select", Kind::Choice(OomSelect::NAMES), "", "pages_last", "the OOM killer's points and tie rule (mm/oom_kill.rs): permille_first (thousandths of memory, at least 1, the first of equals in fork order; 2.6.36 to 3.4), pages_first (pages, the first of equals; a7f638f999ff, 3.5, and d49ad9355420); both kill the chosen task's child with the most points instead, if any (to bbbe480297, 5.1); pages_last (pages, the last of equals, since a 2019 patch removed d49ad9355420's check, by 5.8; no child sacrificed)";
         isolated_throttle: IsolatedThrottle = "kernel.isolated_throttle", Kind::Choice(IsolatedThrottle::NAMES), "", "reclaim_throttle", "a direct reclaimer finding more pages isolated than left on the inactive list (too_many_isolated): congestion_wait (sleep HZ/10 and check again: Rik van Riel, 2.6.32, to 5.15) or reclaim_throttle (sleep once, up to HZ/50, woken when a reclaimer sees the node below the limit, then scan nothing: Mel Gorman, 5.16)";
     }
 }
@@ -279,6 +279,8 @@ pub struct TaskMm {
     pub working_set: (u64, u32),
     /// Pages oom_badness() counts for this task (its footprint; 0: never an OOM victim).
     pub rss: u64,
+    /// The task that forked it (real_parent), for oom_kill_process()'s child sacrifice.
+    pub real_parent: Option<TaskId>,
 }
 
 pub struct Memory {

@@ -21,8 +21,18 @@ named_enum! {
         /// one chosen among equals.
         PagesFirst = "pages_first",
         /// Pages, the last of equals: oom_evaluate_task() replaces the chosen one unless it has
-        /// fewer points, once Tetsuo Handa's 2019 patch removed d49ad9355420's check (gone by 5.8).
+        /// fewer points, once Tetsuo Handa's 2019 patch removed d49ad9355420's check (gone by 5.8);
+        /// no child is sacrificed (bbbe480297, 5.1).
         PagesLast = "pages_last",
+    }
+}
+
+impl OomSelect {
+    /// oom_kill_process() kills the chosen task's child with the most points instead, if it has
+    /// one with any (victim_points starts at 0), until bbbe480297 "mm, oom: remove 'prefer
+    /// children over parent' heuristic" (5.1).
+    fn sacrifices_child(self) -> bool {
+        self != OomSelect::PagesLast
     }
 }
 
@@ -79,14 +89,37 @@ pub fn select_bad_process(s: &impl Host) -> Selected {
     chosen.map_or(Selected::Nothing, |(t, _)| Selected::Victim(t))
 }
 
-/// oom_kill_process() -> oom_kill_task(): SIGKILL and TIF_MEMDIE; the victim is woken from an
-/// interruptible sleep and exits (freeing its memory) at its next user step.
-pub fn oom_kill_process(s: &mut impl Host, victim: TaskId) {
+/// oom_kill_process() -> oom_kill_task(): SIGKILL and TIF_MEMDIE for the chosen task, or for the
+/// child it sacrifices (to 5.1); the victim is woken from an interruptible sleep and exits
+/// (freeing its memory) at its next user step.
+pub fn oom_kill_process(s: &mut impl Host, chosen: TaskId) {
+    let victim = if s.mm_view().0.cfg.oom_select.sacrifices_child() {
+        sacrifice_child(s, chosen)
+    } else {
+        chosen
+    };
     let p = s.mm_parts();
     p.mem.oom_killed[victim] = true;
     p.mem.oom_victims.push(victim);
     p.obs.stats.oom_kills += 1;
     s.signal_wake_up(victim);
+}
+
+/// "Kill process ... or sacrifice child": of `chosen`'s children with an mm of their own, the one
+/// with the most points, the first of equals in fork order (`t->children`); `chosen` if none has
+/// any.
+fn sacrifice_child(s: &impl Host, chosen: TaskId) -> TaskId {
+    let mem = s.mm_view().0;
+    let mut victim = (chosen, 0);
+    for &c in &mem.tasklist {
+        if mem.tasks[c].real_parent != Some(chosen) || s.task_mm(c) == s.task_mm(chosen) {
+            continue;
+        }
+        if let Some(points) = oom_badness(s, c).filter(|&p| p > victim.1) {
+            victim = (c, points);
+        }
+    }
+    victim.0
 }
 
 /// out_of_memory() from task `t`'s allocation, with no cpuset or mempolicy constraint.

@@ -9,9 +9,10 @@
 //! machine has no swap: only the text is reclaimable. With many groups the footprints exceed
 //! memory: direct reclaim evicts the text, fails, drains the per-CPU lists and, when it reports
 //! no progress, the OOM killer kills the process with the most points. The parent holds a
-//! footprint as its children do and is first in the task list, so it can be the victim: then
-//! forking stops, the children it forked wait forever on the wakeup pipe (each holds its write
-//! end), and the run ends, as the shell's wait for hackbench does.
+//! footprint as its children do and is first in the task list, so it can be chosen; to 5.1 the
+//! OOM killer then sacrifices a child instead. If it dies, forking stops, the children it forked
+//! wait forever on the wakeup pipe (each holds its write end), and the run ends, as the shell's
+//! wait for hackbench does.
 //!
 //! A socket message is an skb from SLUB: its sk_buff from skbuff_head_cache and its data from
 //! kmalloc-512, each taken from the writer's CPU's current slab of that cache (mm/slub.rs: on 8
@@ -229,6 +230,7 @@ impl Hackbench {
         self.phase[c] = Phase::Forked;
         self.forked += 1;
         s.mem().tasks[c].rss = self.owned[c] as u64;
+        s.mem().tasks[c].real_parent = Some(t);
         s.mem().tasklist.push(c);
         sched::wake(s, c);
         let ps = s.machine().cost[Cost::ThreadCreate];
