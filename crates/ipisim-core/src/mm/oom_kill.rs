@@ -1,7 +1,8 @@
 //! The OOM killer (mm/oom_kill.c): when direct reclaim at every priority freed nothing,
 //! __alloc_pages_may_oom() calls out_of_memory(), which kills the task with the most points so
-//! that its exit frees memory, and the allocation is retried. How points are counted and which of
-//! equals dies changed over the eras (`kernel.oom_select`).
+//! that its exit frees memory, and the allocation is retried. How points are counted, which of
+//! equals is chosen and whether a child dies in its place changed over the eras
+//! (`kernel.oom_select`).
 
 use super::{Host, Memory, KTHREAD};
 use crate::config::named_enum;
@@ -9,7 +10,7 @@ use crate::engine::{TaskId, Time, NEVER, PS_PER_S};
 use crate::step::Outcome;
 
 named_enum! {
-    /// oom_badness() and the tie rule of select_bad_process().
+    /// oom_badness(), the tie rule of select_bad_process() and oom_kill_process()'s sacrifice.
     OomSelect {
         /// Thousandths of the memory (rss x 1000 / totalpages, at least 1), the first of equals in
         /// the task list (`points > *ppoints`): a63d83f427fb "oom: badness heuristic rewrite"
