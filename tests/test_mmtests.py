@@ -206,8 +206,8 @@ def test_compare_counts_too_many_isolated_sleeps(tmp_path: Path, capsys: pytest.
     argv = ["compare", "hackbench", "--machine", "kvm-8cpu", "--kernel", "a=linux-3.4"]
     argv += ["--kernel", "b=linux-3.4,kernel.isolated_throttle=reclaim_throttle"]
     # A footprint at which this small run's direct reclaimers throttle; which one does moves with
-    # the model (the first assertion below says when to pick another). 196, seed 004's quick set,
-    # since hackbench's parent holds a footprint too (at 197 the OOM now takes it while forking).
+    # the model (the first assertion below says when to pick another). 196, seed 004's quick set
+    # (197 until hackbench's parent held a footprint too).
     for kv in ("groups=2", "loops=5", "machine.mem_per_node=64MiB", "footprint=196"):
         argv += ["--set", kv]
     assert main([*argv, "--json", str(out)]) == 0
