@@ -241,7 +241,8 @@ fn drain_eras_under_oom() {
         before.cal,
         before.drains
     );
-    // (2, 1) and (12, 5) before the OOM killer walked the task list in fork order (2026-12-03); (2, 1) and (9, 5) before 3.x's IPI loop read the live cfd mask (2026-12-02); (2, 1) and
+    // (2, 1) and (12, 5) before the OOM killer walked the task list in fork order (2026-12-03);
+    // (2, 1) and (9, 5) before 3.x's IPI loop read the live cfd mask (2026-12-02); (2, 1) and
     // (6, 5) before the watermark checks read NR_FREE_PAGES without the CPUs' pending
     // vmstat diffs (2026-12-02); (4, 1) and (6, 5) before a direct reclaim that frees nothing took its measured time
     // (2026-12-01); (2, 1) and (9, 5) before a CPU's second lock round of one step stopped

@@ -136,8 +136,6 @@ pub struct Hackbench {
     alive: usize,
     /// Children the parent (task `ntasks`) has forked.
     forked: usize,
-    /// The OOM killer took the parent.
-    parent_killed: bool,
     go: Option<Time>,
     messages: u64,
     /// The most pages in use at once (pcp lists included).
@@ -184,7 +182,6 @@ impl Hackbench {
             ready: 0,
             alive: ntasks,
             forked: 0,
-            parent_killed: false,
             go: None,
             messages: 0,
             peak_used: 0,
@@ -481,7 +478,6 @@ impl Hackbench {
     /// children wait forever (hackbench's wakeup pipe has writers left: themselves), so the run
     /// ends here, as the shell's wait for it does; after, they run on to the end.
     fn parent_exit(&mut self, s: &mut impl Host, cpu: CpuId, t: TaskId) -> Outcome {
-        self.parent_killed = true;
         let ps = self.free_footprint(s, cpu, t);
         s.obs().stats.charge(Some(t), Func::FreePage, ps);
         if self.go.is_none() {
@@ -637,10 +633,8 @@ impl Scenario for Hackbench {
             None => (drains, saved, kills),
         };
         m.insert("forked".into(), self.forked.into());
-        m.insert(
-            "parent_oom_killed".into(),
-            u64::from(self.parent_killed).into(),
-        );
+        let parent_killed = s.mm_view().0.oom_killed[self.ntasks];
+        m.insert("parent_oom_killed".into(), u64::from(parent_killed).into());
         m.insert("oom_kills".into(), kills.into());
         m.insert("oom_kills_fork".into(), fork_kills.into());
         m.insert("peak_used_pages".into(), self.peak_used.into());
