@@ -27,6 +27,21 @@ def test_interrupts_per_second_count_every_call_function_interrupt() -> None:
         assert r.interrupts == {"CAL": cal, "TLB": [0, 16]}
 
 
+def test_violations_summarise_the_checker() -> None:
+    # Seed 001's PFN list as posted INVLPGs physical addresses: each of the 2 x 64 pages is freed
+    # while its reader's TLB still holds it. The same list of user addresses is clean.
+    sets = {"processes": 2, "pages": 64, "kernel.reclaim_flush": "batch_pfn"}
+    r = ipisim.run("reclaim", machine="xeon-4n-48c-64g", kernel="linux-4.3", sets=sets)
+    assert r.violations == "128 violations (128 use-after-free)"
+    r = ipisim.run(
+        "reclaim",
+        machine="xeon-4n-48c-64g",
+        kernel="linux-4.3",
+        sets={**sets, "kernel.reclaim_flush": "batch_addr"},
+    )
+    assert r.violations == ""
+
+
 def test_sets_accept_pairs_and_bools() -> None:
     a = ipisim.run("shootdown", sets=[("misalign", True), ("op", "munmap"), ("remote", "sleeping")])
     assert a.config["misalign"] is True

@@ -30,8 +30,13 @@ def test_quick_reproduce_writes_json_and_a_self_contained_report(
 ) -> None:
     # The run completed: exit 0 whatever the figures; --strict is the gate.
     assert main(["reproduce", "--quick", "--out", str(tmp_path)]) == 0
-    printed = capsys.readouterr().out
+    said = capsys.readouterr()
+    printed = said.out
     assert "predictions: " in printed and " baseline figures, 15 free costs" in printed
+    # Every run is TLB-coherent but seed 001's PFN list as posted (INVLPGs of physical addresses),
+    # whose progress lines say so on both profiles.
+    unsafe = [line for line in said.err.splitlines() if "TLB check: " in line]
+    assert len(unsafe) == 2 and all("seed001 pfn32 on xeon-4n-48c-64g" in line for line in unsafe)
     entries = json.loads((tmp_path / "reproduce.json").read_text())
     ids = [m["id"] for e in reproduce.load_published() for m in e["metrics"]]
     assert [e["id"] for e in entries] == ids

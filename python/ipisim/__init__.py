@@ -126,6 +126,14 @@ class RunResult:
     def config(self) -> dict[str, Any]:
         return dict(self.data["config"])
 
+    @property
+    def violations(self) -> str:
+        """The TLB-coherence checker's count by kind, e.g. '1,024 violations (1,024 use-after-free)',
+        or '' for a clean run."""
+        c = self.data["check"]
+        kinds = ", ".join(f"{n:,} {k}" for k, n in c["by_kind"].items() if n)
+        return f"{c['violations']:,} violations ({kinds})" if c["violations"] else ""
+
     def value(self, path: str) -> float:
         """One figure by dotted path: `elapsed_s`, `ops.NAME`, `vmstat.NAME`, `interrupts.ROW` (summed
         over CPUs) or `profile.FUNCTION` (its percent of CPU time, 0 if it has none). KeyError if absent."""

@@ -425,9 +425,8 @@ def _violation(r: ipisim.RunResult) -> str:
     """The first violation of a run, with the page's history and the last events, as text."""
     c = r.data["check"]
     v = c["first"][0]
-    kinds = ", ".join(f"{n} {k}" for k, n in c["by_kind"].items() if n)
     lines = [
-        f"{c['violations']} violations ({kinds}); the first:",
+        f"{r.violations}; the first:",
         f"  {v['kind']} at {v['at']}: CPU {v['cpu']}, t={v['time_s'] * 1e3:.6f} ms, address {v['address']}"
         f" (mm {v['mm']}), pfn {v['pfn']}",
     ]

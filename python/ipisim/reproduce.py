@@ -278,9 +278,11 @@ def run_all(
         with lock:  # one line at a time from the pool's threads
             progress(f"{name} ({kernel}) ...")
         r = ipisim.run(scenario, machine=machine, kernel=kernel, sets=sets)
+        # A variant that is unsafe as written (seed 001's PFN list) says so beside its time.
+        unsafe = f"; TLB check: {r.violations}" if r.violations else ""
         with lock:
             done += 1
-            progress(f"[{done}/{len(runs)}] {name}: {time.perf_counter() - t0:.1f} s")
+            progress(f"[{done}/{len(runs)}] {name}: {time.perf_counter() - t0:.1f} s{unsafe}")
         return r
 
     # The native runs release the GIL, so threads run them in parallel.

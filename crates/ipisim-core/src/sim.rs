@@ -385,7 +385,7 @@ impl crate::arch::Host for Sim {
     fn task_mm(&self, t: TaskId) -> usize {
         self.sched.tasks[t].mm
     }
-    fn batch_page(&self, t: TaskId, i: usize) -> Option<(u32, u64)> {
+    fn batch_page(&self, t: TaskId, i: usize) -> Option<(Option<u32>, u64)> {
         self.mem.tasks[t].reclaim.ubc.pages.get(i).copied()
     }
 }

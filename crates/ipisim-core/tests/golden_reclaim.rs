@@ -80,23 +80,35 @@ fn batch_full_sends_one_ipi_per_cpu_per_batch() {
     }
 }
 
-/// batch_pfn: the PFN list is flushed whenever it reaches batch_pfn_size entries.
+/// batch_pfn and batch_addr: the page list is flushed whenever it reaches batch_pfn_size entries.
 #[test]
-fn batch_pfn_flushes_at_the_list_limit() {
-    for size in [8u64, 16, 32] {
-        let s = size.to_string();
-        let set = [
-            ("kernel.reclaim_flush", "batch_pfn"),
-            ("kernel.batch_pfn_size", s.as_str()),
-        ];
-        let c = reclaim("linux-4.3", 3, "busy", &set);
-        let flushes = 3 * 512 / size;
-        assert_eq!(
-            (c.tlb, c.remote_flush),
-            (flushes, flushes),
-            "batch_pfn_size {size}"
-        );
-        assert_eq!(c.stale, 0);
+fn a_page_list_is_flushed_at_its_limit() {
+    for policy in ["batch_pfn", "batch_addr"] {
+        for size in [8u64, 16, 32] {
+            let s = size.to_string();
+            let set = [
+                ("kernel.reclaim_flush", policy),
+                ("kernel.batch_pfn_size", s.as_str()),
+            ];
+            let c = reclaim("linux-4.3", 3, "busy", &set);
+            let flushes = 3 * 512 / size;
+            assert_eq!(
+                (c.tlb, c.remote_flush),
+                (flushes, flushes),
+                "{policy} {size}"
+            );
+        }
+    }
+}
+
+/// The PFN list as posted (v6 4/4) INVLPGs `pfn << PAGE_SHIFT`, a physical address: each reader
+/// keeps its 512 translations (its TLB holds 1024), so every one of the 3 x 512 pages is freed
+/// while cached. The same list of user addresses leaves none.
+#[test]
+fn the_posted_pfn_list_flushes_physical_addresses_and_is_caught() {
+    for (policy, stale) in [("batch_pfn", 3 * 512), ("batch_addr", 0)] {
+        let c = reclaim("linux-4.3", 3, "busy", &[("kernel.reclaim_flush", policy)]);
+        assert_eq!((c.stale, c.tlb), (stale, 3 * 512 / 32), "{policy}");
     }
 }
 
@@ -257,15 +269,15 @@ fn writing_out_before_the_dirty_flush_is_caught() {
     assert_eq!(c.stale_at_pageout, 32);
     // The batch is still flushed before the pages are freed: one IPI per 32.
     assert_eq!((c.stale, c.tlb), (0, 16));
-    // batch_pfn flushes only the listed pages, so every page is still cached when written but
+    // batch_addr flushes only the listed pages, so every page is still cached when written but
     // the 32nd of each pass, whose unmap filled the list and flushed it at once.
-    let pfn = [
+    let list = [
         unsafe_[0],
         unsafe_[1],
         unsafe_[2],
-        ("kernel.reclaim_flush", "batch_pfn"),
+        ("kernel.reclaim_flush", "batch_addr"),
     ];
-    let c = reclaim("linux-4.3", 1, "busy", &pfn);
+    let c = reclaim("linux-4.3", 1, "busy", &list);
     assert_eq!((c.stale_at_pageout, c.stale, c.tlb), (512 - 16, 0, 16));
 }
 

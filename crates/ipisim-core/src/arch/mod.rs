@@ -147,8 +147,9 @@ pub trait Host: crate::smp::Host {
     fn current(&self, cpu: CpuId) -> Option<TaskId>;
     /// Task `t`'s mm.
     fn task_mm(&self, t: TaskId) -> usize;
-    /// Page `i` (mm, page number) of the PFN-list batch task `t` is flushing, if it has so many.
-    fn batch_page(&self, t: TaskId, i: usize) -> Option<(u32, u64)>;
+    /// INVLPG `i` of the page-list batch task `t` is flushing, if it has so many: the mm it is
+    /// meant for and the page number (None: a physical page number, mm/rmap.rs's batch_pfn).
+    fn batch_page(&self, t: TaskId, i: usize) -> Option<(Option<u32>, u64)>;
 }
 
 /// 4 KiB pages per PMD (HPAGE_PMD_NR with 4 KiB pages; the model's page numbers are 4 KiB).
@@ -351,7 +352,8 @@ pub fn tlbbatch_flush(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>) -> Ti
     x86::flush_tlb_batch_pages(s.arch_parts(), cpu, task)
 }
 
-/// The PFN-list batch handler of the v1-v5 series: one INVLPG per listed page of `sender`'s batch.
+/// The page-list batch handler (the v1-v6 series' PFN list): one INVLPG per entry of `sender`'s
+/// batch.
 pub fn tlbbatch_flush_pfns(
     s: &mut impl Host,
     cpu: CpuId,

@@ -145,7 +145,7 @@ mod tests {
         assert_eq!(ReclaimFlush::from_name("batch-full"), None);
         let e = ReclaimFlush::from_value(&Value::Str("x".into())).unwrap_err();
         assert!(
-            e.contains("one of: immediate, batch_full, batch_pfn, none"),
+            e.contains("one of: immediate, batch_full, batch_pfn, batch_addr, none"),
             "{e}"
         );
     }

@@ -1,6 +1,6 @@
 //! Unmapping pages for reclaim (mm/rmap.c try_to_unmap_one) and the three ways of flushing the
 //! TLB for them: at once per page (to 4.2), batched into one full flush per CPU (4.3,
-//! 72b252aed506), or batched as a PFN list flushed page by page (the v1-v5 series).
+//! 72b252aed506), or batched as a PFN list flushed page by page (the v1-v6 series, never merged).
 
 use super::filemap::{PG_DIRTY, PTE_DIRTY, PTE_MAPPED, PTE_YOUNG};
 use super::{Host, Memory, Parts};
@@ -20,8 +20,14 @@ named_enum! {
         Immediate = "immediate",
         /// TTU_BATCH_FLUSH: collect the CPUs, one IPI each per batch, each doing a full flush.
         BatchFull = "batch_full",
-        /// TTU_BATCH_FLUSH with a list of `batch_pfn_size` PFNs, each target INVLPGs every one.
+        /// TTU_BATCH_FLUSH with a list of `batch_pfn_size` PFNs, as the v1-v6 series posted it
+        /// (v6 4/4, linux-mm 2015-06-09): percpu_flush_tlb_batch_pages() does
+        /// flush_local_tlb_addr(pfns[i] << PAGE_SHIFT), an INVLPG of the page's physical address
+        /// as a linear one, so the reader's translation of the page stays cached.
         BatchPfn = "batch_pfn",
+        /// The same list holding each page's mm and user address, INVLPG'd on the CPUs where
+        /// that mm is loaded: what the PFN list needed to be safe (never posted).
+        BatchAddr = "batch_addr",
         /// Debug only: clear the PTE and never flush, so the checker has something to catch.
         None = "none",
     }
@@ -48,8 +54,10 @@ pub struct TlbUbc {
     pub flush_required: bool,
     /// A deferred PTE was dirty: flush before pageout (try_to_unmap_flush_dirty).
     pub writable: bool,
-    /// batch_pfn: (mm, vpn) of each deferred page, in order.
-    pub pages: Vec<(u32, u64)>,
+    /// batch_pfn and batch_addr: each deferred page's INVLPG, in order: the mm it is meant for
+    /// and the page number (None, pfn: the posted list's physical address, which no user
+    /// mapping of the target's loaded mm is at).
+    pub pages: Vec<(Option<u32>, u64)>,
     /// The checker's number for this batch (observe/check.rs).
     pub batch: u32,
 }
@@ -109,9 +117,15 @@ pub fn try_to_unmap_one(
     }
     let cost = cost + tlbi;
     let mem = s.mm_parts().mem;
-    if mem.cfg.reclaim_flush == ReclaimFlush::BatchPfn {
+    let listed = match mem.cfg.reclaim_flush {
+        // tlb_ubc->pfns[] = page_to_pfn(page), later INVLPG'd as an address.
+        ReclaimFlush::BatchPfn => Some((None, pfn as u64)),
+        ReclaimFlush::BatchAddr => Some((Some(mm as u32), vpn)),
+        _ => None,
+    };
+    if let Some(entry) = listed {
         let ubc = &mut mem.tasks[t].reclaim.ubc;
-        ubc.pages.push((mm as u32, vpn));
+        ubc.pages.push(entry);
         if ubc.pages.len() >= mem.cfg.batch_pfn_size {
             s.push_step(t, Step::TryToUnmapFlush);
             return (cost, true);

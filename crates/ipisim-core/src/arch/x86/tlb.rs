@@ -573,7 +573,9 @@ pub fn flush_tlb_pfns(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, sende
     let mut n = 0;
     while let Some((mm, vpn)) = s.batch_page(owner, n) {
         n += 1;
-        if loaded == Some(mm as usize) {
+        // The posted PFN list's INVLPG (mm None) takes a physical address as a linear one: below
+        // the RAM's size, far under x86-64's mmap base (near 128 TiB), where file maps lie.
+        if mm.is_some_and(|mm| loaded == Some(mm as usize)) {
             s.arch_parts().arch.tlb[cpu].flush_one(asid, vpn);
         }
     }
