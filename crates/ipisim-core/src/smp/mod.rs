@@ -77,6 +77,7 @@ params! {
     pub const PARAMS = {
         call_function: CallFunction = "kernel.call_function", Kind::Choice(CallFunction::NAMES), "", "percpu_csd", "smp_call_function_many: `global_cfd` (to 3.8: one global queue under one lock, every handler walks it) or `percpu_csd` (per-CPU queues and a csd per (sender, target), 9a46ad6d6df3, 3.9)";
         call_single_queue: CallSingleQueue = "kernel.call_single_queue", Kind::Choice(CallSingleQueue::NAMES), "", "llist", "each CPU's call queue: `spinlock` (a list under call_single_queue.lock that every sender and the handler take, to 3.13) or `llist` (lock-free llist_add / llist_del_all, 6897fc22ea01, 3.14)";
+        cfd_cpumask_ipi: bool = "kernel.cfd_cpumask_ipi", Kind::Bool, "", "true", "`global_cfd` sends its IPIs to cfd_data's cpumask_ipi, a copy of the targets taken before list_add_rcu (\"smp: Fix SMP function call empty cpu mask race\", 2013-01, 3.8): every target gets one; false: to the live cpumask, which targets clear as they run the cfd, so one that ran it already gets none (to 3.7)";
         skip_ipi_if_queued: bool = "kernel.skip_ipi_if_queued", Kind::Bool, "", "true", "smp_call_function_many sends no IPI to a CPU whose call queue already holds work (3fc5b3b6a80b, 4.13)";
         ipi_poll_elision: bool = "kernel.ipi_poll_elision", Kind::Bool, "", "true", "a single-target call IPI to an idle CPU that is polling sets NEED_RESCHED instead (call_function_single_prep_ipi)";
         smp_call_function_many_cond: bool = "kernel.smp_call_function_many_cond", Kind::Bool, "", "true", "the worker that queues and sends cross-CPU calls is smp_call_function_many_cond() (Sebastian Andrzej Siewior, 5.6), as perf names it; false: smp_call_function_many() itself, before";
@@ -165,8 +166,8 @@ pub struct Call {
 
 impl Smp {
     pub fn new(n: usize, cfg: SmpConfig) -> Smp {
-        // Only 3.8's global queue uses the cfds' per-target clear times (n x n of them).
-        let per_cfd = if cfg.call_function == CallFunction::GlobalCfd {
+        // Only 3.x's live-mask IPI loop reads the cfds' per-target clear times (n x n of them).
+        let per_cfd = if cfg.call_function == CallFunction::GlobalCfd && !cfg.cfd_cpumask_ipi {
             n
         } else {
             0
@@ -632,12 +633,13 @@ fn global_cfd_call(
     }
 }
 
-/// 3.8's arch_send_call_function_ipi_mask(data->cpumask), from now: the IPI loop of
-/// default_send_IPI_mask_sequence_phys(), IRQs off, reads the live mask (for_each_cpu's
-/// find_next_bit, on the line the targets write as they run the cfd), so a target whose
-/// handler, entered for another sender, has run this cfd already gets no IPI. One ICR write per
-/// target still in the mask, in CPU order; where another event is due before a target's turn,
-/// the loop stops there and goes on as a step of its own.
+/// 3.x's arch_send_call_function_ipi_mask(), from now: the IPI loop of
+/// default_send_IPI_mask_sequence_phys(), IRQs off, for_each_cpu()'s find_next_bit() reading the
+/// mask on the cfd's line, which the targets write as they run the cfd. From 3.8 the mask is
+/// data->cpumask_ipi, a copy, so every target gets its IPI (`cfd_cpumask_ipi`); to 3.7 it is the
+/// live data->cpumask, so a target whose handler, entered for another sender, has run this cfd
+/// before the loop reaches it gets none. One ICR write per IPI, in CPU order; where another
+/// event is due before a target's turn, the loop stops there and goes on as a step of its own.
 pub fn send_cfd_ipis(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
     let now = s.now();
     let (mut send, mut reads, mut stopped) = (0, 0, false);
@@ -652,7 +654,7 @@ pub fn send_cfd_ipis(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
         let read = p.m.line_read(&mut cfd.line, cpu, turn);
         (send, reads) = (send + read, reads + read);
         cfd.unsent.clear(t);
-        if cfd.cpumask.test(t) || cfd.cleared_at[t] > turn + read {
+        if p.smp.cfg.cfd_cpumask_ipi || cfd.cpumask.test(t) || cfd.cleared_at[t] > turn + read {
             send += p.m.cost[Cost::IpiSend];
             send_ipi(&mut p, cpu, t, now + send);
         }
@@ -700,7 +702,9 @@ fn walk_one(s: &mut impl Host, cpu: CpuId, task: Option<TaskId>, mut t: Time, i:
     t += walk;
     let cfd = &mut g.cfd[sender];
     cfd.cpumask.clear(cpu);
-    cfd.cleared_at[cpu] = t;
+    if let Some(cleared) = cfd.cleared_at.get_mut(cpu) {
+        *cleared = t;
+    }
     cfd.refs -= 1;
     if cfd.refs > 0 {
         let waited = cfd.wait;
@@ -1119,35 +1123,43 @@ mod tests {
         );
     }
 
-    /// 3.8's IPI loop reads the live data->cpumask (for_each_cpu in
-    /// default_send_IPI_mask_sequence_phys): a target whose handler, entered for another sender,
-    /// has run this cfd before the loop reaches it gets no IPI from it. CPUs 0 and 4 call every
-    /// other CPU, one ICR write every 60,000 cycles (23 us), CPU 4 10 us after CPU 0. CPU 1's
-    /// handler, entered for CPU 0's IPI, runs both cfds before CPU 4's loop reads its bit: no IPI
-    /// from CPU 4. With no write to make, that loop reaches CPUs 2 and 3 before CPU 0's IPIs to
-    /// them are handled, and sends both. 7 IPIs, not 8: CPU 1 takes one interrupt, CPUs 2 and 3
-    /// two each.
+    /// 3.x's IPI loop: CPUs 0 and 4 call every other CPU, one ICR write every 60,000 cycles
+    /// (23 us), CPU 4 10 us after CPU 0. CPU 1's handler, entered for CPU 0's IPI, runs both
+    /// cfds. 3.8 walks data->cpumask_ipi, the copy taken before the cfd went on the list, so CPU 4
+    /// still IPIs CPU 1, whose second interrupt finds nothing left: 8 IPIs, two interrupts on each
+    /// of CPUs 1 to 3. To 3.7 the loop walks the live data->cpumask, which CPU 1 has cleared before
+    /// CPU 4's loop reads its bit: 7 IPIs, one interrupt on CPU 1. (CPU 4's loop reaches CPUs 2
+    /// and 3 before CPU 0's IPIs to them are handled, and sends both either way.)
     #[test]
-    fn global_cfd_sends_no_ipi_to_a_target_that_ran_the_cfd_already() {
-        let sets = [("machine.cost.ipi_send", "60000")];
-        let mut s = machine(5, "linux-3.8", Then::Spin, &sets);
-        for cpu in 1..=3 {
-            spawn(&mut s, MM, cpu, &[]);
+    fn global_cfd_ipis_every_target_from_its_copy_of_the_mask() {
+        for (copy, ipis, cals) in [("true", 8, [2, 2, 2]), ("false", 7, [1, 2, 2])] {
+            let sets = [
+                ("machine.cost.ipi_send", "60000"),
+                ("kernel.cfd_cpumask_ipi", copy),
+            ];
+            let mut s = machine(5, "linux-3.8", Then::Spin, &sets);
+            for cpu in 1..=3 {
+                spawn(&mut s, MM, cpu, &[]);
+            }
+            let start = switch_in(&s);
+            run_until(&mut s, start + 1);
+            spawn(&mut s, MM, 0, &[Step::TlbRemoveTableSyncOne]);
+            spawn(
+                &mut s,
+                MM,
+                4,
+                &[work(10 * US, false), Step::TlbRemoveTableSyncOne],
+            );
+            run_until(&mut s, start + 1000 * US);
+            assert_eq!(s.obs.stats.ipis_sent, ipis, "cfd_cpumask_ipi={copy}");
+            assert!(s.smp.global.queue.is_empty());
+            assert_eq!((s.smp.waiting[0], s.smp.waiting[4]), (0, 0));
+            assert_eq!(
+                [1, 2, 3].map(|cpu| cal(&s, cpu)),
+                cals,
+                "cfd_cpumask_ipi={copy}"
+            );
         }
-        let start = switch_in(&s);
-        run_until(&mut s, start + 1);
-        spawn(&mut s, MM, 0, &[Step::TlbRemoveTableSyncOne]);
-        spawn(
-            &mut s,
-            MM,
-            4,
-            &[work(10 * US, false), Step::TlbRemoveTableSyncOne],
-        );
-        run_until(&mut s, start + 1000 * US);
-        assert_eq!(s.obs.stats.ipis_sent, 7);
-        assert!(s.smp.global.queue.is_empty());
-        assert_eq!((s.smp.waiting[0], s.smp.waiting[4]), (0, 0));
-        assert_eq!([1, 2, 3].map(|cpu| cal(&s, cpu)), [1, 2, 2]);
     }
 
     /// To 3.13 a sender queues under raw_spin_lock_irqsave() and sends under local_irq_save(): an
