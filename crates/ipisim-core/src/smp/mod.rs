@@ -78,6 +78,7 @@ params! {
         call_function: CallFunction = "kernel.call_function", Kind::Choice(CallFunction::NAMES), "", "percpu_csd", "smp_call_function_many: `global_cfd` (to 3.8: one global queue under one lock, every handler walks it) or `percpu_csd` (per-CPU queues and a csd per (sender, target), 9a46ad6d6df3, 3.9)";
         call_single_queue: CallSingleQueue = "kernel.call_single_queue", Kind::Choice(CallSingleQueue::NAMES), "", "llist", "each CPU's call queue: `spinlock` (a list under call_single_queue.lock that every sender and the handler take, to 3.13) or `llist` (lock-free llist_add / llist_del_all, 6897fc22ea01, 3.14)";
         cfd_cpumask_ipi: bool = "kernel.cfd_cpumask_ipi", Kind::Bool, "", "true", "`global_cfd` sends its IPIs to cfd_data's cpumask_ipi, a copy of the targets taken before list_add_rcu (\"smp: Fix SMP function call empty cpu mask race\", 2013-01, 3.8): every target gets one; false: to the live cpumask, which targets clear as they run the cfd, so one that ran it already gets none (to 3.7)";
+        local_call_after_wait: bool = "kernel.local_call_after_wait", Kind::Bool, "", "false", "on_each_cpu() and on_each_cpu_mask() run the call on this CPU after the remote ones are done (to 5.12); false: smp_call_function_many_cond() runs it between the IPIs and the wait (a32a4d8a815c, 5.13)";
         skip_ipi_if_queued: bool = "kernel.skip_ipi_if_queued", Kind::Bool, "", "true", "smp_call_function_many sends no IPI to a CPU whose call queue already holds work (3fc5b3b6a80b, 4.13)";
         ipi_poll_elision: bool = "kernel.ipi_poll_elision", Kind::Bool, "", "true", "a single-target call IPI to an idle CPU that is polling sets NEED_RESCHED instead (call_function_single_prep_ipi)";
         smp_call_function_many_cond: bool = "kernel.smp_call_function_many_cond", Kind::Bool, "", "true", "the worker that queues and sends cross-CPU calls is smp_call_function_many_cond() (Sebastian Andrzej Siewior, 5.6), as perf names it; false: smp_call_function_many() itself, before";
@@ -477,12 +478,7 @@ fn queue_loop(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
     let (wait, run_local, func, callsite) = (st.wait, st.run_local, st.func, st.callsite);
     p.smp.sending[cpu] = None;
     let send = send_call_ipis(s, cpu, &ipi_mask, callsite, now + setup);
-    if wait && nr_queued > 0 {
-        s.push_step(task, Step::CsdLockWait);
-    }
-    if run_local {
-        s.push_step(task, Step::LocalCall(func));
-    }
+    push_wait_and_local(s, task, wait && nr_queued > 0, run_local.then_some(func));
     // The ICR writes follow the queueing with nothing in between: one busy period for both.
     let p = s.parts();
     p.obs.stats.charge(Some(task), scf, setup - queue_lock_wait);
@@ -490,6 +486,22 @@ fn queue_loop(s: &mut impl Host, cpu: CpuId, task: TaskId) -> Outcome {
     Outcome::Busy {
         ps: setup + send,
         irqs_off,
+    }
+}
+
+/// The steps after a call's IPIs, in the kernel's order (the step pushed last runs first):
+/// csd_lock_wait() for the targets and the call on this CPU. Since a32a4d8a815c (5.13) the local
+/// call runs between the IPIs and the wait; before, on_each_cpu() and on_each_cpu_mask() ran it
+/// once smp_call_function_many() had returned.
+fn push_wait_and_local(s: &mut impl Host, task: TaskId, wait: bool, local: Option<CallFunc>) {
+    let wait = wait.then_some(Step::CsdLockWait);
+    let local = local.map(Step::LocalCall);
+    let order = match s.view().0.cfg.local_call_after_wait {
+        true => [local, wait],
+        false => [wait, local],
+    };
+    for step in order.into_iter().flatten() {
+        s.push_step(task, step);
     }
 }
 
@@ -616,11 +628,8 @@ fn global_cfd_call(
     stats.charge(Some(task), p.smp.cfg.scf_func(), setup - spin);
     if wait {
         wait_for_one_more(p.smp, cpu);
-        s.push_step(task, Step::CsdLockWait);
     }
-    if run_local {
-        s.push_step(task, Step::LocalCall(func));
-    }
+    push_wait_and_local(s, task, wait, run_local.then_some(func));
     // arch_send_call_function_ipi_mask(data->cpumask), once the list_add is done.
     let trace_at = s.trace_at(cpu);
     s.parts()
@@ -938,6 +947,7 @@ fn csd_unlock(s: &mut impl Host, sender: CpuId, target: CpuId, csd: u32, waited:
 
 #[cfg(test)]
 mod tests {
+    use super::{push_wait_and_local, CallFunc};
     use crate::machine::Cost::{self, *};
     use crate::observe::Trace;
     use crate::sched::Mode;
@@ -1152,6 +1162,33 @@ mod tests {
             assert!(s.smp.global.queue.is_empty());
             assert_eq!((s.smp.waiting[0], s.smp.waiting[4]), (0, 0));
             assert_eq!([1, 2, 3].map(|cpu| cal(&s, cpu)), cals, "{kernel}");
+        }
+    }
+
+    /// on_each_cpu_mask() to 5.12 runs the local call once smp_call_function_many() has waited for
+    /// the remote ones (3.3's preset); since a32a4d8a815c (5.13) it runs between the IPIs and the
+    /// wait (6.3's). The step pushed last runs first.
+    #[test]
+    fn the_local_call_runs_after_the_wait_until_5_13() {
+        for (kernel, first, then) in [
+            (
+                "linux-3.3",
+                Step::CsdLockWait,
+                Step::LocalCall(CallFunc::DrainLocalPages),
+            ),
+            (
+                "linux-6.3",
+                Step::LocalCall(CallFunc::DrainLocalPages),
+                Step::CsdLockWait,
+            ),
+        ] {
+            let mut s = machine(2, kernel, Then::Spin, &[]);
+            let t = spawn(&mut s, MM, 0, &[]);
+            let before = s.sched.tasks[t].steps.len();
+            push_wait_and_local(&mut s, t, true, Some(CallFunc::DrainLocalPages));
+            let steps = &s.sched.tasks[t].steps[before..];
+            assert_eq!(steps.len(), 2, "{kernel}");
+            assert!(steps[1] == first && steps[0] == then, "{kernel}");
         }
     }
 
