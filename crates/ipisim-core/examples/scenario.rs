@@ -1,6 +1,7 @@
 //! Run a scenario once with `scale` and print its times, ops, counters and profile:
 //! `cargo run --release --example scenario -- SCENARIO KERNEL SCALE [MACHINE] [KEY=VALUE...]`
-//! (e.g. `vm-scalability/lru-file-mmap-read linux-4.2 0.1 xeon-4n-48c-64g`); SCALE `-` sets none.
+//! (e.g. `vm-scalability/lru-file-mmap-read linux-4.2 0.1 xeon-4n-48c-64g`); SCALE `-` sets none;
+//! the environment's SEED (default 1) is the run's seed.
 fn main() {
     let a: Vec<String> = std::env::args().collect();
     if a.len() < 4 {
@@ -19,7 +20,13 @@ fn main() {
                 Some((k.to_string(), v.to_string()))
             }))
             .collect(),
-        seed: 1,
+        seed: match std::env::var("SEED") {
+            Ok(v) => v.parse().unwrap_or_else(|_| {
+                eprintln!("scenario: SEED={v}: not an unsigned integer");
+                std::process::exit(2)
+            }),
+            Err(_) => 1,
+        },
     };
     let t = std::time::Instant::now();
     let out = match ipisim_core::run(&req) {
