@@ -132,11 +132,11 @@ impl Sim {
     fn dispatch(&mut self, ev: Event) {
         match ev {
             Event::Resume { cpu, gen } => sched::resume(self, cpu as usize, gen),
-            Event::IpiArrive { cpu, flow } => {
+            Event::IpiArrive { cpu, vector, flow } => {
                 if let Some(tr) = self.obs.trace.as_mut() {
                     tr.ipi_arrived(cpu as usize, flow);
                 }
-                sched::ipi_arrive(self, cpu as usize)
+                sched::ipi_arrive(self, cpu as usize, vector)
             }
             Event::PollKick { cpu } => sched::poll_kick(self, cpu as usize),
             Event::HandlerStart { cpu } => sched::handler_start(self, cpu as usize),

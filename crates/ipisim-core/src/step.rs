@@ -299,13 +299,27 @@ pub enum Outcome {
     Exit,
 }
 
+/// The interrupt vector a call-function IPI raises. x86 has two, each its own bit in the local
+/// APIC's IRR (arch/x86/include/asm/irq_vectors.h): two IPIs of one vector before the handler
+/// takes one make one interrupt, of the two vectors two. arm64, powerpc and riscv raise one
+/// IPI message for both (IPI_CALL_FUNC, PPC_MSG_CALL_FUNCTION).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum Vector {
+    /// CALL_FUNCTION_VECTOR (0xfc): arch_send_call_function_ipi_mask().
+    #[default]
+    CallFunction = 0,
+    /// CALL_FUNCTION_SINGLE_VECTOR (0xfb): arch_send_call_function_single_ipi().
+    CallFunctionSingle = 1,
+}
+
 /// Everything that happens at a point in simulated time (CPUs as u16: 8 bytes, a 24-byte entry).
 #[derive(Debug, Clone, Copy)]
 pub enum Event {
     /// A CPU's current step ended, or the condition it spun on came true. Stale if `gen` moved on.
     Resume { cpu: u16, gen: u32 },
     /// An IPI reaches a CPU's local APIC.
-    IpiArrive { cpu: u16, flow: u32 },
+    IpiArrive { cpu: u16, vector: Vector, flow: u32 },
     /// A polling idle CPU notices work queued for it without an IPI (set_nr_if_polling).
     PollKick { cpu: u16 },
     /// A CPU's interrupt handler, entered earlier, starts its pass over the call queue.

@@ -142,7 +142,15 @@ pub(crate) fn busy_until(s: &Sim, cpu: CpuId) -> Time {
 /// An IPI (with nothing queued for it, unless a test queued something) reaches `cpu` at `at`.
 pub(crate) fn ipi_at(s: &mut Sim, cpu: CpuId, at: Time) {
     let cpu = cpu as u16;
-    s.q.schedule(at, crate::step::Event::IpiArrive { cpu, flow: 0 });
+    let vector = crate::step::Vector::CallFunction;
+    s.q.schedule(
+        at,
+        crate::step::Event::IpiArrive {
+            cpu,
+            vector,
+            flow: 0,
+        },
+    );
 }
 
 /// Call-function interrupts `cpu` took (its CAL row).

@@ -6,6 +6,7 @@ mod common;
 use common::{profile_percent, run_json, tlb};
 use ipisim_core::engine::PS_PER_US as US;
 use ipisim_core::machine::Machine;
+use ipisim_core::smp::Vector;
 use ipisim_core::RunRequest;
 use serde_json::Value;
 
@@ -177,7 +178,7 @@ fn the_next_request_spins_in_csd_lock_while_the_previous_one_is_pending() {
         "the second request is not queued yet"
     );
     // Once CPU 1's handler has run the first csd, CPU 0 sees it free.
-    ipisim_core::smp::flush_smp_call_function_queue(&mut s, 1, None, 0);
+    ipisim_core::smp::handler_pass(&mut s, 1, None, Vector::CallFunction, 0);
     assert_eq!(s.smp.csd_lock_on[0], NO_CPU);
     assert!(!s.smp.locked[0].test(1));
 }
@@ -267,7 +268,7 @@ fn three_senders_on_the_global_queue() -> ipisim_core::sim::Sim {
 /// then both handlers: every line's writes, counted exactly.
 #[test]
 fn the_global_list_writes_its_neighbours_lines() {
-    use ipisim_core::smp::flush_smp_call_function_queue;
+    use ipisim_core::smp::handler_pass;
     let mut s = three_senders_on_the_global_queue();
     assert_eq!(s.smp.global.queue, vec![4, 1, 0]);
     let writes =
@@ -275,10 +276,10 @@ fn the_global_list_writes_its_neighbours_lines() {
     // Each sender fills its own cfd; CPUs 1 and 4 also set the prev of 0's and 1's.
     assert_eq!(writes(&s), [2, 2, 1]);
     // The handlers run once all three are published (list_add_rcu and refs set, 1 us).
-    flush_smp_call_function_queue(&mut s, 2, None, US);
+    handler_pass(&mut s, 2, None, Vector::CallFunction, US);
     assert_eq!(writes(&s), [3, 3, 2], "one read-modify-write each");
     // CPU 3 is the last target of all three: unlinking 4 writes 1's line, unlinking 1 writes 0's.
-    flush_smp_call_function_queue(&mut s, 3, None, US);
+    handler_pass(&mut s, 3, None, Vector::CallFunction, US);
     assert_eq!(writes(&s), [5, 5, 3]);
     assert!(s.smp.global.queue.is_empty());
 }
@@ -383,14 +384,14 @@ fn back_to_back_interrupts_each_delay_the_interrupted_step() {
     let until = busy_until(&s, 0);
     s.sched.cpus[0].irqs_off = false;
     let handler = s.m.cost[Cost::IrqEntryExit];
-    ipi_arrive(&mut s, 0);
-    ipi_arrive(&mut s, 0);
-    assert!(
-        s.sched.cpus[0].irq_pending,
+    ipi_arrive(&mut s, 0, Vector::CallFunction);
+    ipi_arrive(&mut s, 0, Vector::CallFunction);
+    assert_ne!(
+        s.sched.cpus[0].irq_pending, 0,
         "the second IPI waits for the first handler"
     );
     s.run(2 * handler + 1, &mut |_, _| {});
-    assert!(!s.sched.cpus[0].irq_pending);
+    assert_eq!(s.sched.cpus[0].irq_pending, 0);
     assert_eq!(
         s.sched.cpus[0].mode,
         Mode::Busy {
@@ -412,8 +413,8 @@ fn back_to_back_interrupts_are_not_charged_as_spinning() {
     let t = s.sched.cpus[0].task.unwrap();
     let user = s.obs.stats.tasks[t].times.user;
     let handler = s.m.cost[Cost::IrqEntryExit];
-    ipi_arrive(&mut s, 0);
-    ipi_arrive(&mut s, 0);
+    ipi_arrive(&mut s, 0, Vector::CallFunction);
+    ipi_arrive(&mut s, 0, Vector::CallFunction);
     let spun = 1000;
     s.run(2 * handler + spun, &mut |_, _| {});
     assert_eq!(s.obs.stats.tasks[t].times.user - user, spun);
@@ -429,8 +430,8 @@ fn an_idle_cpu_wakes_once_for_back_to_back_interrupts() {
     let mut s = before_the_run();
     assert_eq!(s.sched.cpus[5].mode, Mode::Idle);
     let (handler, wakeup) = (s.m.cost[Cost::IrqEntryExit], s.m.cost[Cost::IdleWakeup]);
-    ipi_arrive(&mut s, 5);
-    ipi_arrive(&mut s, 5);
+    ipi_arrive(&mut s, 5, Vector::CallFunction);
+    ipi_arrive(&mut s, 5, Vector::CallFunction);
     s.run(wakeup + 2 * handler + 1, &mut |_, _| {});
     assert!(!s.sched.cpus[5].in_irq(s.now()), "both handlers are over");
     assert_eq!(s.obs.stats.irqs[Irq::Cal as usize][5], 2, "two interrupts");
@@ -447,8 +448,8 @@ fn a_vcpu_leaves_the_guest_once_for_back_to_back_interrupts() {
     let until = busy_until(&s, 0);
     (s.sched.cpus[0].irqs_off, s.sched.cpus[0].in_guest) = (false, true);
     let (handler, guest) = (s.m.cost[Cost::IrqEntryExit], s.m.cost[Cost::GuestExit]);
-    ipi_arrive(&mut s, 0);
-    ipi_arrive(&mut s, 0);
+    ipi_arrive(&mut s, 0, Vector::CallFunction);
+    ipi_arrive(&mut s, 0, Vector::CallFunction);
     s.run(guest + 2 * handler + 1, &mut |_, _| {});
     assert_eq!(
         s.sched.cpus[0].mode,
@@ -474,7 +475,7 @@ fn a_wakeup_during_a_handler_preempts_a_user_spin_at_its_return() {
     let mm = s.sched.tasks[spinner].mm;
     let sleeper = spawn_at(&mut s, mm, 0, u64::MAX);
     let handler = s.m.cost[Cost::IrqEntryExit];
-    ipi_arrive(&mut s, 0);
+    ipi_arrive(&mut s, 0, Vector::CallFunction);
     wake(&mut s, sleeper);
     assert_eq!(
         s.sched.cpus[0].task,
@@ -492,7 +493,7 @@ fn a_wakeup_during_a_handler_preempts_a_user_spin_at_its_return() {
 #[test]
 fn a_waiting_call_waits_for_its_own_targets() {
     use ipisim_core::engine::CpuMask;
-    use ipisim_core::smp::{flush_smp_call_function_queue, smp_call_function_many_cond};
+    use ipisim_core::smp::{handler_pass, smp_call_function_many_cond};
     use ipisim_core::smp::{CallFunc, Cond};
     let sets = [("cpus", "3"), ("wait", "false")];
     let mut s = sim("ipistorm", "linux-6.18", &sets);
@@ -505,9 +506,9 @@ fn a_waiting_call_waits_for_its_own_targets() {
     call(&mut s, 1, false);
     call(&mut s, 2, true);
     assert_eq!(s.smp.waiting[0], 1);
-    flush_smp_call_function_queue(&mut s, 1, None, 0);
+    handler_pass(&mut s, 1, None, Vector::CallFunction, 0);
     assert_eq!(s.smp.waiting[0], 1, "CPU 1 ran the call nobody waits for");
-    flush_smp_call_function_queue(&mut s, 2, None, 0);
+    handler_pass(&mut s, 2, None, Vector::CallFunction, 0);
     assert_eq!(s.smp.waiting[0], 0);
 }
 
@@ -564,7 +565,14 @@ fn the_send_loop_queues_each_target_at_its_own_time() {
     for event_due in [false, true] {
         let mut s = sim("shootdown", "linux-3.9", &[]);
         if event_due {
-            s.q.schedule(1, Event::IpiArrive { cpu: 30, flow: 0 });
+            s.q.schedule(
+                1,
+                Event::IpiArrive {
+                    cpu: 30,
+                    vector: Vector::CallFunction,
+                    flow: 0,
+                },
+            );
         }
         let mut m = CpuMask::new();
         m.set(1);
@@ -611,9 +619,16 @@ fn a_handler_pass_stops_where_another_event_is_due() {
         let start = 1_000_000;
         if event_due {
             let first = start + s.m.line_transfer(3, 1);
-            s.q.schedule(first + 1, Event::IpiArrive { cpu: 30, flow: 0 });
+            s.q.schedule(
+                first + 1,
+                Event::IpiArrive {
+                    cpu: 30,
+                    vector: Vector::CallFunction,
+                    flow: 0,
+                },
+            );
         }
-        let end = begin_pass(&mut s, 1, None, start, true);
+        let end = begin_pass(&mut s, 1, None, start, Vector::CallFunction, true);
         assert!(s.smp.queue[1].is_empty(), "both detached");
         assert!(!s.smp.locked[2].test(1), "the first csd ran");
         assert_eq!(end.is_none(), event_due);
@@ -629,7 +644,7 @@ fn a_handler_pass_stops_where_another_event_is_due() {
 #[test]
 fn the_global_walk_does_not_see_a_cfd_queued_after_it_began() {
     use ipisim_core::engine::CpuMask;
-    use ipisim_core::smp::{begin_pass, continue_pass, flush_smp_call_function_queue};
+    use ipisim_core::smp::{begin_pass, continue_pass, handler_pass};
     use ipisim_core::smp::{smp_call_function_many_cond, CallFunc, Cond};
     use ipisim_core::step::Event;
     let mut s = sim("shootdown", "linux-3.8", &[]);
@@ -641,12 +656,22 @@ fn the_global_walk_does_not_see_a_cfd_queued_after_it_began() {
         smp_call_function_many_cond(s, from, 0, &both, f, Cond::Always, false, false);
     };
     call(&mut s, 2);
-    s.q.schedule(US + 1, Event::IpiArrive { cpu: 30, flow: 0 });
-    assert_eq!(begin_pass(&mut s, 1, None, US, true), None);
+    s.q.schedule(
+        US + 1,
+        Event::IpiArrive {
+            cpu: 30,
+            vector: Vector::CallFunction,
+            flow: 0,
+        },
+    );
+    assert_eq!(
+        begin_pass(&mut s, 1, None, US, Vector::CallFunction, true),
+        None
+    );
     call(&mut s, 3);
     assert_eq!(s.smp.global.queue, vec![3, 2]);
     assert!(continue_pass(&mut s, 1, None, false).is_some());
-    flush_smp_call_function_queue(&mut s, 4, None, US);
+    handler_pass(&mut s, 4, None, Vector::CallFunction, US);
     assert_eq!(s.smp.global.queue, vec![3]);
 }
 
@@ -684,7 +709,8 @@ fn list_replace_init_holds_the_queue_lock_for_the_first_and_last_csds() {
     for sender in [0, 1] {
         smp_call_function_many_cond(&mut s, sender, sender, &to, f, Cond::Always, false, false);
     }
-    let end = begin_pass(&mut s, 2, None, 0, false).expect("a pass that does not stop ends");
+    let end = begin_pass(&mut s, 2, None, 0, Vector::CallFunction, false)
+        .expect("a pass that does not stop ends");
     let third = smp_call_function_many_cond(&mut s, 3, 3, &to, f, Cond::Always, false, false);
     // The queue was empty again: csd_queue, the lock from CPU 2 once it is free (a ticket
     // lock's hand-off: two transfers), one IPI.

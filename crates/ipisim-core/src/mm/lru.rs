@@ -506,7 +506,7 @@ mod tests {
         assert_eq!(s.mem.lru[0].lock.acquisitions, 1);
         ipi_at(&mut s, 1, start + 1);
         run_until(&mut s, round_end - 1);
-        assert!(s.sched.cpus[1].irq_pending);
+        assert!(s.sched.cpus[1].irq_pending != 0);
         assert_eq!(cal(&s, 1), 0);
         run_until(&mut s, round_end + 1);
         assert_eq!(cal(&s, 1), 1);

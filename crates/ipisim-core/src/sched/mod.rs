@@ -15,7 +15,7 @@ use crate::config::{named_enum, params, ConfigError, Kind, Resolved};
 use crate::engine::{CpuId, EventQueue, Rng, TaskId, Time, NEVER};
 use crate::machine::{Cost, Idle, Machine};
 use crate::observe::{Func, Irq, Observe};
-use crate::step::Event;
+use crate::step::{Event, Vector};
 
 named_enum! {
     /// Where user tasks run (sched.placement).
@@ -167,8 +167,10 @@ pub struct Cpu {
     /// When the spin's Resume of generation `spin_gen` is due (a spin keeps it across handlers).
     spin_at: Time,
     spin_gen: u32,
-    /// The local APIC holds an undelivered call-function IPI.
-    pub irq_pending: bool,
+    /// The local APIC holds an undelivered call-function IPI of each vector (bit 1 << `Vector`).
+    pub irq_pending: u8,
+    /// The vector of the interrupt being handled (an idle CPU's polling pass: the single one).
+    vector: Vector,
     /// A woken task waits for this CPU: switch to it at the next step boundary.
     pub need_resched: bool,
     /// When the current task was picked: its slice runs from here.
@@ -413,7 +415,7 @@ pub fn run(s: &mut impl Host, cpu: CpuId) {
             .steps
             .last()
             .is_some_and(|st| st.irqs_stay_off());
-        if irqs_on && s.sched().cpus[cpu].irq_pending {
+        if irqs_on && s.sched().cpus[cpu].irq_pending != 0 {
             irq_enter(s, cpu, Entry::Ipi);
             return;
         }
@@ -843,13 +845,15 @@ fn spin_resume_at(s: &mut impl Host, cpu: CpuId, at: Time) {
     );
 }
 
-pub fn ipi_arrive(s: &mut impl Host, cpu: CpuId) {
+/// An IPI of `vector` reaches `cpu`'s local APIC: it sets the vector's IRR bit, taken now unless
+/// the CPU is in a handler or has IRQs off.
+pub fn ipi_arrive(s: &mut impl Host, cpu: CpuId, vector: Vector) {
     let now = s.now();
     let c = &mut s.sched().cpus[cpu];
     let in_irq = c.in_irq(now);
     let masked = in_irq || (c.irqs_off && matches!(c.mode, Mode::Busy { .. }));
+    c.irq_pending |= 1 << vector as u8;
     if masked {
-        c.irq_pending = true;
         if in_irq && !c.exit_queued && !c.in_pass() {
             // The handler's exit must take this interrupt: it becomes an IrqExit event (the
             // interrupted work's Resume, due later, is ignored meanwhile).
@@ -868,7 +872,7 @@ pub fn poll_kick(s: &mut impl Host, cpu: CpuId) {
         irq_enter(s, cpu, Entry::IdlePoll);
     } else {
         // The CPU left the idle loop meanwhile: the queued work needs a real interrupt.
-        ipi_arrive(s, cpu);
+        ipi_arrive(s, cpu, Vector::CallFunctionSingle);
     }
 }
 
@@ -922,7 +926,17 @@ fn irq_enter(s: &mut impl Host, cpu: CpuId, how: Entry) {
     let c = &mut s.sched().cpus[cpu];
     // In the handler from now: its end is known once its pass has run (irq_end = NEVER till then).
     c.irq_end = NEVER;
-    c.irq_pending = false;
+    // The highest pending vector is taken first: CALL_FUNCTION_VECTOR is above the single one.
+    c.vector = match how {
+        Entry::IdlePoll => Vector::CallFunctionSingle,
+        Entry::Ipi | Entry::Pending if c.irq_pending & 1 << Vector::CallFunction as u8 != 0 => {
+            Vector::CallFunction
+        }
+        Entry::Ipi | Entry::Pending => Vector::CallFunctionSingle,
+    };
+    if how != Entry::IdlePoll {
+        c.irq_pending &= !(1 << c.vector as u8);
+    }
     let task = handler_task(s, cpu);
     s.obs()
         .stats
@@ -950,7 +964,8 @@ pub fn handler_start(s: &mut impl Host, cpu: CpuId) {
         tr.handler_start(cpu, now);
     }
     let task = handler_task(s, cpu);
-    let pass = crate::smp::begin_pass(s, cpu, task, now, true);
+    let vector = s.sched().cpus[cpu].vector;
+    let pass = crate::smp::begin_pass(s, cpu, task, now, vector, true);
     handler_went_on(s, cpu, pass);
 }
 
@@ -1023,7 +1038,7 @@ fn handler_went_on(s: &mut impl Host, cpu: CpuId, pass: Option<Time>) {
     // An idle CPU leaves its handler with an event, and so does one where an IPI arrived before
     // the pass started (taken again after iret).
     let c = &mut s.sched().cpus[cpu];
-    if c.mode == Mode::Idle || c.irq_pending {
+    if c.mode == Mode::Idle || c.irq_pending != 0 {
         c.exit_queued = true;
         s.q().schedule(end, Event::IrqExit { cpu: cpu as u16 });
     }
@@ -1034,7 +1049,7 @@ fn handler_went_on(s: &mut impl Host, cpu: CpuId, pass: Option<Time>) {
 pub fn irq_exit(s: &mut impl Host, cpu: CpuId) {
     s.sched().cpus[cpu].exit_queued = false;
     s.sched().cpus[cpu].irq_end = 0;
-    if s.sched().cpus[cpu].irq_pending {
+    if s.sched().cpus[cpu].irq_pending != 0 {
         // The IRR bit was set while the handler ran: the interrupt is taken again after iret.
         irq_enter(s, cpu, Entry::Pending);
         return;
@@ -1166,7 +1181,7 @@ mod tests {
             run_until(&mut s, start + 80 * US);
             let handler = c(&s, IrqEntryExit);
             assert_eq!(cal(&s, 1), passes, "{offsets:?}");
-            assert!(!s.sched.cpus[1].irq_pending, "{offsets:?}");
+            assert_eq!(s.sched.cpus[1].irq_pending, 0, "{offsets:?}");
             let end = start + 100 * US + passes * handler;
             assert_eq!(busy_until(&s, 1), end, "{offsets:?}");
         }
@@ -1184,7 +1199,7 @@ mod tests {
                 ipi_at(&mut s, 1, start + (10 + 20 * i) * US);
             }
             run_until(&mut s, start + 100 * US - 1);
-            assert!(s.sched.cpus[1].irq_pending);
+            assert!(s.sched.cpus[1].irq_pending != 0);
             assert_eq!(cal(&s, 1), 0);
             assert_eq!(
                 busy_until(&s, 1),
